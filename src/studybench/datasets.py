@@ -1,0 +1,217 @@
+"""Load and validate StudyBench test sets; locate and fetch the official files.
+
+Paper section 2.1 / PROTOCOL.md section 1. The official Application file wraps its list as
+``{"data": [...]}``; the Transfer file is a bare list. Both shapes are accepted for any split.
+
+Errors are :class:`DatasetError` naming the file, the record index, the record's
+``source_problem_id`` and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from studybench.schema import Parent, ParentKey, SubProblem
+
+__all__ = [
+    "DATA_ENV",
+    "Dataset",
+    "DatasetError",
+    "SPLIT_FILES",
+    "Slot",
+    "default_cache_dir",
+    "load_dataset",
+    "resolve_split",
+]
+
+DATA_ENV = "STUDYBENCH_DATA"
+
+SPLIT_FILES = {
+    "application": "application.json",
+    "transfer": "transfer.json",
+}
+"""Local file names of the two official test sets inside a data directory."""
+
+
+class DatasetError(ValueError):
+    """A test-set file that cannot be used as is; the message names file, record and field."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One scored sub-problem of a parent, with its position in the parent."""
+
+    parent: Parent
+    index: int
+    sub: SubProblem
+
+    @property
+    def sub_id(self) -> str:
+        return self.sub.problem_id
+
+
+@dataclass
+class Dataset:
+    """A loaded test set: parents in file order plus the file's identity."""
+
+    name: str
+    path: Path
+    parents: list[Parent]
+    sha256: str
+    wrapped: bool = False
+    raw: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.parents)
+
+    @property
+    def n_slots(self) -> int:
+        return sum(len(p.slots()) for p in self.parents)
+
+    def slots(self) -> Iterator[Slot]:
+        for p in self.parents:
+            for i, s in enumerate(p.slots()):
+                yield Slot(p, i, s)
+
+    def by_key(self) -> dict[ParentKey, Parent]:
+        return {p.key: p for p in self.parents}
+
+
+def default_cache_dir() -> Path:
+    """Per-user cache directory where ``studybench data fetch`` stores the official files."""
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("studybench")) / "data"
+
+
+def _candidate_dirs(data_dir: str | os.PathLike[str] | None) -> list[Path]:
+    dirs: list[Path] = []
+    if data_dir:
+        dirs.append(Path(data_dir))
+    env = os.environ.get(DATA_ENV)
+    if env:
+        dirs.append(Path(env))
+    dirs.append(default_cache_dir())
+    return dirs
+
+
+def resolve_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Map ``application`` / ``transfer`` / a path to an existing file.
+
+    Search order for named splits: ``data_dir``, ``$STUDYBENCH_DATA``, then the user cache of
+    ``studybench data fetch``. In each directory both ``<split>.json`` and
+    ``studybench/<split>.json`` are tried.
+
+    Raises:
+        DatasetError: the split is unknown or no file was found (the message lists where it looked).
+    """
+    if split in SPLIT_FILES:
+        tried: list[str] = []
+        for d in _candidate_dirs(data_dir):
+            for rel in (SPLIT_FILES[split], f"studybench/{SPLIT_FILES[split]}"):
+                p = d / rel
+                tried.append(str(p))
+                if p.is_file():
+                    return p
+        raise DatasetError(
+            f"cannot find the {split} set; looked in: {', '.join(tried)}. "
+            f"Pass --data-dir DIR, set {DATA_ENV}=DIR, or run `studybench data fetch`."
+        )
+    p = Path(split)
+    if p.is_file():
+        return p
+    raise DatasetError(
+        f"{split!r} is neither a split name ({', '.join(SPLIT_FILES)}) nor an existing file"
+    )
+
+
+def _loc_str(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for x in loc:
+        if isinstance(x, int):
+            out += f"[{x}]"
+        else:
+            out += ("." if out else "") + str(x)
+    return out or "<record>"
+
+
+def _format_validation(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = _loc_str(tuple(err.get("loc", ())))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if err.get("type") == "missing":
+        return f"field '{loc}': missing required field"
+    # validators prefix their message with the field they blame ("answer: ...")
+    head, sep, rest = msg.partition(": ")
+    if sep and " " not in head and head:
+        field_name = f"{loc}.{head}" if loc != "<record>" and not loc.endswith(head) else head
+        if head.startswith("sub_problems"):
+            field_name = head
+        return f"field '{field_name}': {rest}"
+    return f"field '{loc}': {msg}"
+
+
+def load_dataset(path: str | os.PathLike[str], name: str | None = None) -> Dataset:
+    """Load and validate a StudyBench test-set file.
+
+    Args:
+        path: a JSON file holding a list of parents or ``{"data": [...]}``.
+        name: display name (defaults to the file stem).
+
+    Returns:
+        A :class:`Dataset` with every parent validated.
+
+    Raises:
+        DatasetError: unreadable file, invalid JSON, wrong shape, a record failing validation
+            (message: ``FILE: record I (source_problem_id=ID): field 'F': what is wrong``), or a
+            duplicate parent key.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise DatasetError(f"{p}: cannot read file ({e.strerror or e})") from None
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        obj = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{p}: not valid JSON ({e})") from None
+    wrapped = False
+    if isinstance(obj, dict):
+        if "data" in obj and isinstance(obj["data"], list):
+            obj, wrapped = obj["data"], True
+        else:
+            raise DatasetError(
+                f"{p}: wrong JSON shape: expected a list of parents or an object with a 'data' list, "
+                f"got an object with keys {sorted(obj)[:8]}"
+            )
+    if not isinstance(obj, list):
+        raise DatasetError(f"{p}: wrong JSON shape: expected a list of parents, got {type(obj).__name__}")
+    parents: list[Parent] = []
+    seen: dict[ParentKey, int] = {}
+    for i, rec in enumerate(obj):
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{p}: record {i}: expected an object, got {type(rec).__name__}")
+        spid = rec.get("source_problem_id", "?")
+        try:
+            parent = Parent.model_validate(rec)
+        except ValidationError as e:
+            raise DatasetError(f"{p}: record {i} (source_problem_id={spid}): {_format_validation(e)}") from None
+        if parent.key in seen:
+            raise DatasetError(
+                f"{p}: record {i} (source_problem_id={spid}): field 'source_problem_id': duplicate parent "
+                f"key (source={parent.source!r}, year={parent.year!r}) already used by record {seen[parent.key]}"
+            )
+        seen[parent.key] = i
+        parents.append(parent)
+    if not parents:
+        raise DatasetError(f"{p}: the file holds no parents")
+    return Dataset(name or p.stem, p, parents, digest, wrapped, obj)

@@ -1,0 +1,121 @@
+"""The chat-backend seam: one request in, one completion out (DESIGN.md ``models/``).
+
+A backend turns a :class:`ChatRequest` (the conversation for one turn of an attempt, built by
+:mod:`studybench.protocol`) into a :class:`ChatResult`. Backends never raise for a failed turn:
+they return a result with ``error`` set, which the runner records as a failed turn (PROTOCOL.md
+section 2, "Errors").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from studybench.datasets import Slot
+
+__all__ = ["ChatBackend", "ChatRequest", "ChatResult", "PRESETS", "SamplingParams"]
+
+
+@dataclass
+class SamplingParams:
+    """Sampling parameters of PROTOCOL.md section 2, sent the way vLLM accepts them.
+
+    ``max_tokens`` is the completion budget. With ``budget_includes_prompt`` the budget is prompt +
+    completion as in the reference scripts, so the completion limit becomes ``max_tokens`` minus the
+    prompt's token count (estimated by the backend). ``None`` means "do not send".
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+    max_tokens: int | None = None
+    budget_includes_prompt: bool = False
+    enable_thinking: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def merged(self, **overrides: Any) -> SamplingParams:
+        """A copy with every non-``None`` override applied."""
+        d = self.to_dict()
+        d.update({k: v for k, v in overrides.items() if v is not None})
+        return SamplingParams(**d)
+
+
+PRESETS: dict[str, SamplingParams] = {
+    # The paper's preset for open-weight models (PROTOCOL.md section 2).
+    "paper": SamplingParams(
+        temperature=1.0,
+        top_p=0.95,
+        top_k=20,
+        min_p=0.0,
+        presence_penalty=1.5,
+        repetition_penalty=1.0,
+        max_tokens=32768,
+        budget_includes_prompt=True,
+        enable_thinking=True,
+    ),
+    # Deterministic-ish decoding for debugging and closed API models.
+    "greedy": SamplingParams(temperature=0.0, max_tokens=8192),
+    # Send nothing: the endpoint's defaults apply.
+    "none": SamplingParams(),
+}
+
+
+@dataclass
+class ChatRequest:
+    """One turn to generate.
+
+    Attributes:
+        messages: OpenAI chat messages (``role``/``content`` dicts), system message first.
+        seed: per-request sampling seed (derived from run seed, attempt and slot), or ``None``.
+        slot: the sub-problem being asked (offline backends such as ``reference`` answer from it).
+        turn_index: index of the sub-problem within its parent.
+    """
+
+    messages: list[dict[str, str]]
+    seed: int | None
+    slot: Slot
+    turn_index: int
+
+
+@dataclass
+class ChatResult:
+    """The outcome of one turn.
+
+    ``completion`` is the assistant text (reasoning returned separately by the server, such as
+    vLLM's ``reasoning_content``, goes to ``reasoning``). ``error`` is set, and ``completion`` is
+    empty, when the turn failed after all retries. ``latency_s`` is wall-clock seconds including
+    retries; ``usage`` holds token counts as reported by the server.
+    """
+
+    completion: str
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+    reasoning: str | None = None
+    attempts: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """What the runner needs from a model backend."""
+
+    name: str
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        """Generate one turn. Must not raise for model/transport failures (set ``error``)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-serialisable description for the run manifest (no secrets)."""
+        ...

@@ -1,0 +1,282 @@
+"""Typed records for StudyBench test sets and run rows (PROTOCOL.md section 1, DESIGN.md).
+
+A **parent** is one problem of a test set; it is scored through its **slots**: the sub-problems of a
+multi-sub parent, or the parent itself for a single-question parent (whose slot id is its
+``source_problem_id``). Gold answers are ``\\boxed{...}`` strings, one box per answer.
+
+Validation here is structural (fields, types, answer types, box counts, balanced braces). Records
+that load but look suspicious are reported by :mod:`studybench.checks`, not rejected.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from studybench.verify.extract import brace_balance_error, find_boxes, split_top_level
+
+__all__ = [
+    "AnswerType",
+    "COMPOUND_TYPES",
+    "Parent",
+    "ParentKey",
+    "SubProblem",
+    "gold_boxes",
+    "parse_type_sequence",
+]
+
+
+class AnswerType(str, Enum):
+    """The nine answer types of StudyBench (paper 2.2)."""
+
+    NV = "NV"  # numeric value
+    EX = "EX"  # symbolic expression
+    EQ = "EQ"  # equation
+    TUP = "TUP"  # ordered tuple, one box per slot, typed by type_sequence
+    IN = "IN"  # interval / inequality
+    MC = "MC"  # one multiple-choice letter
+    TF = "TF"  # true / false
+    QL = "QL"  # short qualitative phrase
+    ALT = "ALT"  # alternative acceptable forms, any-of
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.value
+
+
+COMPOUND_TYPES = frozenset({AnswerType.TUP, AnswerType.ALT})
+
+ParentKey = tuple[str, str, str]
+"""(source, year, source_problem_id), all strings."""
+
+
+def parse_type_sequence(value: Any) -> list[AnswerType]:
+    """Parse a ``type_sequence`` (comma string such as ``"EQ,NV"``, or a list) into answer types.
+
+    Raises:
+        ValueError: unknown element, or a value that is neither a string nor a list of strings.
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items = [t.strip() for t in value.split(",")] if value.strip() else []
+    elif isinstance(value, list) and all(isinstance(t, str) for t in value):
+        items = [t.strip() for t in value]
+    else:
+        raise ValueError(f"type_sequence must be a comma-separated string, got {type(value).__name__}")
+    out = []
+    for t in items:
+        try:
+            out.append(AnswerType(t.upper()))
+        except ValueError:
+            raise ValueError(
+                f"unknown type {t!r} in type_sequence (allowed: {', '.join(a.value for a in AnswerType)})"
+            ) from None
+    return out
+
+
+def gold_boxes(answer: str, answer_type: AnswerType, type_sequence: list[AnswerType]) -> list[str]:
+    """The gold answer's box contents, one per answer slot.
+
+    A TUP/ALT gold whose slots are packed into a single box (``\\boxed{a, b, c}``) is split at
+    top-level commas when that yields exactly ``len(type_sequence)`` parts.
+    """
+    boxes = [b.content for b in find_boxes(answer)]
+    if (
+        answer_type in COMPOUND_TYPES
+        and len(boxes) == 1
+        and len(type_sequence) > 1
+    ):
+        parts = split_top_level(boxes[0])
+        if len(parts) == len(type_sequence):
+            return parts
+    return boxes
+
+
+class _Gold(BaseModel):
+    """Fields shared by a sub-problem and a single-question parent."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    answer: str
+    answer_type: AnswerType
+    type_sequence: list[AnswerType] = Field(default_factory=list)
+
+    @field_validator("answer_type", mode="before")
+    @classmethod
+    def _norm_type(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            u = v.strip().upper()
+            if u not in AnswerType.__members__:
+                raise ValueError(
+                    f"unknown answer_type {v!r} (allowed: {', '.join(a.value for a in AnswerType)})"
+                )
+            return u
+        return v
+
+    @field_validator("type_sequence", mode="before")
+    @classmethod
+    def _parse_ts(cls, v: Any) -> list[AnswerType]:
+        return parse_type_sequence(v)
+
+    def check_gold(self) -> None:
+        """Validate the gold string against answer_type / type_sequence. Raises ValueError."""
+        if not self.answer.strip():
+            raise ValueError("answer: empty gold answer")
+        err = brace_balance_error(self.answer)
+        if err:
+            raise ValueError(f"answer: unbalanced braces in gold ({err})")
+        raw = find_boxes(self.answer)
+        if not raw:
+            raise ValueError("answer: gold has no \\boxed{...}")
+        ts = self.type_sequence
+        if self.answer_type in COMPOUND_TYPES:
+            if not ts:
+                raise ValueError(f"type_sequence: required for answer_type {self.answer_type.value}")
+            n = len(gold_boxes(self.answer, self.answer_type, ts))
+            if n != len(ts):
+                raise ValueError(
+                    f"type_sequence: {len(ts)} types ({','.join(t.value for t in ts)}) "
+                    f"but the gold has {len(raw)} boxes"
+                )
+            if self.answer_type is AnswerType.TUP and AnswerType.ALT in ts:
+                raise ValueError("type_sequence: ALT cannot be a TUP slot")
+        else:
+            if len(ts) > 1 or (ts and ts[0] is not self.answer_type):
+                raise ValueError(
+                    f"type_sequence: {','.join(t.value for t in ts)!r} given for atomic answer_type "
+                    f"{self.answer_type.value}"
+                )
+
+    @property
+    def boxes(self) -> list[str]:
+        """Gold box contents, one per slot (see :func:`gold_boxes`)."""
+        return gold_boxes(self.answer, self.answer_type, self.type_sequence)
+
+    @property
+    def type_sequence_str(self) -> str:
+        return ",".join(t.value for t in self.type_sequence)
+
+
+class SubProblem(_Gold):
+    """One scored slot of a parent (PROTOCOL.md section 1)."""
+
+    problem_id: str
+    problem: str = ""
+    solution: str = ""
+    knowledge_points: Any = None
+
+    @field_validator("problem_id", mode="before")
+    @classmethod
+    def _id_str(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> SubProblem:
+        if not self.problem_id.strip():
+            raise ValueError("problem_id: empty")
+        self.check_gold()
+        return self
+
+
+class Parent(BaseModel):
+    """One test-set problem: multi-sub (``sub_problems`` non-empty) or single-question."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    source: str
+    source_kind: str = ""
+    domain: str = ""
+    year: str = ""
+    source_problem_id: str
+    title: str = ""
+    problem_type: str = ""
+    problem: str = ""
+    solution: str = ""
+    answer: str = ""
+    answer_type: str = ""
+    type_sequence: Any = ""
+    sub_problems: list[SubProblem] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "sub_problems" not in data and "problems" in data:
+            data = dict(data)
+            data["sub_problems"] = data.pop("problems")
+        if isinstance(data, dict) and data.get("sub_problems") is None and "sub_problems" in data:
+            data = dict(data)
+            data["sub_problems"] = []
+        return data
+
+    @field_validator("year", "source_problem_id", mode="before")
+    @classmethod
+    def _to_str(cls, v: Any) -> Any:
+        if v is None:
+            return ""
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Parent:
+        if not self.source.strip():
+            raise ValueError("source: empty")
+        if not self.source_problem_id.strip():
+            raise ValueError("source_problem_id: empty")
+        if self.sub_problems:
+            seen: set[str] = set()
+            for j, s in enumerate(self.sub_problems):
+                if s.problem_id in seen:
+                    raise ValueError(f"sub_problems[{j}].problem_id: duplicate problem_id {s.problem_id!r}")
+                seen.add(s.problem_id)
+                if not (s.problem.strip() or self.problem.strip()):
+                    raise ValueError(f"sub_problems[{j}].problem: empty sub-problem and empty stem")
+        else:
+            if not self.problem.strip():
+                raise ValueError("problem: empty single-question problem")
+            try:
+                self.single_slot()  # validates the parent's own gold fields
+            except ValidationError as e:
+                err = e.errors()[0]
+                loc = ".".join(str(x) for x in err["loc"]) or "answer"
+                msg = str(err["msg"]).removeprefix("Value error, ")
+                raise ValueError(msg if msg.startswith(loc) else f"{loc}: {msg}") from None
+        return self
+
+    def single_slot(self) -> SubProblem:
+        """The slot of a single-question parent, built from the parent's own gold fields."""
+        return SubProblem(
+            problem_id=self.source_problem_id,
+            problem=self.problem,
+            solution=self.solution,
+            answer=self.answer,
+            answer_type=self.answer_type,
+            type_sequence=self.type_sequence,
+        )
+
+    @property
+    def key(self) -> ParentKey:
+        """Parent identity (source, year, source_problem_id)."""
+        return (self.source, self.year, self.source_problem_id)
+
+    @property
+    def is_single(self) -> bool:
+        return not self.sub_problems
+
+    @property
+    def stem(self) -> str:
+        """Shared stem shown before sub-problem 0 (empty for single-question parents)."""
+        return "" if self.is_single else self.problem
+
+    def slots(self) -> list[SubProblem]:
+        """The scored slots in order: the sub-problems, or the parent itself."""
+        return list(self.sub_problems) if self.sub_problems else [self.single_slot()]
+
+    @property
+    def uid(self) -> str:
+        """Stable string id of the parent: ``source/year/source_problem_id`` (year may be empty)."""
+        return "/".join(self.key)
