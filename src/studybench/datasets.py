@@ -149,6 +149,9 @@ def _format_validation(e: ValidationError) -> str:
     msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     if err.get("type") == "missing":
         return f"field '{loc}': missing required field"
+    etype = str(err.get("type", ""))
+    if etype.endswith("_type") or etype == "enum":
+        msg = f"{msg} (got {type(err.get('input')).__name__})"
     # validators prefix their message with the field they blame ("answer: ...")
     head, sep, rest = msg.partition(": ")
     if sep and " " not in head and head:
@@ -180,6 +183,8 @@ def load_dataset(path: str | os.PathLike[str], name: str | None = None) -> Datas
     except OSError as e:
         raise DatasetError(f"{p}: cannot read file ({e.strerror or e})") from None
     digest = hashlib.sha256(data).hexdigest()
+    if not data.strip():
+        raise DatasetError(f"{p}: empty file (expected a JSON list of parents)")
     try:
         obj = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

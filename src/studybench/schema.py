@@ -238,13 +238,17 @@ class Parent(BaseModel):
         else:
             if not self.problem.strip():
                 raise ValueError("problem: empty single-question problem")
+            for name in ("answer", "answer_type"):
+                if name not in self.model_fields_set:
+                    raise ValueError(f"{name}: missing required field (single-question parent)")
             try:
                 self.single_slot()  # validates the parent's own gold fields
             except ValidationError as e:
                 err = e.errors()[0]
-                loc = ".".join(str(x) for x in err["loc"]) or "answer"
+                loc = ".".join(str(x) for x in err["loc"])
                 msg = str(err["msg"]).removeprefix("Value error, ")
-                raise ValueError(msg if msg.startswith(loc) else f"{loc}: {msg}") from None
+                # model-level messages (empty loc) already start with the field they blame
+                raise ValueError(msg if not loc or msg.startswith(loc) else f"{loc}: {msg}") from None
         return self
 
     def single_slot(self) -> SubProblem:

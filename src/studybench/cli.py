@@ -1,0 +1,364 @@
+"""The ``studybench`` command (typer + rich)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from studybench import __version__
+
+app = typer.Typer(
+    help="StudyBench: evaluate models and self-evolution methods on the Application and Transfer sets.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+data_app = typer.Typer(help="Find, fetch and check the test-set files.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+console = Console(stderr=True)
+out_console = Console()
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/bold red] {msg}")
+    raise typer.Exit(code)
+
+
+class _RateColumn(ProgressColumn):
+    """Turns per second since the task started."""
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.elapsed or 0.0
+        rate = task.completed / elapsed if elapsed > 0 else 0.0
+        return Text(f"{rate:,.1f} turns/s", style="progress.data.speed")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal and os.environ.get("STUDYBENCH_PROGRESS") != "1",
+    )
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "run"
+
+
+def _parse_slice(s: str | None) -> tuple[int, int | None]:
+    if not s:
+        return 0, None
+    m = re.fullmatch(r"\s*(-?\d*)\s*:\s*(-?\d*)\s*", s)
+    if not m:
+        _fail(f"--slice must look like START:STOP (e.g. 10:20), got {s!r}")
+    a, b = m.group(1), m.group(2)  # type: ignore[union-attr]
+    return (int(a) if a else 0), (int(b) if b else None)
+
+
+def _seeds(n: int, base: int, seed_list: str | None) -> list[int]:
+    if seed_list:
+        try:
+            vals = [int(x) for x in seed_list.split(",") if x.strip()]
+        except ValueError:
+            _fail(f"--seed-list must be comma-separated integers, got {seed_list!r}")
+        if len(set(vals)) != len(vals) or not vals:
+            _fail("--seed-list must hold distinct integers")
+        return vals
+    if n < 1:
+        _fail("--seeds must be >= 1")
+    return [base + i for i in range(n)]
+
+
+_COMPARE_KEYS = ("backend", "artefacts_digests", "split_sha256")
+
+
+def _manifest_identity(man: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "backend": man.get("backend"),
+        "artefacts_digests": (man.get("artefacts") or {}).get("digests"),
+        "split_sha256": (man.get("split") or {}).get("sha256"),
+    }
+
+
+@app.command("eval")
+def eval_cmd(
+    split: Annotated[str, typer.Option("--split", help="application | transfer | PATH to a test-set JSON file.")] = "transfer",
+    model: Annotated[str, typer.Option("--model", help="Model name at the endpoint, or 'reference' for the offline gold replay.")] = "reference",
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve). Default: $OPENAI_BASE_URL.")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="auto | openai | reference (auto: reference when --model reference).")] = "auto",
+    k: Annotated[int, typer.Option("-k", "--k", help="Attempts per parent (Par@k, Sub@k).")] = 8,
+    seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds (each a full set of k attempts).")] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="First seed; seeds are SEED..SEED+N-1.")] = 0,
+    seed_list: Annotated[str | None, typer.Option("--seed-list", help="Explicit comma-separated seeds (overrides --seeds/--seed).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<model>-<split>). Re-running the same command resumes.")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding application.json / transfer.json (default $STUDYBENCH_DATA, then the fetch cache).")] = None,
+    preset: Annotated[str, typer.Option("--preset", help="Sampling preset: paper | greedy | none.")] = "none",
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling p.")] = None,
+    top_k: Annotated[int | None, typer.Option(help="Top-k sampling (vLLM extra_body).")] = None,
+    min_p: Annotated[float | None, typer.Option(help="Min-p sampling (vLLM extra_body).")] = None,
+    presence_penalty: Annotated[float | None, typer.Option(help="Presence penalty.")] = None,
+    repetition_penalty: Annotated[float | None, typer.Option(help="Repetition penalty (vLLM extra_body).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Token budget per turn.")] = None,
+    thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Send chat_template_kwargs.enable_thinking (Qwen3).")] = None,
+    concurrency: Annotated[int, typer.Option(help="Maximum requests in flight.")] = 64,
+    request_timeout: Annotated[float, typer.Option(help="Seconds per HTTP request before it is retried.")] = 600.0,
+    max_retries: Annotated[int, typer.Option(help="Retries per turn on 429/5xx/timeouts/dropped connections.")] = 6,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key (never stored).")] = "OPENAI_API_KEY",
+    system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File replacing the system message (GEPA, EvoSkill).")] = None,
+    playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE).")] = None,
+    guidance: Annotated[Path | None, typer.Option("--guidance", help="JSON/JSONL hints joined on (source, year, source_problem_id, problem_id).")] = None,
+    reference_mode: Annotated[str, typer.Option("--reference-mode", help="reference backend: gold | solution.")] = "gold",
+    only_generate: Annotated[bool, typer.Option("--only-generate", help="Generate turns, do not judge or report.")] = False,
+    only_judge: Annotated[bool, typer.Option("--only-judge", help="Judge existing turns and report; generate nothing.")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N parents (after --slice).")] = None,
+    slice_: Annotated[str | None, typer.Option("--slice", help="Parents START:STOP (Python slice of the file order).")] = None,
+    judge_timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic judgement.")] = 5.0,
+    judge_workers: Annotated[int | None, typer.Option(help="Verifier worker processes (default: CPU count).")] = None,
+) -> None:
+    """Run the StudyBench protocol (generate, judge, report). Resumable: re-run the same command."""
+    from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.models import PRESETS, ReferenceBackend
+    from studybench.protocol import ArtefactError, guidance_coverage, load_artefacts
+    from studybench.report import parents_index, rich_table, write_report
+    from studybench.runner import EvalConfig, generate, judge_run, select_parents, verifier_config
+    from studybench.store import RunStore
+
+    if only_generate and only_judge:
+        _fail("--only-generate and --only-judge exclude each other")
+    if k < 1:
+        _fail("-k must be >= 1")
+    if preset not in PRESETS:
+        _fail(f"--preset must be one of {', '.join(PRESETS)}")
+    try:
+        path = resolve_split(split, data_dir)
+        ds = load_dataset(path, name=split if split in ("application", "transfer") else None)
+        start, stop = _parse_slice(slice_)
+        parents = select_parents(ds, limit, start, stop)
+        art = load_artefacts(system_prompt, playbook, guidance)
+    except (DatasetError, ArtefactError, ValueError) as e:
+        _fail(str(e))
+    seed_vals = _seeds(seeds, seed, seed_list)
+
+    use_ref = backend == "reference" or (backend == "auto" and model == "reference")
+    sampling = PRESETS[preset].merged(
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        min_p=min_p,
+        presence_penalty=presence_penalty,
+        repetition_penalty=repetition_penalty,
+        max_tokens=max_tokens,
+        enable_thinking=thinking,
+    )
+    if use_ref:
+        try:
+            be: Any = ReferenceBackend(reference_mode)
+        except ValueError as e:
+            _fail(str(e))
+    elif backend in ("auto", "openai"):
+        from studybench.models.openai_backend import OpenAIBackend
+
+        url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not url:
+            _fail("--base-url is required for the openai backend (e.g. http://127.0.0.1:8000/v1 from `vllm serve`)")
+        be = OpenAIBackend(
+            model, url, sampling, concurrency=concurrency, request_timeout=request_timeout,
+            max_retries=max_retries, api_key_env=api_key_env,
+        )
+    else:
+        _fail(f"--backend must be auto, openai or reference, got {backend!r}")
+
+    run_dir = out or Path("runs") / f"{_slug(model if not use_ref else 'reference-' + reference_mode)}-{_slug(ds.name)}"
+    store = RunStore(run_dir)
+    manifest: dict[str, Any] = {
+        "studybench_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "split": {"name": ds.name, "path": str(path.resolve()), "sha256": ds.sha256, "parents": len(ds), "sub_problems": ds.n_slots},
+        "selection": {"slice": slice_, "limit": limit, "parents": len(parents)},
+        "k": k,
+        "seeds": seed_vals,
+        "backend": be.describe(),
+        "artefacts": art.describe(),
+        "verifier": None,
+        "parents": parents_index(parents),
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+    }
+    cfg = EvalConfig(split=ds.name, k=k, seeds=seed_vals, concurrency=concurrency, judge_timeout=judge_timeout, judge_workers=judge_workers)
+    manifest["verifier"] = verifier_config(cfg)
+    if store.exists():
+        try:
+            old = store.read_manifest()
+        except ValueError as e:
+            _fail(str(e))
+        a, b = _manifest_identity(old), _manifest_identity(manifest)
+        diff = [name for name in _COMPARE_KEYS if a[name] != b[name]]
+        if diff:
+            _fail(
+                f"{run_dir} holds a run with a different {', '.join(diff)}; use another --out "
+                f"(or delete the directory) instead of mixing runs"
+            )
+        manifest["created"] = old.get("created", manifest["created"])
+        console.print(f"[cyan]resuming[/cyan] {run_dir}")
+    store.write_manifest(manifest)
+    if art.guidance:
+        matched, unmatched = guidance_coverage(art, ds)
+        console.print(f"guidance: {matched} sub-problems have hints; {len(unmatched)} guidance keys match no sub-problem")
+
+    n_turns = sum(len(p.slots()) for p in parents) * k * len(seed_vals)
+    console.print(
+        f"[bold]{ds.name}[/bold]: {len(parents)} parents, {sum(len(p.slots()) for p in parents)} sub-problems, "
+        f"k={k}, seeds={seed_vals} -> {n_turns} turns; backend {be.describe().get('backend')} ({model}); run dir {run_dir}"
+    )
+    try:
+        if not only_judge:
+            with _progress() as prog:
+                task = prog.add_task("generate", total=n_turns)
+                gstats = asyncio.run(generate(parents, store, be, art, cfg, lambda n: prog.advance(task, n)))
+            console.print(
+                f"generated {gstats.generated} turns ({gstats.reused} reused, {gstats.failed} failed) "
+                f"in {gstats.seconds:.1f}s ({gstats.turns_per_s:.1f} turns/s)"
+            )
+            if gstats.failed:
+                console.print(f"[yellow]{gstats.failed} turns failed after retries; they count as incorrect. Re-run to retry them.[/yellow]")
+        if only_generate:
+            return
+        from studybench.verify import Verifier
+
+        with Verifier(workers=judge_workers, timeout=judge_timeout) as verifier, _progress() as prog:
+            task = prog.add_task("judge", total=n_turns)
+            jstats = judge_run(parents, store, cfg, verifier, lambda n: prog.advance(task, n))
+        console.print(f"judged {jstats.judged} turns ({jstats.reused} reused) in {jstats.seconds:.1f}s")
+        rep = write_report(store)
+    finally:
+        store.close()
+        try:
+            asyncio.run(be.aclose())
+        except Exception:  # noqa: BLE001 - closing must not mask the real outcome
+            pass
+    out_console.print(rich_table(rep))
+    console.print(f"report: {run_dir / 'report.json'}, {run_dir / 'report.md'}")
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print report.json to stdout instead of a table.")] = False,
+) -> None:
+    """Recompute report.json / report.md of a run directory and print the summary."""
+    from studybench.report import rich_table, write_report
+    from studybench.store import RunStore
+
+    store = RunStore(run_dir)
+    try:
+        rep = write_report(store)
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        _fail(f"{run_dir}: {e}")
+    if as_json:
+        out_console.print_json(json.dumps(rep))
+    else:
+        out_console.print(rich_table(rep))
+        console.print(f"report: {run_dir / 'report.json'}, {run_dir / 'report.md'}")
+
+
+@data_app.command("fetch")
+def data_fetch(
+    dest: Annotated[Path | None, typer.Option("--dest", help="Target directory (default: the user cache).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="Raw-file base URL of the official repository.")] = None,
+    branch: Annotated[str, typer.Option(help="Repository branch.")] = "main",
+    train: Annotated[bool, typer.Option("--train", help="Also fetch the training instruction layers.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Download again even if present.")] = False,
+) -> None:
+    """Download the official test sets (and optionally training layers) into the user cache."""
+    from studybench import fetch
+
+    kwargs: dict[str, Any] = {"branch": branch, "include_train": train, "force": force}
+    if base_url:
+        kwargs["base_url"] = base_url
+    try:
+        paths = fetch.fetch_official(dest, **kwargs)
+    except Exception as e:  # noqa: BLE001 - report any fetch failure as a clean CLI error
+        _fail(str(e), code=1)
+    for p in paths:
+        out_console.print(str(p))
+
+
+@data_app.command("check")
+def data_check(
+    split: Annotated[list[str] | None, typer.Option("--split", help="application | transfer | PATH (repeatable; default both).")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding the test sets.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print findings as JSON lines.")] = False,
+) -> None:
+    """Validate test-set files and report suspicious but loadable records."""
+    from rich.table import Table
+
+    from studybench.checks import check_dataset
+    from studybench.datasets import DatasetError, load_dataset, resolve_split
+
+    splits = split or ["application", "transfer"]
+    bad = False
+    for s in splits:
+        try:
+            path = resolve_split(s, data_dir)
+            ds = load_dataset(path, name=s if s in ("application", "transfer") else None)
+        except DatasetError as e:
+            console.print(f"[bold red]{s}: invalid[/bold red] {e}")
+            bad = True
+            continue
+        findings = check_dataset(ds)
+        if as_json:
+            for f in findings:
+                out_console.print_json(json.dumps({"split": s, **f.to_dict()}))
+            continue
+        out_console.print(f"[bold]{s}[/bold] ({path}): {len(ds)} parents, {ds.n_slots} sub-problems, loads OK; {len(findings)} findings")
+        if findings:
+            t = Table(show_lines=False)
+            for col in ("kind", "parent", "sub", "field", "message"):
+                t.add_column(col, overflow="fold")
+            for f in findings:
+                t.add_row(f.kind, f.parent_uid, f.sub_id, f.field, f.message)
+            out_console.print(t)
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print the studybench version."""
+    out_console.print(__version__)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

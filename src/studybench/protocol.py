@@ -1,0 +1,285 @@
+"""The conversation a model sees for sub-problem i of an attempt (PROTOCOL.md section 2).
+
+One attempt is a sequential multi-turn solve of a parent. For sub-problem ``i`` the messages are:
+
+* a system message: :data:`DEFAULT_SYSTEM_PROMPT`, or a system-prompt artefact (GEPA, EvoSkill)
+  that replaces it, or the default with a playbook artefact (ACE) appended between delimiters;
+* turn 0 (user): :data:`INSTRUCTION`, the shared stem and sub-problem 0's text, separated by blank
+  lines, empty parts skipped (ours: a stem identical to sub-problem 0's text is shown once);
+* for every earlier sub-problem ``j < i``: its user turn, then the model's **own** earlier reply
+  with reasoning removed (:func:`studybench.verify.extract.strip_reasoning`), or
+  :data:`PLACEHOLDER` when nothing usable remains (empty, failed turn);
+* turn ``i`` (user): only sub-problem ``i``'s text.
+
+Guidance (textbook-grounded hints) is appended to the sub-problem's user turn under a heading and
+combines with either the system prompt or the playbook (not both: they are alternatives).
+Never any gold solution or answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from studybench.datasets import Dataset, Slot
+from studybench.schema import Parent
+from studybench.verify.extract import strip_reasoning
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "GUIDANCE_HEADING",
+    "INSTRUCTION",
+    "PLACEHOLDER",
+    "Artefacts",
+    "ArtefactError",
+    "GuidanceKey",
+    "build_messages",
+    "load_artefacts",
+    "messages_digest",
+    "user_turn",
+]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an expert physicist. Solve physics problems carefully and rigorously."
+)
+
+INSTRUCTION = (
+    "Solve the following physics problem. Reason step by step. The last line of your reply must be "
+    "`Final Answer: \\boxed{...}` with your final answer inside the box. If there are several "
+    "answers, put each one in its own \\boxed{} on that same line, in the order asked. Do not put "
+    "units inside the boxes."
+)
+
+PLACEHOLDER = (
+    "(No final answer was given for the previous sub-question. Continue with the next sub-question.)"
+)
+
+PLAYBOOK_BEGIN = "=== PLAYBOOK (BEGIN) ==="
+PLAYBOOK_END = "=== PLAYBOOK (END) ==="
+PLAYBOOK_NOTE = (
+    "The playbook below collects strategies and lessons learned on earlier problems. Use it silently "
+    "where it helps; do not mention or quote it in your answer."
+)
+
+GUIDANCE_HEADING = "### Guidance"
+GUIDANCE_NOTE = (
+    "The guidance above is a hint drawn from textbook material. It is not the answer: you must still "
+    "derive the result yourself and box your final answer as instructed."
+)
+
+GuidanceKey = tuple[str, str, str, str]
+"""(source, year, source_problem_id, problem_id), all strings."""
+
+
+class ArtefactError(ValueError):
+    """An artefact file that cannot be used; the message names the file and what is wrong."""
+
+
+@dataclass
+class Artefacts:
+    """Optional method artefacts applied to the conversation (PROTOCOL.md section 2).
+
+    Attributes:
+        system_prompt: replaces the default system message (GEPA, EvoSkill).
+        playbook: appended to the default system message between delimiters (ACE).
+        guidance: hint text per sub-problem, keyed by (source, year, source_problem_id, problem_id).
+        digests: sha256 of each artefact file, for the run manifest.
+    """
+
+    system_prompt: str | None = None
+    playbook: str | None = None
+    guidance: dict[GuidanceKey, str] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.system_prompt is not None and self.playbook is not None:
+            raise ArtefactError(
+                "--system-prompt and --playbook are alternatives (a system prompt replaces the system "
+                "message, a playbook extends the default one); give at most one. Guidance combines with either."
+            )
+
+    def system_message(self) -> str:
+        """The system message content for every turn."""
+        if self.system_prompt is not None:
+            return self.system_prompt
+        if self.playbook is not None:
+            return (
+                f"{DEFAULT_SYSTEM_PROMPT}\n\n{PLAYBOOK_NOTE}\n\n{PLAYBOOK_BEGIN}\n"
+                f"{self.playbook.strip()}\n{PLAYBOOK_END}"
+            )
+        return DEFAULT_SYSTEM_PROMPT
+
+    def guidance_for(self, parent: Parent, sub_id: str) -> str | None:
+        return self.guidance.get((parent.source, parent.year, parent.source_problem_id, sub_id))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "system_prompt": self.system_prompt is not None,
+            "playbook": self.playbook is not None,
+            "guidance_entries": len(self.guidance),
+            "digests": dict(self.digests),
+        }
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ArtefactError(f"{what} file {path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ArtefactError(f"{what} file {path}: not UTF-8 text ({e})") from None
+    if not text.strip():
+        raise ArtefactError(f"{what} file {path}: empty")
+    return text
+
+
+_GUIDANCE_TEXT_FIELDS = ("guidance", "hint", "hints", "text")
+
+
+def _load_guidance(path: Path) -> dict[GuidanceKey, str]:
+    """Guidance file: JSON list (or ``{"data": [...]}``) or JSONL of objects with ``source``,
+    ``year``, ``source_problem_id``, ``problem_id`` and ``guidance`` (or ``hint``/``text``)."""
+    raw = _read_text(path, "guidance")
+    records: list[Any]
+    try:
+        obj = json.loads(raw)
+        if isinstance(obj, dict) and isinstance(obj.get("data"), list):
+            obj = obj["data"]
+        records = obj if isinstance(obj, list) else [obj]
+    except json.JSONDecodeError:
+        records = []
+        for n, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ArtefactError(f"guidance file {path}: line {n}: not valid JSON ({e.msg})") from None
+    out: dict[GuidanceKey, str] = {}
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise ArtefactError(f"guidance file {path}: record {i}: expected an object")
+        missing = [k for k in ("source", "source_problem_id") if k not in rec]
+        if missing:
+            raise ArtefactError(f"guidance file {path}: record {i}: missing field '{missing[0]}'")
+        text = next((rec[f] for f in _GUIDANCE_TEXT_FIELDS if isinstance(rec.get(f), str)), None)
+        if text is None:
+            raise ArtefactError(
+                f"guidance file {path}: record {i} (source_problem_id={rec['source_problem_id']}): "
+                f"field 'guidance': missing or not a string"
+            )
+        spid = str(rec["source_problem_id"])
+        pid = rec.get("problem_id")
+        key = (
+            str(rec["source"]),
+            "" if rec.get("year") is None else str(rec["year"]),
+            spid,
+            spid if pid in (None, "") else str(pid),
+        )
+        if key in out:
+            raise ArtefactError(f"guidance file {path}: record {i}: duplicate key {key}")
+        if text.strip():
+            out[key] = text.strip()
+    return out
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_artefacts(
+    system_prompt: Path | None = None,
+    playbook: Path | None = None,
+    guidance: Path | None = None,
+) -> Artefacts:
+    """Read artefact files given on the command line.
+
+    Raises:
+        ArtefactError: unreadable/empty file, malformed guidance record, or both a system prompt
+            and a playbook.
+    """
+    digests: dict[str, str] = {}
+    sp = pb = None
+    gd: dict[GuidanceKey, str] = {}
+    if system_prompt is not None:
+        sp = _read_text(system_prompt, "system prompt").strip()
+        digests["system_prompt"] = _sha256(system_prompt)
+    if playbook is not None:
+        pb = _read_text(playbook, "playbook")
+        digests["playbook"] = _sha256(playbook)
+    if guidance is not None:
+        gd = _load_guidance(guidance)
+        digests["guidance"] = _sha256(guidance)
+    return Artefacts(system_prompt=sp, playbook=pb, guidance=gd, digests=digests)
+
+
+def guidance_coverage(art: Artefacts, ds: Dataset) -> tuple[int, list[GuidanceKey]]:
+    """(number of slots with guidance, guidance keys that match no slot of ``ds``)."""
+    keys = {(s.parent.source, s.parent.year, s.parent.source_problem_id, s.sub_id) for s in ds.slots()}
+    matched = sum(1 for k in art.guidance if k in keys)
+    return matched, sorted(k for k in art.guidance if k not in keys)
+
+
+def user_turn(parent: Parent, index: int, artefacts: Artefacts | None = None) -> str:
+    """The user message for sub-problem ``index`` of ``parent`` (with guidance if any)."""
+    slots = parent.slots()
+    sub = slots[index]
+    if index == 0:
+        stem = parent.stem.strip()
+        text = sub.problem.strip()
+        parts = [INSTRUCTION]
+        if stem and stem != text:
+            parts.append(stem)
+        if text:
+            parts.append(text)
+        content = "\n\n".join(parts)
+    else:
+        content = sub.problem.strip()
+    if artefacts is not None:
+        hint = artefacts.guidance_for(parent, sub.problem_id)
+        if hint:
+            content = f"{content}\n\n{GUIDANCE_HEADING}\n\n{hint}\n\n{GUIDANCE_NOTE}"
+    return content
+
+
+def previous_reply(completion: str | None) -> str:
+    """What the model sees of its own earlier reply: reasoning removed, or the placeholder."""
+    if not completion:
+        return PLACEHOLDER
+    visible = strip_reasoning(completion)
+    return visible if visible.strip() else PLACEHOLDER
+
+
+def build_messages(
+    slot: Slot,
+    previous: list[str | None],
+    artefacts: Artefacts | None = None,
+) -> list[dict[str, str]]:
+    """Messages for ``slot`` given the model's raw replies to the earlier sub-problems.
+
+    Args:
+        slot: the sub-problem to ask (its ``index`` within the parent).
+        previous: raw completions of sub-problems ``0..index-1`` of the same attempt (``None`` or
+            ``""`` for a failed or empty turn); exactly ``slot.index`` items.
+
+    Raises:
+        ValueError: ``len(previous) != slot.index``.
+    """
+    if len(previous) != slot.index:
+        raise ValueError(f"need {slot.index} previous replies, got {len(previous)}")
+    art = artefacts or Artefacts()
+    msgs: list[dict[str, str]] = [{"role": "system", "content": art.system_message()}]
+    for j in range(slot.index):
+        msgs.append({"role": "user", "content": user_turn(slot.parent, j, art)})
+        msgs.append({"role": "assistant", "content": previous_reply(previous[j])})
+    msgs.append({"role": "user", "content": user_turn(slot.parent, slot.index, art)})
+    return msgs
+
+
+def messages_digest(messages: list[dict[str, str]]) -> str:
+    """sha256 of the canonical JSON of ``messages`` (hex, 64 chars)."""
+    blob = json.dumps(messages, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()

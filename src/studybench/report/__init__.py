@@ -1,0 +1,224 @@
+"""Turn a run directory into report.json / report.md and a terminal table (paper 2.2 metrics).
+
+``report.json`` carries at its top level ``k``, ``seeds``, ``par_at_k`` and ``sub_at_k`` (each
+``{"mean", "std", "per_seed"}`` in percent), ``breakdowns`` (by sub-discipline, source and answer
+type) and run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from studybench.metrics import breakdown, mean_std, par_at_k, sub_at_k, sub_at_k_by
+from studybench.store import RunStore, TurnKey, atomic_write_text, text_digest
+
+__all__ = ["build_report", "parents_index", "render_markdown", "rich_table", "write_report"]
+
+
+def _label_key(label: str) -> str:
+    s = label.lower().replace("&", " and ")
+    s = "".join(ch if ch.isalnum() else " " for ch in s)
+    return " ".join(s.split())
+
+
+def parents_index(parents: list[Any]) -> list[dict[str, Any]]:
+    """Compact description of the selected parents for the manifest, with sub-discipline labels
+    normalised (two spellings of one label, e.g. ``&`` vs ``and``, map to the most frequent one)."""
+    counts = Counter(p.problem_type for p in parents)
+    canon: dict[str, str] = {}
+    for label, _ in counts.most_common():
+        canon.setdefault(_label_key(label), label)
+    out = []
+    for p in parents:
+        out.append(
+            {
+                "uid": p.uid,
+                "source": p.source,
+                "year": p.year,
+                "source_problem_id": p.source_problem_id,
+                "problem_type": canon[_label_key(p.problem_type)] if p.problem_type else "(none)",
+                "problem_type_raw": p.problem_type,
+                "subs": [
+                    {"id": s.problem_id, "answer_type": s.answer_type.value, "type_sequence": s.type_sequence_str}
+                    for s in p.slots()
+                ],
+            }
+        )
+    return out
+
+
+def build_report(store: RunStore) -> dict[str, Any]:
+    """Compute the report of a run directory from its manifest and logs.
+
+    A turn without a current judgement (not generated, not yet judged, or judged on an older
+    completion) counts as incorrect and is counted in ``missing_judgements``.
+
+    Raises:
+        FileNotFoundError / ValueError: no or unreadable manifest.
+    """
+    man = store.read_manifest()
+    k = int(man["k"])
+    seeds = [int(s) for s in man["seeds"]]
+    split = man["split"]["name"]
+    index = man["parents"]
+    gens = store.latest_generations()
+    judg = store.latest_judgements()
+    per_seed: dict[int, list[list[list[bool]]]] = {}
+    missing = failed = total = 0
+    reasons: Counter[str] = Counter()
+    unsolved: list[dict[str, Any]] = []
+    solved_count: dict[tuple[str, str], int] = {}
+    for seed in seeds:
+        verdicts: list[list[list[bool]]] = []
+        for p in index:
+            pv: list[list[bool]] = []
+            for s in p["subs"]:
+                row: list[bool] = []
+                for a in range(k):
+                    total += 1
+                    key = TurnKey(split, p["uid"], s["id"], seed, a)
+                    g = gens.get(key)
+                    j = judg.get(key)
+                    ok = False
+                    if g is not None and g.get("error"):
+                        failed += 1
+                    if g is None or j is None or j.get("completion_digest") != text_digest(g.get("completion") or ""):
+                        missing += 1
+                    else:
+                        ok = bool(j.get("correct"))
+                        if not ok:
+                            reasons[str(j.get("reason", "")).split(":")[0] + ": " + _reason_kind(j)] += 1
+                    row.append(ok)
+                    if ok:
+                        solved_count[(p["uid"], s["id"])] = solved_count.get((p["uid"], s["id"]), 0) + 1
+                pv.append(row)
+            verdicts.append(pv)
+        per_seed[seed] = verdicts
+    for p in index:
+        for s in p["subs"]:
+            if solved_count.get((p["uid"], s["id"]), 0) == 0:
+                unsolved.append({"parent": p["uid"], "sub_id": s["id"], "answer_type": s["answer_type"]})
+    par = mean_std([par_at_k(per_seed[s], k) for s in seeds])
+    sub = mean_std([sub_at_k(per_seed[s], k) for s in seeds])
+    disc = [p["problem_type"] for p in index]
+    src = [p["source"] for p in index]
+    types = [[s["answer_type"] for s in p["subs"]] for p in index]
+    by_type_seed = [sub_at_k_by(per_seed[s], types) for s in seeds]
+    by_type = {t: mean_std([d[t] for d in by_type_seed]).to_dict() for t in sorted(by_type_seed[0])}
+    type_counts = Counter(t for ts in types for t in ts)
+    raw_labels = sorted({(p["problem_type_raw"], p["problem_type"]) for p in index if p["problem_type_raw"] != p["problem_type"]})
+
+    def bd(groups: list[str]) -> dict[str, Any]:
+        par_g = breakdown(per_seed, groups, lambda v: par_at_k(v, k))
+        sub_g = breakdown(per_seed, groups, lambda v: sub_at_k(v, k))
+        n = Counter(groups)
+        return {g: {"parents": n[g], "par_at_k": par_g[g].to_dict(), "sub_at_k": sub_g[g].to_dict()} for g in sorted(par_g)}
+
+    gen_rows = [g for g in gens.values() if g.get("split") == split]
+    usage = Counter()
+    for g in gen_rows:
+        for kk, vv in (g.get("usage") or {}).items():
+            if isinstance(vv, int):
+                usage[kk] += vv
+    return {
+        "k": k,
+        "seeds": seeds,
+        "par_at_k": par.to_dict(),
+        "sub_at_k": sub.to_dict(),
+        "breakdowns": {
+            "sub_discipline": bd(disc),
+            "source": bd(src),
+            "answer_type": {t: {"sub_problems": type_counts[t], "sub_at_k": by_type[t]} for t in by_type},
+        },
+        "split": split,
+        "model": man.get("backend", {}).get("model"),
+        "backend": man.get("backend"),
+        "verifier": man.get("verifier"),
+        "parents": len(index),
+        "sub_problems": sum(len(p["subs"]) for p in index),
+        "turns": {"expected": total, "failed": failed, "missing_judgements": missing},
+        "incorrect_reasons": dict(reasons.most_common()),
+        "label_normalisation": [{"raw": r, "normalised": n} for r, n in raw_labels],
+        "unsolved_sub_problems": unsolved,
+        "usage": dict(usage),
+    }
+
+
+def _reason_kind(j: dict[str, Any]) -> str:
+    r = str(j.get("reason", ""))
+    rest = r.split(":", 1)[1].strip() if ":" in r else r
+    return rest.split("(")[0].strip()[:60] or "unspecified"
+
+
+def render_markdown(rep: dict[str, Any]) -> str:
+    """Markdown rendering of :func:`build_report`'s output."""
+
+    def fmt(d: dict[str, Any]) -> str:
+        return f"{d['mean']:.2f}" if d["std"] is None else f"{d['mean']:.2f} ± {d['std']:.2f}"
+
+    lines = [
+        f"# StudyBench report: {rep['split']} / {rep['model']}",
+        "",
+        f"k = {rep['k']}, seeds = {rep['seeds']}, parents = {rep['parents']}, sub-problems = {rep['sub_problems']}, "
+        f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}",
+        "",
+        "| metric | mean ± std | per seed |",
+        "|---|---|---|",
+        f"| Par@{rep['k']} | {fmt(rep['par_at_k'])} | {', '.join(f'{x:.2f}' for x in rep['par_at_k']['per_seed'])} |",
+        f"| Sub@{rep['k']} | {fmt(rep['sub_at_k'])} | {', '.join(f'{x:.2f}' for x in rep['sub_at_k']['per_seed'])} |",
+        "",
+        f"Turns expected: {rep['turns']['expected']}, failed: {rep['turns']['failed']}, "
+        f"missing judgements: {rep['turns']['missing_judgements']}.",
+        "",
+    ]
+    for name, title in (("sub_discipline", "Sub-discipline"), ("source", "Source")):
+        lines += [f"## By {title.lower()}", "", f"| {title} | parents | Par@{rep['k']} | Sub@{rep['k']} |", "|---|---|---|---|"]
+        for g, d in rep["breakdowns"][name].items():
+            lines.append(f"| {g} | {d['parents']} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} |")
+        lines.append("")
+    lines += ["## By answer type", "", f"| answer type | sub-problems | Sub@{rep['k']} |", "|---|---|---|"]
+    for t, d in rep["breakdowns"]["answer_type"].items():
+        lines.append(f"| {t} | {d['sub_problems']} | {fmt(d['sub_at_k'])} |")
+    lines.append("")
+    if rep.get("label_normalisation"):
+        lines += ["Sub-discipline labels normalised: " + "; ".join(f"'{x['raw']}' -> '{x['normalised']}'" for x in rep["label_normalisation"]), ""]
+    if rep.get("incorrect_reasons"):
+        lines += ["## Why attempts were judged incorrect", "", "| reason | count |", "|---|---|"]
+        for r, c in rep["incorrect_reasons"].items():
+            lines.append(f"| {r} | {c} |")
+        lines.append("")
+    if rep.get("unsolved_sub_problems"):
+        lines += [f"## Sub-problems never solved ({len(rep['unsolved_sub_problems'])})", ""]
+        for u in rep["unsolved_sub_problems"][:200]:
+            lines.append(f"- {u['parent']} / {u['sub_id']} ({u['answer_type']})")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_report(store: RunStore) -> dict[str, Any]:
+    """Build the report and write ``report.json`` and ``report.md`` atomically; return it."""
+    rep = build_report(store)
+    atomic_write_text(store.root / "report.json", json.dumps(rep, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(store.root / "report.md", render_markdown(rep))
+    return rep
+
+
+def rich_table(rep: dict[str, Any]) -> Any:
+    """A Rich table with Par@k / Sub@k and the sub-discipline breakdown."""
+    from rich.table import Table
+
+    def fmt(d: dict[str, Any]) -> str:
+        return f"{d['mean']:.2f}" if d["std"] is None else f"{d['mean']:.2f} ± {d['std']:.2f}"
+
+    k = rep["k"]
+    t = Table(title=f"StudyBench {rep['split']} · {rep['model']} · k={k} · seeds={len(rep['seeds'])}")
+    t.add_column("group")
+    t.add_column("parents", justify="right")
+    t.add_column(f"Par@{k}", justify="right")
+    t.add_column(f"Sub@{k}", justify="right")
+    t.add_row("[bold]overall[/bold]", str(rep["parents"]), f"[bold]{fmt(rep['par_at_k'])}[/bold]", f"[bold]{fmt(rep['sub_at_k'])}[/bold]")
+    for g, d in rep["breakdowns"]["sub_discipline"].items():
+        t.add_row(g, str(d["parents"]), fmt(d["par_at_k"]), fmt(d["sub_at_k"]))
+    return t

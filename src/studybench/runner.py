@@ -1,0 +1,287 @@
+"""Schedule seeds x attempts x parents, generate turns, judge them; resumable (DESIGN.md).
+
+Generation: every (seed, attempt, parent) is one *chain*: its sub-problems are asked in order, each
+turn's conversation built by :func:`studybench.protocol.build_messages` from the model's own
+earlier replies. Chains run concurrently (bounded by ``concurrency`` turns in flight).
+
+Resume: a stored turn is reused when its row has no error and its ``messages_digest`` equals the
+digest of the conversation the protocol builds now (so a regenerated earlier turn invalidates the
+later turns of its chain, and artefact changes cannot mix). Everything else is generated again and
+the new row supersedes the old one (readers keep the last row per key).
+
+Judging: every current generation row is judged once per completion digest and verifier
+configuration; a failed turn is recorded as incorrect with its error as the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from studybench import __version__
+from studybench.datasets import Dataset, Slot
+from studybench.models.base import ChatBackend, ChatRequest
+from studybench.protocol import Artefacts, build_messages, messages_digest
+from studybench.schema import Parent
+from studybench.store import RunStore, TurnKey, text_digest
+
+__all__ = [
+    "EvalConfig",
+    "GenerationStats",
+    "JudgeStats",
+    "generate",
+    "judge_run",
+    "request_seed",
+    "select_parents",
+]
+
+VERIFIER_MODE = "rule"
+
+
+@dataclass
+class EvalConfig:
+    """What to run.
+
+    Attributes:
+        split: split name used in turn keys (``application``, ``transfer`` or a file stem).
+        k: attempts per parent and seed.
+        seeds: run seeds (each a full set of k attempts).
+        concurrency: maximum turns in flight.
+        judge_timeout: seconds per symbolic judgement (hard wall clock).
+        judge_workers: verifier worker processes (``None``: one per CPU).
+    """
+
+    split: str
+    k: int = 8
+    seeds: list[int] = field(default_factory=lambda: [0])
+    concurrency: int = 64
+    judge_timeout: float = 5.0
+    judge_workers: int | None = None
+
+
+@dataclass
+class GenerationStats:
+    total: int = 0
+    reused: int = 0
+    generated: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def turns_per_s(self) -> float:
+        return self.generated / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class JudgeStats:
+    total: int = 0
+    reused: int = 0
+    judged: int = 0
+    correct: int = 0
+    seconds: float = 0.0
+
+
+def select_parents(ds: Dataset, limit: int | None = None, start: int = 0, stop: int | None = None) -> list[Parent]:
+    """Parents ``ds.parents[start:stop]``, then the first ``limit`` of those.
+
+    Raises:
+        ValueError: negative limit or an empty selection.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError("--limit must be >= 0")
+    sel = ds.parents[start:stop]
+    if limit is not None:
+        sel = sel[:limit]
+    if not sel:
+        raise ValueError(f"the selection [{start}:{stop}] limit {limit} holds no parents of {ds.name}")
+    return sel
+
+
+def request_seed(seed: int, attempt: int, parent_uid: str, sub_index: int) -> int:
+    """Deterministic per-request sampling seed in [0, 2**31) from run seed, attempt and slot."""
+    h = hashlib.sha256(f"{seed}|{attempt}|{parent_uid}|{sub_index}".encode()).digest()
+    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
+
+
+def turn_key(split: str, slot: Slot, seed: int, attempt: int) -> TurnKey:
+    return TurnKey(split, slot.parent.uid, slot.sub_id, seed, attempt)
+
+
+ProgressFn = Callable[[int], None]
+
+
+async def generate(
+    parents: list[Parent],
+    store: RunStore,
+    backend: ChatBackend,
+    artefacts: Artefacts,
+    cfg: EvalConfig,
+    progress: ProgressFn | None = None,
+) -> GenerationStats:
+    """Generate every missing or stale turn of ``parents`` x ``cfg.seeds`` x ``cfg.k``.
+
+    ``progress(n)`` is called with the number of turns finished (reused turns included).
+    Returns counts and the wall time of the generation phase.
+    """
+    existing = store.latest_generations()
+    stats = GenerationStats()
+    sem = asyncio.Semaphore(max(1, cfg.concurrency))
+    t0 = time.perf_counter()
+    store.generations.open()
+
+    async def chain(parent: Parent, seed: int, attempt: int) -> None:
+        slots = [Slot(parent, i, s) for i, s in enumerate(parent.slots())]
+        previous: list[str | None] = []
+        for slot in slots:
+            msgs = build_messages(slot, previous, artefacts)
+            digest = messages_digest(msgs)
+            key = turn_key(cfg.split, slot, seed, attempt)
+            old = existing.get(key)
+            if old is not None and old.get("messages_digest") == digest and not old.get("error"):
+                previous.append(old.get("completion") or "")
+                stats.reused += 1
+                if progress:
+                    progress(1)
+                continue
+            rseed = request_seed(seed, attempt, parent.uid, slot.index)
+            async with sem:
+                res = await backend.complete(ChatRequest(msgs, rseed, slot, slot.index))
+            row: dict[str, Any] = key.to_dict()
+            row.update(
+                {
+                    "turn": slot.index,
+                    "messages_digest": digest,
+                    "request_seed": rseed,
+                    "completion": res.completion,
+                    "reasoning": res.reasoning,
+                    "finish_reason": res.finish_reason,
+                    "usage": res.usage,
+                    "latency_s": round(res.latency_s, 6),
+                    "attempts": res.attempts,
+                    "error": res.error,
+                    "time": time.time(),
+                }
+            )
+            if res.extra:
+                row["extra"] = res.extra
+            store.generations.append(row)
+            stats.generated += 1
+            if res.error:
+                stats.failed += 1
+                previous.append(None)
+            else:
+                previous.append(res.completion)
+            if progress:
+                progress(1)
+
+    tasks = [
+        chain(p, seed, a)
+        for seed in cfg.seeds
+        for a in range(cfg.k)
+        for p in parents
+    ]
+    stats.total = sum(len(p.slots()) for p in parents) * cfg.k * len(cfg.seeds)
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        store.generations.sync()
+        stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+def verifier_config(cfg: EvalConfig) -> dict[str, Any]:
+    """What identifies a judgement's configuration (stored in each judgement row)."""
+    return {"mode": VERIFIER_MODE, "version": __version__, "timeout": cfg.judge_timeout}
+
+
+def judge_run(
+    parents: list[Parent],
+    store: RunStore,
+    cfg: EvalConfig,
+    verifier: Any,
+    progress: ProgressFn | None = None,
+    chunk: int = 512,
+) -> JudgeStats:
+    """Judge every current generation row of the selection that has no matching judgement.
+
+    Args:
+        verifier: an object with ``judge_many(items) -> list[Verdict]`` (:class:`studybench.verify.Verifier`).
+    """
+    from studybench.verify.extract import extract_answers
+
+    gens = store.latest_generations()
+    judged = store.latest_judgements()
+    vcfg = verifier_config(cfg)
+    stats = JudgeStats()
+    t0 = time.perf_counter()
+    todo: list[tuple[TurnKey, dict[str, Any], Slot]] = []
+    for parent in parents:
+        for i, sub in enumerate(parent.slots()):
+            slot = Slot(parent, i, sub)
+            for seed in cfg.seeds:
+                for a in range(cfg.k):
+                    key = turn_key(cfg.split, slot, seed, a)
+                    g = gens.get(key)
+                    if g is None:
+                        continue
+                    stats.total += 1
+                    cd = text_digest(g.get("completion") or "")
+                    j = judged.get(key)
+                    if (
+                        j is not None
+                        and j.get("completion_digest") == cd
+                        and j.get("generation_error") == g.get("error")
+                        and j.get("verifier") == vcfg
+                    ):
+                        stats.reused += 1
+                        if j.get("correct"):
+                            stats.correct += 1
+                        if progress:
+                            progress(1)
+                        continue
+                    todo.append((key, g, slot))
+    store.judgements.open()
+    for start in range(0, len(todo), chunk):
+        batch = todo[start : start + chunk]
+        items = []
+        extracted: list[list[str]] = []
+        for _, g, slot in batch:
+            gold = slot.sub.boxes
+            preds = [] if g.get("error") else extract_answers(g.get("completion") or "", len(gold))
+            extracted.append(preds)
+            items.append((gold, preds, slot.sub.answer_type, slot.sub.type_sequence))
+        verdicts = verifier.judge_many([it for it, (_, g, _) in zip(items, batch, strict=True) if not g.get("error")])
+        vi = iter(verdicts)
+        for (key, g, slot), preds in zip(batch, extracted, strict=True):
+            if g.get("error"):
+                correct, reason = False, f"incorrect: generation failed ({g['error']})"
+            else:
+                v = next(vi)
+                correct, reason = bool(v.correct), v.reason
+            row = key.to_dict()
+            row.update(
+                {
+                    "completion_digest": text_digest(g.get("completion") or ""),
+                    "generation_error": g.get("error"),
+                    "answer_type": slot.sub.answer_type.value,
+                    "type_sequence": slot.sub.type_sequence_str,
+                    "extracted": preds,
+                    "correct": correct,
+                    "reason": reason,
+                    "verifier": vcfg,
+                    "time": time.time(),
+                }
+            )
+            store.judgements.append(row)
+            stats.judged += 1
+            if correct:
+                stats.correct += 1
+            if progress:
+                progress(1)
+    store.judgements.sync()
+    stats.seconds = time.perf_counter() - t0
+    return stats

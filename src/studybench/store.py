@@ -1,0 +1,218 @@
+"""The run directory: manifest + append-only JSONL (DESIGN.md "Run directory").
+
+::
+
+    RUN/
+      manifest.json      config, data hash, package version, backend, sampling, verifier mode
+      generations.jsonl  one row per generated turn
+      judgements.jsonl   one row per judged turn
+      report.json, report.md
+
+Rows are appended with a single ``write`` of a complete line on a file opened with ``O_APPEND``,
+so a process killed at any moment (SIGKILL) leaves at most one torn last line. Opening a log
+truncates such a torn tail before appending. Each row carries a key; readers keep the last row per
+key, so re-running is idempotent. The manifest is written to a temporary file and renamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "JsonlLog",
+    "RunStore",
+    "TurnKey",
+    "atomic_write_text",
+    "text_digest",
+]
+
+
+@dataclass(frozen=True, order=True)
+class TurnKey:
+    """Identity of one turn: (split, parent uid, sub-problem id, seed, attempt)."""
+
+    split: str
+    parent: str
+    sub_id: str
+    seed: int
+    attempt: int
+
+    def as_str(self) -> str:
+        return json.dumps([self.split, self.parent, self.sub_id, self.seed, self.attempt], ensure_ascii=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "split": self.split,
+            "parent": self.parent,
+            "sub_id": self.sub_id,
+            "seed": self.seed,
+            "attempt": self.attempt,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TurnKey:
+        return cls(str(row["split"]), str(row["parent"]), str(row["sub_id"]), int(row["seed"]), int(row["attempt"]))
+
+
+def text_digest(text: str) -> str:
+    """sha256 hex of a UTF-8 string."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class JsonlLog:
+    """An append-only JSONL file of keyed rows, safe against SIGKILL at any moment."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def _repair_tail(self) -> int:
+        """Truncate a torn last line (no trailing newline). Returns the number of bytes dropped."""
+        if not self.path.exists():
+            return 0
+        size = self.path.stat().st_size
+        if size == 0:
+            return 0
+        with open(self.path, "rb+") as f:
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return 0
+            # find the last newline
+            block = 1 << 16
+            pos = size
+            cut = 0
+            while pos > 0:
+                start = max(0, pos - block)
+                f.seek(start)
+                chunk = f.read(pos - start)
+                idx = chunk.rfind(b"\n")
+                if idx >= 0:
+                    cut = start + idx + 1
+                    break
+                pos = start
+            f.truncate(cut)
+            f.flush()
+            os.fsync(f.fileno())
+            return size - cut
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """All complete rows in file order (a torn or unparsable line is skipped)."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # torn tail from a killed writer
+                try:
+                    row = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                if isinstance(row, dict):
+                    yield row
+
+    def open(self) -> None:
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._repair_tail()
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Append one row as one complete line with a single write."""
+        self.open()
+        data = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass")
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def append_many(self, rows: list[dict[str, Any]]) -> None:
+        for r in rows:
+            self.append(r)
+
+    def sync(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+
+class RunStore:
+    """Files of one run directory."""
+
+    MANIFEST = "manifest.json"
+    GENERATIONS = "generations.jsonl"
+    JUDGEMENTS = "judgements.jsonl"
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.generations = JsonlLog(self.root / self.GENERATIONS)
+        self.judgements = JsonlLog(self.root / self.JUDGEMENTS)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / self.MANIFEST
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists()
+
+    def read_manifest(self) -> dict[str, Any]:
+        try:
+            obj = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.root}: not a run directory (no {self.MANIFEST})") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{self.manifest_path}: not valid JSON ({e})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{self.manifest_path}: expected a JSON object")
+        return obj
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        atomic_write_text(self.manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+    def latest_generations(self) -> dict[TurnKey, dict[str, Any]]:
+        """Last generation row per turn key."""
+        out: dict[TurnKey, dict[str, Any]] = {}
+        for row in self.generations.rows():
+            try:
+                out[TurnKey.from_row(row)] = row
+            except (KeyError, TypeError, ValueError):
+                continue
+        return out
+
+    def latest_judgements(self) -> dict[TurnKey, dict[str, Any]]:
+        """Last judgement row per turn key."""
+        out: dict[TurnKey, dict[str, Any]] = {}
+        for row in self.judgements.rows():
+            try:
+                out[TurnKey.from_row(row)] = row
+            except (KeyError, TypeError, ValueError):
+                continue
+        return out
+
+    def close(self) -> None:
+        self.generations.close()
+        self.judgements.close()

@@ -1,0 +1,146 @@
+"""Runner: scheduling, resume rules and judging bookkeeping (in-process, no network)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from studybench.datasets import load_dataset
+from studybench.models.base import ChatRequest, ChatResult
+from studybench.report import parents_index, write_report
+from studybench.runner import EvalConfig, generate, judge_run, verifier_config
+from studybench.store import RunStore
+from studybench.verify.verdict import Verdict
+from studybench.protocol import Artefacts
+
+DATA = """[
+ {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "stem",
+  "answer": "", "answer_type": "", "type_sequence": "",
+  "sub_problems": [
+   {"problem_id": "a", "problem": "first", "answer": "\\\\boxed{1}", "answer_type": "NV", "type_sequence": ""},
+   {"problem_id": "b", "problem": "second", "answer": "\\\\boxed{2}", "answer_type": "NV", "type_sequence": ""}]},
+ {"source": "S", "year": "", "source_problem_id": "P2", "problem_type": "Mechanics and Waves", "problem": "single",
+  "answer": "\\\\boxed{3}", "answer_type": "NV", "type_sequence": "", "sub_problems": []}
+]"""
+
+
+class ScriptedBackend:
+    """Answers gold for attempt-0 requests, 0 otherwise; can fail the first ``fail`` calls."""
+
+    name = "scripted"
+
+    def __init__(self, fail: int = 0, answer: str | None = None) -> None:
+        self.calls: list[ChatRequest] = []
+        self.fail = fail
+        self.answer = answer
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        self.calls.append(request)
+        if len(self.calls) <= self.fail:
+            return ChatResult("", error="HTTP 500 after 3 attempts", attempts=3)
+        ans = self.answer or request.slot.sub.boxes[0]
+        return ChatResult(f"<think>hm</think>Final Answer: \\boxed{{{ans}}}", finish_reason="stop", usage={"completion_tokens": 5})
+
+    async def aclose(self) -> None:
+        pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "scripted", "model": "scripted"}
+
+
+class EqVerifier:
+    """Exact-string verifier standing in for the real one."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def judge_many(self, items: list[Any]) -> list[Verdict]:
+        self.items.extend(items)
+        return [Verdict(gold == pred, "correct: same" if gold == pred else "incorrect: differs", tuple(pred)) for gold, pred, _, _ in items]
+
+
+def _setup(tmp_path: Path, k: int = 2, seeds: list[int] | None = None) -> tuple[Any, RunStore, EvalConfig]:
+    f = tmp_path / "set.json"
+    f.write_text(DATA)
+    ds = load_dataset(f)
+    store = RunStore(tmp_path / "run")
+    cfg = EvalConfig(split=ds.name, k=k, seeds=seeds or [0, 1], concurrency=3)
+    store.write_manifest(
+        {"k": k, "seeds": cfg.seeds, "split": {"name": ds.name}, "backend": {"model": "scripted"},
+         "verifier": verifier_config(cfg), "parents": parents_index(ds.parents)}
+    )
+    return ds, store, cfg
+
+
+def test_generate_all_turns_then_reuse(tmp_path: Path) -> None:
+    ds, store, cfg = _setup(tmp_path)
+    be = ScriptedBackend()
+    st = asyncio.run(generate(ds.parents, store, be, Artefacts(), cfg))
+    assert st.total == st.generated == 3 * 2 * 2 and st.failed == 0
+    # second sub of P1 saw the first reply without its reasoning
+    second = [c for c in be.calls if c.slot.sub_id == "b"]
+    assert all(c.messages[2] == {"role": "assistant", "content": "Final Answer: \\boxed{1}"} for c in second)
+    # seeds differ per (seed, attempt)
+    assert len({c.seed for c in be.calls}) == len(be.calls)
+    be2 = ScriptedBackend()
+    st2 = asyncio.run(generate(ds.parents, store, be2, Artefacts(), cfg))
+    assert st2.generated == 0 and st2.reused == 12 and be2.calls == []
+
+
+def test_failed_turns_are_recorded_then_retried_with_dependants(tmp_path: Path) -> None:
+    ds, store, cfg = _setup(tmp_path, k=1, seeds=[0])
+    be = ScriptedBackend(fail=10)
+    st = asyncio.run(generate(ds.parents, store, be, Artefacts(), cfg))
+    assert st.failed == 3
+    rows = list(store.generations.rows())
+    assert all(r["error"] and r["completion"] == "" for r in rows)
+    v = EqVerifier()
+    js = judge_run(ds.parents, store, cfg, v)
+    assert js.judged == 3 and v.items == []  # failed turns never reach the verifier
+    rep = write_report(store)
+    assert rep["turns"]["failed"] == 3 and rep["par_at_k"]["mean"] == 0.0
+    # re-run: every failed turn and the turn that depended on it are generated again
+    be2 = ScriptedBackend()
+    st2 = asyncio.run(generate(ds.parents, store, be2, Artefacts(), cfg))
+    assert st2.generated == 3 and st2.failed == 0
+    judge_run(ds.parents, store, cfg, EqVerifier())
+    rep = write_report(store)
+    assert rep["par_at_k"]["mean"] == 100.0 and rep["sub_at_k"]["mean"] == 100.0
+    assert rep["turns"]["failed"] == 0 and rep["turns"]["missing_judgements"] == 0
+
+
+def test_changed_earlier_reply_invalidates_later_turns(tmp_path: Path) -> None:
+    ds, store, cfg = _setup(tmp_path, k=1, seeds=[0])
+    asyncio.run(generate(ds.parents, store, ScriptedBackend(), Artefacts(), cfg))
+    # overwrite P1/a with a different completion, as if regenerated elsewhere
+    g = store.latest_generations()
+    key = next(k for k in g if k.parent == "S//P1" and k.sub_id == "a")
+    row = dict(g[key])
+    row["completion"] = "Final Answer: \\boxed{42}"
+    store.generations.append(row)
+    be = ScriptedBackend()
+    st = asyncio.run(generate(ds.parents, store, be, Artefacts(), cfg))
+    assert [c.slot.sub_id for c in be.calls] == ["b"] and st.reused == 2
+    assert be.calls[0].messages[2]["content"] == "Final Answer: \\boxed{42}"
+
+
+def test_judgements_follow_completion_digest(tmp_path: Path) -> None:
+    ds, store, cfg = _setup(tmp_path, k=1, seeds=[0])
+    asyncio.run(generate(ds.parents, store, ScriptedBackend(answer="0"), Artefacts(), cfg))
+    judge_run(ds.parents, store, cfg, EqVerifier())
+    rep = write_report(store)
+    assert rep["sub_at_k"]["mean"] == 0.0
+    assert judge_run(ds.parents, store, cfg, EqVerifier()).judged == 0  # nothing new to judge
+    # regenerate one turn with a different completion: its old verdict must not attach
+    g = store.latest_generations()
+    key = next(k for k in g if k.parent == "S//P2")
+    row = dict(g[key])
+    row["completion"] = "Final Answer: \\boxed{3}"
+    store.generations.append(row)
+    assert write_report(store)["turns"]["missing_judgements"] == 1
+    assert judge_run(ds.parents, store, cfg, EqVerifier()).judged == 1
+    rep = write_report(store)
+    assert rep["turns"]["missing_judgements"] == 0
+    assert rep["sub_at_k"]["mean"] == round(100 / 3, 4)
+    assert rep["breakdowns"]["answer_type"]["NV"]["sub_problems"] == 3
