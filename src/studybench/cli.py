@@ -8,11 +8,13 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -340,12 +342,19 @@ def data_check(
             continue
         out_console.print(f"[bold]{s}[/bold] ({path}): {len(ds)} parents, {ds.n_slots} sub-problems, loads OK; {len(findings)} findings")
         if findings:
-            t = Table(show_lines=False)
-            for col in ("kind", "parent", "sub", "field", "message"):
-                t.add_column(col, overflow="fold")
-            for f in findings:
-                t.add_row(f.kind, f.parent_uid, f.sub_id, f.field, f.message)
+            counts = Counter(f.kind for f in findings)
+            t = Table(title=f"{s}: findings by kind")
+            t.add_column("kind")
+            t.add_column("count", justify="right")
+            for kind, n in counts.most_common():
+                t.add_row(kind, str(n))
             out_console.print(t)
+            for f in findings:
+                where = f"{f.parent_uid} / {f.sub_id}" if f.sub_id else f.parent_uid
+                out_console.print(
+                    f"[cyan]{f.kind}[/cyan] {escape(where)} [dim]{escape(f.field)}[/dim]: {escape(f.message)}",
+                    highlight=False,
+                )
     if bad:
         raise typer.Exit(1)
 

@@ -242,7 +242,8 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
         c = text[i]
         if c == "\\" and i + 1 < n:
             nxt = text[i + 1]
-            if nxt in "{}":
+            if not nxt.isalpha():
+                # control symbol (\{ \} \, \; \\ ...): never a separator or a bracket
                 cur.append(text[i : i + 2])
                 i += 2
                 continue

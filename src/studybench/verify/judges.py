@@ -1,0 +1,751 @@
+"""One judge per answer type, dispatched by answer_type / type_sequence (PROTOCOL.md section 5).
+
+Two tiers share the same dispatch (:func:`combine`):
+
+* :func:`fast_slot` - cheap, in-process, string-level: normalised string equality for every type,
+  MC letters, TF synonyms, QL normalised text. Returns ``True`` / ``False`` when it can decide and
+  ``None`` when symbolic or numeric work is needed.
+* :func:`full_slot` - the complete per-type judges (:func:`judge_nv`, :func:`judge_ex`,
+  :func:`judge_eq`, :func:`judge_in`, :func:`judge_ql`, ...). These may call SymPy and are meant to run
+  inside a sandbox worker (:mod:`studybench.verify.sandbox`) under a hard timeout.
+
+Compound answers: TUP is slot-wise in ``type_sequence`` order (a single predicted box holding all
+slots is split at top-level commas); ALT accepts any predicted box that matches any gold alternative
+(an alternative typed TUP is compared as a whole box); atomic types with several gold boxes are
+matched order-free.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from studybench.schema import AnswerType, parse_type_sequence
+from studybench.verify.extract import split_top_level
+from studybench.verify.latex import (
+    MAX_SYMBOLIC_LEN,
+    LatexError,
+    new_aliases,
+    norm_string,
+    norm_text,
+    split_relations,
+    to_sympy,
+)
+from studybench.verify.quantity import (
+    Quantity,
+    close_enough,
+    convert_unit,
+    quantity_candidates,
+    same_unit,
+)
+from studybench.verify.verdict import Verdict
+
+__all__ = [
+    "SlotFn",
+    "check_gold_parsable_local",
+    "combine",
+    "fast_judge",
+    "fast_slot",
+    "full_judge",
+    "full_slot",
+    "judge_eq",
+    "judge_ex",
+    "judge_in",
+    "judge_mc",
+    "judge_nv",
+    "judge_ql",
+    "judge_tf",
+    "normalise_types",
+]
+
+SlotResult = tuple[bool | None, str]
+"""(decision, reason): decision ``None`` means undecided (needs the full tier)."""
+SlotFn = Callable[[str, str, AnswerType], SlotResult]
+
+
+# ---------------------------------------------------------------------------------------------
+# type handling
+
+
+def normalise_types(
+    answer_type: AnswerType | str, type_sequence: Sequence[AnswerType] | str | None
+) -> tuple[AnswerType, list[AnswerType]]:
+    """Parse ``answer_type`` and ``type_sequence`` (string or list). Raises ValueError."""
+    at = answer_type if isinstance(answer_type, AnswerType) else AnswerType(str(answer_type).strip().upper())
+    if isinstance(type_sequence, str) or type_sequence is None:
+        ts = parse_type_sequence(type_sequence or "")
+    else:
+        ts = parse_type_sequence([t.value if isinstance(t, AnswerType) else str(t) for t in type_sequence])
+    return at, ts
+
+
+# ---------------------------------------------------------------------------------------------
+# MC / TF / QL (string-level, decisive)
+
+_MC_PRED = re.compile(r"^\(?\s*([A-Za-z])\s*\)?(?:\s*[:.)\]-].*|\s+.*)?$", re.DOTALL)
+
+
+def _mc_letter(s: str) -> str | None:
+    """The option letter a box commits to: ``E``, ``(E)``, ``\\text{E}``, ``E: text``, ``E. text``."""
+    t = re.sub(r"\\(?:text|mathrm|textbf|mathbf|textrm|mbox)\s*\{([^{}]*)\}", r"\1", s)
+    t = t.replace("$", "").replace("{", "").replace("}", "").strip()
+    t = re.sub(r"^(?:option|choice|answer)\s*[:]?\s*", "", t, flags=re.IGNORECASE)
+    m = _MC_PRED.match(t)
+    if not m:
+        return None
+    return m.group(1).upper()
+
+
+def judge_mc(gold: str, pred: str) -> SlotResult:
+    """MC: option-letter equality (case-insensitive); a gold that is a word (``Pluto``) needs the same
+    normalised text, optionally after an option-letter prefix in the prediction."""
+    g = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", gold).strip()
+    if re.fullmatch(r"\(?\s*[A-Za-z]\s*\)?", g.replace("{", "").replace("}", "")):
+        gl = _mc_letter(g)
+        pl = _mc_letter(pred)
+        if pl is None:
+            return False, f"no option letter in {pred[:40]!r}"
+        return (gl == pl), f"option {pl} vs {gl}"
+    gt = norm_text(gold)
+    pt = norm_text(pred)
+    if gt == pt:
+        return True, "same option text"
+    stripped = re.sub(r"^[a-z]\s+", "", pt)
+    return (stripped == gt), "option text"
+
+
+_TRUE = {"true", "yes", "correct", "right", "t", "y", "holds", "valid"}
+_FALSE = {"false", "no", "incorrect", "wrong", "f", "n", "invalid", "not true"}
+
+
+def _tf_value(s: str) -> bool | None:
+    t = norm_text(s)
+    if t in _TRUE:
+        return True
+    if t in _FALSE:
+        return False
+    return None
+
+
+def judge_tf(gold: str, pred: str) -> SlotResult:
+    """TF: true/yes/correct vs false/no/incorrect synonyms, case-insensitive, inside ``\\text{}``."""
+    g, p = _tf_value(gold), _tf_value(pred)
+    if p is None:
+        return False, f"not a truth value: {pred[:40]!r}"
+    if g is None:
+        return (norm_text(gold) == norm_text(pred)), "text"
+    return (g == p), f"{p} vs {g}"
+
+
+def _looks_mathy(s: str) -> bool:
+    """A QL gold that is really a formula or number (no prose)."""
+    if "\\text" in s:
+        return False
+    words = re.findall(r"(?<!\\)\b[A-Za-z]{4,}\b", s)
+    return not words
+
+
+def judge_ql(gold: str, pred: str) -> SlotResult:
+    """QL fast tier: case-insensitive equality after stripping ``\\text{}``/``\\mathrm{}``,
+    punctuation and extra spaces. Decisive for prose golds; formula-like golds are undecided."""
+    if norm_text(gold) == norm_text(pred):
+        return True, "same text"
+    if _looks_mathy(gold):
+        return None, "formula-like QL"
+    return False, "different text"
+
+
+# ---------------------------------------------------------------------------------------------
+# fast tier
+
+
+def fast_slot(gold: str, pred: str, t: AnswerType) -> SlotResult:
+    """Cheap in-process decision for one slot (see module docstring). Never raises."""
+    if not pred.strip():
+        return False, "empty answer"
+    if norm_string(gold) == norm_string(pred):
+        return True, "same normalised string"
+    if t is AnswerType.MC:
+        return judge_mc(gold, pred)
+    if t is AnswerType.TF:
+        return judge_tf(gold, pred)
+    if t is AnswerType.QL:
+        return judge_ql(gold, pred)
+    if t in (AnswerType.TUP, AnswerType.ALT):  # a compound-typed slot inside ALT
+        if norm_text(gold) == norm_text(pred):
+            return True, "same text"
+        return None, ""
+    return None, ""
+
+
+# ---------------------------------------------------------------------------------------------
+# numeric / symbolic tier (worker side)
+
+_RNG_SEED = 20240917
+_N_POINTS = 6
+
+
+def _replace_undef(expr: Any) -> Any:
+    """Replace applied undefined functions ``f(x)`` by plain symbols (by their printed form)."""
+    import sympy
+    from sympy.core.function import AppliedUndef
+
+    undefs = expr.atoms(AppliedUndef) if hasattr(expr, "atoms") else set()
+    if not undefs:
+        return expr
+    return expr.xreplace({u: sympy.Symbol("F_" + str(abs(hash(str(u))))) for u in undefs})
+
+
+def _has_float(*exprs: Any) -> bool:
+    import sympy
+
+    return any(bool(e.atoms(sympy.Float)) for e in exprs if hasattr(e, "atoms"))
+
+
+def _points(symbols: list[Any], n: int = _N_POINTS) -> list[dict[Any, Any]]:
+    import sympy
+
+    rng = random.Random(_RNG_SEED)
+    pts = []
+    for _ in range(n):
+        pts.append({s: sympy.Float(round(rng.uniform(0.3, 2.7), 6)) for s in symbols})
+    return pts
+
+
+def _num(expr: Any, pt: dict[Any, Any]) -> complex | None:
+    try:
+        v = expr.xreplace(pt).evalf(20)
+        c = complex(v)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
+        return None
+    if not (math.isfinite(c.real) and math.isfinite(c.imag)):
+        return None
+    return c
+
+
+def _close(a: complex, b: complex, tol: float) -> bool:
+    scale = max(abs(a), abs(b))
+    return abs(a - b) <= tol * scale + 1e-12
+
+
+def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
+    """Whether two SymPy expressions are equal: structural equality, then a numeric check at
+    seeded random positive points (relative tolerance 1e-6, or 1% when either contains a decimal
+    number), then ``simplify(a - b) == 0`` when the numeric check was inconclusive."""
+    import sympy
+
+    if not isinstance(a, sympy.Expr) or not isinstance(b, sympy.Expr):
+        return None, "not expressions"
+    if a == b:
+        return True, "identical"
+    a, b = _replace_undef(a), _replace_undef(b)
+    tol = 0.01 if _has_float(a, b) else 1e-6
+    syms = sorted(a.free_symbols | b.free_symbols, key=str)
+    good = 0
+    for pt in _points(syms):
+        va, vb = _num(a, pt), _num(b, pt)
+        if va is None or vb is None:
+            continue
+        if not _close(va, vb, tol):
+            return False, "differs at a sample point"
+        good += 1
+        if not syms:
+            break
+    if good >= (1 if not syms else 3):
+        return True, "numerically equal"
+    try:
+        if sympy.simplify(a - b) == 0:
+            return True, "simplify(a-b)=0"
+    except Exception:  # sympy raises many types on odd input
+        return None, "simplify failed"
+    return False, "not shown equal"
+
+
+def _value(expr: Any) -> complex | None:
+    """Numeric value of a closed SymPy expression, else None."""
+    import sympy
+
+    if not isinstance(expr, sympy.Expr) or expr.free_symbols:
+        return None
+    return _num(expr, {})
+
+
+def _cmp_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
+    gvals = [g.value] + ([g.value / 100.0] if g.percent else [])
+    pvals = [p.value] + ([p.value / 100.0] if p.percent and not g.percent else [])
+    if g.plus_minus or p.plus_minus:
+        gvals = [abs(v) for v in gvals]
+        pvals = [abs(v) for v in pvals]
+    unit_note = ""
+    if p.unit and g.unit and not same_unit(p.unit, g.unit):
+        conv = convert_unit(p.value, p.unit, g.unit)
+        if conv is None:
+            return False, f"unit mismatch ({p.unit} vs {g.unit})"
+        pvals = [abs(conv) if (g.plus_minus or p.plus_minus) else conv]
+        unit_note = f" after {p.unit}->{g.unit}"
+    for pv in pvals:
+        for gv in gvals:
+            if close_enough(pv, gv):
+                err = 0.0 if gv == 0 else abs(pv - gv) / abs(gv)
+                return True, f"numeric match (rel. err {err:.2%}){unit_note}"
+    return False, f"numeric mismatch ({pvals[0]:.6g} vs {gvals[0]:.6g}){unit_note}"
+
+
+def judge_nv(gold: str, pred: str) -> SlotResult:
+    """NV: numbers with scientific notation, fractions, percent, degrees, optional unit and
+    optional left side; relative tolerance 1% (gold 0: absolute 1e-9). Falls back to a symbolic
+    numeric value (``\\frac{\\sqrt2}{2}``) and then to EX rules for symbolic NV golds."""
+    gq = quantity_candidates(gold)
+    pq = quantity_candidates(pred)
+    if not pq and gq:
+        try:
+            pv = _value(to_sympy(_rhs(pred)))
+        except LatexError:
+            pv = None
+        if pv is not None and abs(pv.imag) < 1e-12:
+            pq = [Quantity(pv.real)]
+    if gq and pq:
+        p = pq[-1]
+        reasons = []
+        for g in gq:
+            ok, why = _cmp_quantities(g, p)
+            if ok:
+                return True, why
+            reasons.append(why)
+        return False, reasons[0]
+    if not gq:
+        return judge_ex(gold, pred)
+    return False, "no number found"
+
+
+def _rhs(s: str) -> str:
+    segs, _ = split_relations(s, frozenset({"="}))
+    return segs[-1]
+
+
+def _ex_candidates(gold: str) -> list[str]:
+    segs, _ = split_relations(gold, frozenset({"="}))
+    return [x for x in segs[1:] if x] if len(segs) > 1 else segs
+
+
+def judge_ex(gold: str, pred: str) -> SlotResult:
+    """EX: compare the right-hand side after a top-level ``=`` (any later part of a chained gold
+    ``a = b = c``) with the prediction's last part; plain numbers use NV rules; otherwise SymPy
+    equivalence (:func:`sym_equal`) with one alias table so every symbol must correspond."""
+    pr = _rhs(pred)
+    reason = "not equal"
+    for g in _ex_candidates(gold):
+        if norm_string(g) == norm_string(pr):
+            return True, "same right-hand side"
+        gq, pq = quantity_candidates(g), quantity_candidates(pr)
+        if len(gq) == 1 and len(pq) == 1:
+            ok, why = _cmp_quantities(gq[0], pq[0])
+            if ok:
+                return True, why
+            reason = why
+            continue
+        try:
+            al = new_aliases()
+            ge = to_sympy(g, al)
+            pe = to_sympy(pr, al)
+        except LatexError as e:
+            reason = str(e)
+            continue
+        ok, why = sym_equal(ge, pe)
+        if ok:
+            return True, "symbolic match: " + why
+        reason = why
+    return False, reason
+
+
+def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any) -> tuple[bool | None, str]:
+    """Whether (g_l - g_r) / (p_l - p_r) is a nonzero constant."""
+    import sympy
+
+    dg = _replace_undef(g_l - g_r)
+    dp = _replace_undef(p_l - p_r)
+    if not isinstance(dg, sympy.Expr) or not isinstance(dp, sympy.Expr):
+        return None, "not expressions"
+    tol = 0.01 if _has_float(dg, dp) else 1e-6
+    syms = sorted(dg.free_symbols | dp.free_symbols, key=str)
+    ratios = []
+    for pt in _points(syms, 8):
+        a, b = _num(dg, pt), _num(dp, pt)
+        if a is None or b is None:
+            continue
+        if abs(b) < 1e-300:
+            if abs(a) < 1e-300:
+                continue
+            return False, "pred equation holds where gold does not"
+        ratios.append(a / b)
+    if len(ratios) >= 3:
+        r0 = ratios[0]
+        if abs(r0) < 1e-12:
+            return False, "gold equation holds where pred does not"
+        if all(_close(r, r0, tol) for r in ratios):
+            return True, "equations proportional"
+        return False, "equations not proportional"
+    try:
+        q = sympy.simplify(dg / dp)
+        if q.is_number and q != 0:
+            return True, "equations proportional (simplify)"
+    except Exception:  # sympy raises many types
+        return None, "simplify failed"
+    return False, "not shown equivalent"
+
+
+def _single_atom(lhs: str) -> bool:
+    """A short isolated left side such as ``v``, ``v_0``, ``\\omega'``, ``T_{\\mathrm{new}}``."""
+    try:
+        al = new_aliases()
+        e = to_sympy(lhs, al)
+    except LatexError:
+        return False
+    import sympy
+
+    return isinstance(e, sympy.Symbol)
+
+
+def judge_eq(gold: str, pred: str) -> SlotResult:
+    """EQ: same solution set. Several comma-separated equations are matched order-free; a gold
+    with a numeric right side compares the left side as a string/expression and the value by NV
+    rules; otherwise ``lhs - rhs`` of both must be proportional by a nonzero constant. A prediction
+    without ``=`` is compared with the right side when the gold's left side is one symbol."""
+    gparts = split_top_level(gold)
+    pparts = split_top_level(pred)
+    if len(gparts) > 1 and len(gparts) == len(pparts) and all("=" in x for x in gparts):
+        return _match_unordered(gparts, pparts, lambda g, p: _eq_one(g, p))
+    return _eq_one(gold, pred)
+
+
+def _eq_one(gold: str, pred: str) -> SlotResult:
+    gsegs, _ = split_relations(gold, frozenset({"="}))
+    psegs, _ = split_relations(pred, frozenset({"="}))
+    if len(gsegs) < 2 or not gsegs[0]:
+        return judge_ex(gold, pred)
+    if len(psegs) < 2:
+        if _single_atom(gsegs[0]):
+            return judge_ex(gold, pred)
+        return False, "prediction is not an equation"
+    glhs = gsegs[0]
+    plhs = psegs[0]
+    reason = "not equivalent"
+    # numeric right side (possibly chained): left sides must agree, value by NV rules
+    for grhs in gsegs[1:]:
+        gq = quantity_candidates(grhs)
+        if len(gq) == 1 and quantity_candidates(psegs[-1]):
+            if norm_string(glhs) != norm_string(plhs):
+                ok_l, _ = _expr_equal_str(glhs, plhs)
+                if not ok_l:
+                    reason = "different left side"
+                    continue
+            ok, why = _cmp_quantities(gq[0], quantity_candidates(psegs[-1])[-1])
+            if ok:
+                return True, why
+            reason = why
+    for k in range(1, len(gsegs)):
+        for j in range(1, len(psegs)):
+            try:
+                al = new_aliases()
+                gl, gr = to_sympy(gsegs[0], al), to_sympy(gsegs[k], al)
+                pl, pr = to_sympy(psegs[0], al), to_sympy(psegs[j], al)
+            except LatexError as e:
+                reason = str(e)
+                continue
+            ok, why = _eq_diff_ratio(gl, gr, pl, pr)
+            if ok:
+                return True, why
+            reason = why
+    return False, reason
+
+
+def _expr_equal_str(a: str, b: str) -> tuple[bool | None, str]:
+    try:
+        al = new_aliases()
+        return sym_equal(to_sympy(a, al), to_sympy(b, al))
+    except LatexError as e:
+        return None, str(e)
+
+
+def _interval_parts(obj: Any) -> list[tuple[Any, Any, bool, bool]] | None:
+    import sympy
+
+    if isinstance(obj, sympy.Interval):
+        return [(obj.start, obj.end, bool(obj.left_open), bool(obj.right_open))]
+    if isinstance(obj, sympy.Union):
+        out = []
+        for a in obj.args:
+            p = _interval_parts(a)
+            if p is None:
+                return None
+            out.extend(p)
+        return out
+    return None
+
+
+def _relations(obj: Any) -> list[tuple[bool, Any]] | None:
+    """Relational / And of relationals as ``(strict, expr)`` meaning ``expr > 0`` (or >= 0)."""
+    import sympy
+
+    if isinstance(obj, sympy.And):
+        out = []
+        for a in obj.args:
+            r = _relations(a)
+            if r is None:
+                return None
+            out.extend(r)
+        return out
+    if isinstance(obj, (sympy.StrictLessThan, sympy.StrictGreaterThan, sympy.LessThan, sympy.GreaterThan)):
+        strict = isinstance(obj, (sympy.StrictLessThan, sympy.StrictGreaterThan))
+        if isinstance(obj, (sympy.StrictLessThan, sympy.LessThan)):
+            return [(strict, obj.rhs - obj.lhs)]
+        return [(strict, obj.lhs - obj.rhs)]
+    return None
+
+
+def _positive_multiple(a: Any, b: Any) -> bool:
+    import sympy
+
+    if not isinstance(a, sympy.Expr) or not isinstance(b, sympy.Expr):
+        return False
+    tol = 0.01 if _has_float(a, b) else 1e-6
+    syms = sorted(a.free_symbols | b.free_symbols, key=str)
+    ratios = []
+    for pt in _points(syms, 8):
+        x, y = _num(a, pt), _num(b, pt)
+        if x is None or y is None or abs(y) < 1e-300:
+            continue
+        ratios.append(x / y)
+    if not ratios or (syms and len(ratios) < 3):
+        return False
+    r0 = ratios[0]
+    return abs(r0.imag) < 1e-9 and r0.real > 0 and all(_close(r, r0, tol) for r in ratios)
+
+
+def judge_in(gold: str, pred: str) -> SlotResult:
+    """IN: intervals (bracket types must match, bounds equal by EX rules, unions part-wise in order)
+    or inequalities (same strictness; each gold relation matched by a prediction relation whose
+    ``big - small`` is a positive multiple)."""
+    try:
+        al = new_aliases()
+        go = to_sympy(gold, al)
+        po = to_sympy(pred, al)
+    except LatexError as e:
+        return False, str(e)
+    gi, pi = _interval_parts(go), _interval_parts(po)
+    if gi is not None and pi is not None:
+        if len(gi) != len(pi):
+            return False, "different number of intervals"
+        for (gs, ge, glo, gro), (ps, pe, plo, pro) in zip(gi, pi, strict=True):
+            if (glo, gro) != (plo, pro):
+                return False, "bracket types differ"
+            for x, y in ((gs, ps), (ge, pe)):
+                if x != y:
+                    ok, _ = sym_equal(x, y)
+                    if not ok:
+                        return False, "bounds differ"
+        return True, "same intervals"
+    gr, pr = _relations(go), _relations(po)
+    if gr is not None and pr is not None:
+        if len(gr) != len(pr):
+            return False, "different number of inequalities"
+        used: set[int] = set()
+        for gs, ge in gr:
+            hit = None
+            for j, (ps, pe) in enumerate(pr):
+                if j not in used and ps == gs and _positive_multiple(ge, pe):
+                    hit = j
+                    break
+            if hit is None:
+                return False, "inequalities differ"
+            used.add(hit)
+        return True, "same inequalities"
+    return False, "cannot compare these interval forms"
+
+
+def full_slot(gold: str, pred: str, t: AnswerType) -> SlotResult:
+    """Complete judgement of one slot (fast tier, then the per-type judge). Worker side; never
+    raises (internal errors give ``(False, reason)``)."""
+    try:
+        ok, why = fast_slot(gold, pred, t)
+        if ok is not None:
+            return ok, why
+        if len(pred) > MAX_SYMBOLIC_LEN:
+            return False, "answer too long for symbolic comparison"
+        if t is AnswerType.NV:
+            return judge_nv(gold, pred)
+        if t is AnswerType.EX:
+            return judge_ex(gold, pred)
+        if t is AnswerType.EQ:
+            return judge_eq(gold, pred)
+        if t is AnswerType.IN:
+            return judge_in(gold, pred)
+        if t in (AnswerType.QL, AnswerType.TUP, AnswerType.ALT):
+            return judge_ex(gold, pred)
+        return False, "no rule for this type"
+    except RecursionError:
+        return False, "expression too deep"
+    except Exception as e:  # never let a parser error escape
+        return False, f"internal error ({type(e).__name__})"
+
+
+# ---------------------------------------------------------------------------------------------
+# compound dispatch
+
+
+def _match_unordered(golds: list[str], preds: list[str], fn: Callable[[str, str], SlotResult]) -> SlotResult:
+    """Order-free matching of equally many gold and predicted boxes."""
+    n = len(golds)
+    if n != len(preds):
+        return False, f"expected {n} answers, got {len(preds)}"
+    table: list[list[SlotResult]] = [[fn(g, p) for p in preds] for g in golds]
+    if n <= 7:
+        perms: Any = itertools.permutations(range(n))
+    else:
+        perms = [tuple(range(n))]
+    undecided = False
+    for perm in perms:
+        vals = [table[i][perm[i]][0] for i in range(n)]
+        if all(v is True for v in vals):
+            return True, f"all {n} answers match"
+        if all(v is not False for v in vals):
+            undecided = True
+    if undecided:
+        return None, ""
+    return False, "answers do not match the gold set"
+
+
+def _regroup(preds: list[str], n: int) -> list[str]:
+    """Predicted boxes regrouped to ``n`` slots when the model packed several slots into one box:
+    split at top-level commas, then also at top-level semicolons; unchanged when no split fits."""
+    if len(preds) == n:
+        return preds
+    parts = [x for p in preds for x in split_top_level(p.strip().rstrip(".,;")) if x]
+    if len(parts) == n:
+        return parts
+    parts = [y for x in parts for y in split_top_level(x, ";") if y]
+    if len(parts) == n:
+        return parts
+    return preds
+
+
+def combine(
+    gold_boxes: list[str], pred_boxes: list[str], at: AnswerType, ts: list[AnswerType], slot: SlotFn
+) -> SlotResult:
+    """Dispatch on the answer type and combine per-slot results (see module docstring)."""
+    golds = [g for g in gold_boxes]
+    preds = [p for p in pred_boxes if isinstance(p, str)]
+    if not golds:
+        return False, "no gold answer"
+    if not preds:
+        return False, "no final answer found"
+    if at is AnswerType.TUP:
+        types = ts if len(ts) == len(golds) else [AnswerType.EX] * len(golds)
+        preds = _regroup(preds, len(golds))
+        if len(preds) != len(golds):
+            return False, f"expected {len(golds)} answers, got {len(preds)}"
+        undecided = False
+        for i, (g, p, t) in enumerate(zip(golds, preds, types, strict=True)):
+            ok, why = slot(g, p, t)
+            if ok is False:
+                return False, f"slot {i + 1} ({t.value}): {why}"
+            if ok is None:
+                undecided = True
+        return (None, "") if undecided else (True, f"all {len(golds)} slots match")
+    if at is AnswerType.ALT:
+        types = ts if len(ts) == len(golds) else [AnswerType.EX] * len(golds)
+        undecided = False
+        for g, t in zip(golds, types, strict=True):
+            for p in preds:
+                ok, why = slot(g, p, t)
+                if ok:
+                    return True, f"matches an alternative ({t.value}): {why}"
+                if ok is None:
+                    undecided = True
+        return (None, "") if undecided else (False, "matches no alternative")
+    if len(golds) == 1:
+        return slot(golds[0], preds[-1], at)
+    preds = _regroup(preds, len(golds))
+    return _match_unordered(golds, preds, lambda g, p: slot(g, p, at))
+
+
+def _verdict(res: SlotResult, preds: list[str]) -> Verdict:
+    ok, why = res
+    word = "correct" if ok else "incorrect"
+    return Verdict(bool(ok), f"{word}: {why}" if why else word, tuple(preds))
+
+
+def fast_judge(
+    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = ""
+) -> Verdict | None:
+    """The in-process fast tier: a :class:`Verdict` when string-level rules decide, else ``None``.
+    Never raises (bad types give an incorrect verdict)."""
+    try:
+        at, ts = normalise_types(answer_type, type_sequence)
+        preds = [p for p in pred_boxes if isinstance(p, str)]
+        res = combine(list(gold_boxes), preds, at, ts, fast_slot)
+    except Exception as e:  # malformed types or inputs
+        return Verdict(False, f"incorrect: bad input ({type(e).__name__})", tuple(p for p in pred_boxes if isinstance(p, str)))
+    if res[0] is None:
+        return None
+    return _verdict(res, preds)
+
+
+def full_judge(
+    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = ""
+) -> Verdict:
+    """The complete judgement (worker side). Never raises."""
+    preds = [p for p in pred_boxes if isinstance(p, str)]
+    try:
+        at, ts = normalise_types(answer_type, type_sequence)
+        res = combine(list(gold_boxes), preds, at, ts, full_slot)
+    except Exception as e:  # pragma: no cover - combine/full_slot already guard
+        return Verdict(False, f"incorrect: internal error ({type(e).__name__})", tuple(preds))
+    if res[0] is None:
+        res = (False, "undecided")
+    return _verdict(res, preds)
+
+
+def check_gold_parsable_local(box: str, answer_type: AnswerType | str) -> str | None:
+    """Whether the full tier can read a gold box for a primitive type (worker side).
+
+    Returns ``None`` when parsable, else a short reason. Never raises.
+    """
+    try:
+        at, _ = normalise_types(answer_type, "")
+        if not box.strip():
+            return "empty box"
+        if at is AnswerType.NV:
+            if quantity_candidates(box):
+                return None
+            try:
+                to_sympy(_rhs(box))
+                return None
+            except LatexError as e:
+                return f"not a number ({e})"
+        if at in (AnswerType.EX, AnswerType.EQ, AnswerType.IN):
+            try:
+                if at is AnswerType.EQ and len(split_relations(box, frozenset({"="}))[0]) < 2:
+                    return "equation without '='"
+                for part in split_top_level(box):
+                    segs, _ = split_relations(part, frozenset({"="}))
+                    for seg in segs if at is not AnswerType.IN else [part]:
+                        if seg:
+                            to_sympy(seg)
+                return None
+            except LatexError as e:
+                return str(e)
+        if at is AnswerType.MC:
+            g = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", box).strip()
+            return None if g else "empty option"
+        if at is AnswerType.TF:
+            return None if _tf_value(box) is not None else "not a truth value"
+        if at is AnswerType.QL:
+            return None if norm_text(box) else "empty text"
+        return "compound type: check each slot with its primitive type"
+    except Exception as e:  # never raise
+        return f"internal error ({type(e).__name__})"

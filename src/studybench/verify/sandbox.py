@@ -1,0 +1,337 @@
+"""Process pool with hard wall-clock timeouts for symbolic and numeric judgements (PROTOCOL.md section 5).
+
+Design:
+
+* Workers are fresh interpreters (``sys.executable -c ...``) started lazily and reused; they talk
+  to the parent over two pipes with ``multiprocessing.connection``. Unlike ``fork`` this is safe
+  with threads, and unlike ``spawn``/``forkserver`` it never re-imports the caller's ``__main__``
+  (scripts without a ``__main__`` guard keep working). Start-up (interpreter + SymPy import,
+  about a second) is paid once per worker and is not counted against a task's timeout.
+* Each worker owns one pipe. A caller thread takes an idle worker, sends one task and waits on the
+  pipe with ``poll(timeout)``. On overrun the worker is killed with SIGKILL, reaped, and a new one
+  is started on demand; the caller gets a "timed out" result. No signals are used in the caller,
+  so this works from any thread, including asyncio executor threads.
+* A worker limits its own address space (``RLIMIT_AS``) so a runaway expression dies instead of
+  swapping; a dead worker gives an "internal error" result.
+* Only named task functions from :data:`TASKS` run in a worker; tasks carry plain strings.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["SandboxPool", "TASKS", "TimedOut", "WorkerDied"]
+
+_MEMORY_LIMIT = 4 * 1024**3
+_READY_TIMEOUT = 120.0
+
+
+class TimedOut(Exception):
+    """The task overran its wall-clock limit; the worker was killed."""
+
+
+class WorkerDied(Exception):
+    """The worker exited unexpectedly (e.g. hit its memory limit)."""
+
+
+def _task_judge(gold: list[str], pred: list[str], at: str, ts: str) -> Any:
+    from studybench.verify.judges import full_judge
+
+    return full_judge(gold, pred, at, ts)
+
+
+def _task_parsable(box: str, at: str) -> Any:
+    from studybench.verify.judges import check_gold_parsable_local
+
+    return check_gold_parsable_local(box, at)
+
+
+def _task_sleep(seconds: float) -> str:
+    """Diagnostics: hold the worker busy (used by tests of the timeout path)."""
+    time.sleep(float(seconds))
+    return "slept"
+
+
+def _task_ping() -> int:
+    """Diagnostics: the worker's pid."""
+    return os.getpid()
+
+
+TASKS: dict[str, Callable[..., Any]] = {
+    "judge": _task_judge,
+    "parsable": _task_parsable,
+    "sleep": _task_sleep,
+    "ping": _task_ping,
+}
+"""The only functions a worker will run, by name."""
+
+
+def _worker_main(conn: Any) -> None:
+    """Worker loop: receive ``(name, args)``, reply ``("ok", result)`` or ``("err", text)``."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = _MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(_MEMORY_LIMIT, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+    try:
+        # warm the heavy imports (SymPy, latex2sympy's ANTLR parser) before reporting ready, so
+        # that start-up never counts against a task's timeout
+        import sympy  # noqa: F401
+
+        from studybench.verify.judges import full_judge
+
+        full_judge(["x^2 = 1"], ["1 = x^2"], "EQ", "")
+    except Exception:  # pragma: no cover - import failure is reported per task
+        pass
+    try:
+        conn.send(("ready", os.getpid()))
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg is None:
+                return
+            name, args = msg
+            fn = TASKS.get(name)
+            if fn is None:
+                conn.send(("err", f"unknown task {name!r}"))
+                continue
+            try:
+                conn.send(("ok", fn(*args)))
+            except MemoryError:
+                conn.send(("err", "out of memory"))
+            except RecursionError:
+                conn.send(("err", "expression too deep"))
+            except Exception as e:  # report, keep serving
+                conn.send(("err", f"{type(e).__name__}"))
+    except (BrokenPipeError, EOFError, OSError, KeyboardInterrupt):
+        return
+
+
+def _serve_fds(read_fd: int, write_fd: int) -> None:
+    """Entry point of a worker process: serve tasks over two inherited pipe descriptors."""
+    from multiprocessing.connection import Connection
+
+    class _Duplex:
+        def __init__(self) -> None:
+            self.r = Connection(read_fd, writable=False)
+            self.w = Connection(write_fd, readable=False)
+
+        def send(self, obj: Any) -> None:
+            self.w.send(obj)
+
+        def recv(self) -> Any:
+            return self.r.recv()
+
+    _worker_main(_Duplex())
+
+
+_BOOT = "import sys; from studybench.verify.sandbox import _serve_fds; _serve_fds(int(sys.argv[1]), int(sys.argv[2]))"
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+class _Worker:
+    """One worker: a fresh interpreter (``python -c``) talking over two pipes.
+
+    A fresh interpreter (rather than ``fork``/``forkserver``) never re-imports the caller's
+    ``__main__`` and inherits no threads or locks; it costs one interpreter start plus the SymPy
+    import (about a second) per worker, paid once since workers are reused.
+    """
+
+    def __init__(self) -> None:
+        from multiprocessing.connection import Connection
+
+        c_read, p_write = os.pipe()
+        p_read, c_write = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(c_read), str(c_write)],
+                pass_fds=(c_read, c_write),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=_child_env(),
+                close_fds=True,
+            )
+        except BaseException:
+            for fd in (c_read, p_write, p_read, c_write):
+                os.close(fd)
+            raise
+        os.close(c_read)
+        os.close(c_write)
+        self._w = Connection(p_write, readable=False)
+        self._r = Connection(p_read, writable=False)
+        self.ready = False
+
+    def send(self, obj: Any) -> None:
+        self._w.send(obj)
+
+    def poll(self, timeout: float) -> bool:
+        return self._r.poll(timeout)
+
+    def recv(self) -> Any:
+        return self._r.recv()
+
+    def wait_ready(self, timeout: float) -> bool:
+        if self.ready:
+            return True
+        try:
+            if self._r.poll(timeout):
+                msg = self._r.recv()
+                self.ready = isinstance(msg, tuple) and msg[0] == "ready"
+        except (EOFError, OSError):
+            self.ready = False
+        return self.ready
+
+    def kill(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                self.proc.kill()  # SIGKILL
+            self.proc.wait(timeout=5)
+        except Exception:  # pragma: no cover - best effort
+            pass
+        for c in (self._w, self._r):
+            try:
+                c.close()
+            except OSError:  # pragma: no cover
+                pass
+
+    def stop(self) -> None:
+        try:
+            self._w.send(None)
+            self.proc.wait(timeout=1)
+        except Exception:
+            pass
+        self.kill()
+
+
+class SandboxPool:
+    """A lazily started, thread-safe pool of sandbox worker processes.
+
+    Args:
+        workers: maximum number of worker processes (default: CPU count, at most 8).
+
+    Use :meth:`call` from any thread; :meth:`close` (or the context manager) stops the workers.
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        n = workers if workers is not None else min(8, os.cpu_count() or 1)
+        self.max_workers = max(1, int(n))
+        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
+        self._lock = threading.Lock()
+        self._all: set[_Worker] = set()
+        self._closed = False
+        self.kills = 0
+
+    def _acquire(self) -> _Worker:
+        while True:
+            if self._closed:
+                raise RuntimeError("sandbox pool is closed")
+            try:
+                return self._idle.get_nowait()
+            except queue.Empty:
+                pass
+            with self._lock:
+                if len(self._all) < self.max_workers:
+                    w = _Worker()
+                    self._all.add(w)
+                    break
+            try:
+                return self._idle.get(timeout=0.5)
+            except queue.Empty:
+                continue
+        if not w.wait_ready(_READY_TIMEOUT):
+            self._discard(w)
+            raise WorkerDied("worker failed to start")
+        return w
+
+    def _discard(self, w: _Worker) -> None:
+        with self._lock:
+            self._all.discard(w)
+        w.kill()
+
+    def _release(self, w: _Worker) -> None:
+        if self._closed:
+            self._discard(w)
+        else:
+            self._idle.put(w)
+
+    def call(self, name: str, args: tuple[Any, ...], timeout: float) -> Any:
+        """Run task ``name`` with ``args`` in a worker under a wall-clock ``timeout`` (seconds).
+
+        Returns the task's result. Raises :class:`TimedOut` (worker killed and replaced),
+        :class:`WorkerDied` (worker crashed), or ``RuntimeError`` for a task-side error or a closed
+        pool.
+        """
+        w = self._acquire()
+        try:
+            w.send((name, args))
+            if not w.poll(max(0.0, timeout)):
+                self.kills += 1
+                self._discard(w)
+                raise TimedOut()
+            status, value = w.recv()
+        except (EOFError, OSError, BrokenPipeError) as e:
+            self._discard(w)
+            raise WorkerDied(type(e).__name__) from None
+        except TimedOut:
+            raise
+        except BaseException:
+            self._discard(w)
+            raise
+        self._release(w)
+        if status != "ok":
+            raise RuntimeError(str(value))
+        return value
+
+    def warm(self, n: int | None = None) -> None:
+        """Start up to ``n`` workers now (default: all) and wait until they are ready."""
+        got = []
+        for _ in range(min(n or self.max_workers, self.max_workers)):
+            try:
+                got.append(self._acquire())
+            except (WorkerDied, RuntimeError):
+                break
+        for w in got:
+            self._release(w)
+
+    @property
+    def size(self) -> int:
+        """Number of live worker processes."""
+        with self._lock:
+            return len(self._all)
+
+    def close(self) -> None:
+        """Stop all workers. Idempotent."""
+        self._closed = True
+        with self._lock:
+            workers = list(self._all)
+            self._all.clear()
+        for w in workers:
+            w.stop()
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

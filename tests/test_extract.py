@@ -1,0 +1,101 @@
+"""Final-answer extraction (PROTOCOL.md section 4)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from studybench.verify import extract_answers, find_boxes, strip_reasoning
+from studybench.verify.extract import brace_balance_error, split_top_level
+
+# (response, m, expected answers, why)
+EXTRACT_CASES = [
+    (r"First \boxed{3}. Wait, that is wrong. \boxed{4}", 1, ["4"], "last box wins over a retracted one"),
+    ("Work \\boxed{1} more\nFinal Answer: \\boxed{2}\nCheck: \\boxed{3}", 1, ["2"], "Final Answer line preferred"),
+    ("final answer: \\boxed{a} \\boxed{b}", 2, ["a", "b"], "case-insensitive marker, two boxes"),
+    ("Final Answer: \\boxed{a} \\boxed{b} \\boxed{c}", 2, ["b", "c"], "last m boxes on the line"),
+    ("Final Answer: none here\n\\boxed{7}", 1, ["7"], "marker without boxes falls back to last boxes"),
+    (r"\fbox{42}", 1, ["42"], "fbox only"),
+    (r"so \boxed 5", 1, ["5"], "brace-less boxed"),
+    (r"so \boxed 5.", 1, ["5"], "brace-less boxed drops trailing period"),
+    (r"\boxed{\frac{a}{b}}", 1, [r"\frac{a}{b}"], "nested braces"),
+    (r"\boxed{\{1, 2\}}", 1, [r"\{1, 2\}"], "escaped braces do not close the box"),
+    (r"\boxed{x", 1, [], "unclosed box ignored"),
+    ("<think>\\boxed{1}</think>Answer \\boxed{2}", 1, ["2"], "closed think block removed"),
+    ("<think>\\boxed{1} still thinking", 1, [], "unclosed think removed to the end"),
+    ("reasoning \\boxed{1}</think> Final Answer: \\boxed{2}", 1, ["2"], "stray </think> keeps what follows"),
+    ("no boxes at all", 1, [], "nothing to extract"),
+    ("Final Answer: \\boxed{\\begin{cases}a\\\\\nb\\end{cases}}", 1, ["\\begin{cases}a\\\\\nb\\end{cases}"], "box spanning lines"),
+    (r"\boxedx{3} \boxed{4}", 1, ["4"], "other macro starting with boxed is not a box"),
+]
+
+
+@pytest.mark.parametrize("response,m,expected,why", EXTRACT_CASES, ids=[c[3] for c in EXTRACT_CASES])
+def test_extract_answers(response: str, m: int, expected: list[str], why: str) -> None:
+    assert extract_answers(response, m) == expected, why
+
+
+# (text, expected, why)
+STRIP_CASES = [
+    ("<think>a</think>b", "b", "closed block"),
+    ("x<think>a</think>y<think>c</think>z", "xyz", "two blocks"),
+    ("a</think>b", "b", "stray close"),
+    ("a<think>b", "a", "unclosed open"),
+    ("plain", "plain", "nothing to strip"),
+]
+
+
+@pytest.mark.parametrize("text,expected,why", STRIP_CASES, ids=[c[2] for c in STRIP_CASES])
+def test_strip_reasoning(text: str, expected: str, why: str) -> None:
+    assert strip_reasoning(text) == expected, why
+
+
+# (text, expected parts, why)
+SPLIT_CASES = [
+    ("a, b", ["a", "b"], "plain comma"),
+    (r"[0, 1), 2", ["[0, 1)", "2"], "interval stays whole"),
+    (r"\frac{a,b}{c}, d", [r"\frac{a,b}{c}", "d"], "commas inside braces"),
+    (r"a,\quad b", ["a", "b"], "spacing after separator dropped"),
+    (r"x\,y, z", [r"x\,y", "z"], "thin space \\, is not a separator"),
+    (r"a\\, b", [r"a\\", "b"], "line break then comma"),
+    (r"\left(a, b\right), c", [r"\left(a, b\right)", "c"], "left/right parentheses"),
+]
+
+
+@pytest.mark.parametrize("text,expected,why", SPLIT_CASES, ids=[c[2] for c in SPLIT_CASES])
+def test_split_top_level(text: str, expected: list[str], why: str) -> None:
+    assert split_top_level(text) == expected, why
+
+
+def test_find_boxes_spans() -> None:
+    text = r"a \boxed{x} b \fbox{y}"
+    boxes = find_boxes(text)
+    assert [b.content for b in boxes] == ["x", "y"]
+    assert [text[b.start : b.end] for b in boxes] == [r"\boxed{x}", r"\fbox{y}"]
+
+
+def test_brace_balance() -> None:
+    assert brace_balance_error("{a}") is None
+    assert brace_balance_error("{a") is not None
+    assert brace_balance_error("a}") is not None
+    assert brace_balance_error(r"\{a") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("\\{}boxedfinalswer:<think>/ \n$x12")), max_size=80), st.integers(-2, 5))
+def test_extraction_never_raises_on_latexish_text(text: str, m: int) -> None:
+    out = extract_answers(text, m)
+    assert isinstance(out, list) and all(isinstance(x, str) for x in out)
+    assert isinstance(strip_reasoning(text), str)
+    for b in find_boxes(text):
+        assert 0 <= b.start < b.end <= len(text)
+    split_top_level(text)
+    brace_balance_error(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_extraction_never_raises_on_random_text(text: str) -> None:
+    assert isinstance(extract_answers(text, 1), list)
+    assert isinstance(strip_reasoning(text), str)

@@ -1,0 +1,161 @@
+"""Sandbox workers: hard timeouts from threads and asyncio, no code execution, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from studybench.verify import Verdict, Verifier
+from studybench.verify.sandbox import SandboxPool, TimedOut
+
+# a long EQ: parsing alone takes far longer than the tiny timeouts used below
+SLOW_GOLD = [r"\frac{\rho_i T_i}{\rho_a T_a} = 1 + \frac{4 \gamma}{R_0 P_a} + \sqrt{\frac{2GM}{r}}\cos(\omega t) + \ln\frac{R_0}{a}"]
+SLOW_PRED = [r"1 + \frac{4 \gamma}{R_0 P_a} + \sqrt{\frac{2GM}{r}}\cos(\omega t) + \ln\frac{R_0}{a} = \frac{\rho_i T_i}{\rho_a T_a} + 0"]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    with SandboxPool(workers=2) as p:
+        p.warm()
+        yield p
+
+
+def test_pool_timeout_kills_worker(pool: SandboxPool) -> None:
+    pid = pool.call("ping", (), 5.0)
+    kills = pool.kills
+    t0 = time.perf_counter()
+    with pytest.raises(TimedOut):
+        pool.call("sleep", (30,), 0.5)
+    assert time.perf_counter() - t0 < 1.5
+    assert pool.kills == kills + 1
+    # a fresh worker serves the next call
+    assert isinstance(pool.call("ping", (), 10.0), int)
+    assert pool.size <= 2
+    assert pid > 0
+
+
+def test_pool_timeout_from_thread(pool: SandboxPool) -> None:
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            pool.call("sleep", (30,), 0.3)
+        except TimedOut:
+            out.append("timeout")
+
+    t = threading.Thread(target=run)
+    t0 = time.perf_counter()
+    t.start()
+    t.join(10)
+    assert out == ["timeout"]
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_pool_timeout_from_asyncio_executor(pool: SandboxPool) -> None:
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+
+        def job() -> str:
+            try:
+                pool.call("sleep", (30,), 0.3)
+            except TimedOut:
+                return "timeout"
+            return "finished"
+
+        return await loop.run_in_executor(None, job)
+
+    t0 = time.perf_counter()
+    assert asyncio.run(main()) == "timeout"
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_unknown_task_is_refused(pool: SandboxPool) -> None:
+    with pytest.raises(RuntimeError):
+        pool.call("os.system", ("true",), 5.0)
+
+
+@pytest.fixture(scope="module")
+def verifier() -> Iterator[Verifier]:
+    with Verifier(workers=2, timeout=5.0) as v:
+        v.warm()
+        yield v
+
+
+def test_verifier_timeout_verdict(verifier: Verifier) -> None:
+    v = verifier.judge(SLOW_GOLD, SLOW_PRED, "EQ", "", timeout=0.002)
+    assert v == Verdict(False, "incorrect: timed out", tuple(SLOW_PRED))
+    # the replacement worker judges normally afterwards
+    ok = verifier.judge([r"\frac{1}{2}"], ["0.5"], "NV", "")
+    assert ok.correct
+
+
+def test_verifier_timeout_from_thread(verifier: Verifier) -> None:
+    res: list[Verdict] = []
+    t = threading.Thread(target=lambda: res.append(verifier.judge(SLOW_GOLD, SLOW_PRED + ["x"], "EQ", "", timeout=0.002)))
+    t.start()
+    t.join(10)
+    assert res and res[0].reason == "incorrect: timed out"
+
+
+def test_verifier_timeout_from_asyncio(verifier: Verifier) -> None:
+    async def main() -> Verdict:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, lambda: verifier.judge(SLOW_GOLD, SLOW_PRED + ["y"], "EQ", "", timeout=0.002)
+        )
+
+    assert asyncio.run(main()).reason == "incorrect: timed out"
+
+
+def test_power_tower_returns_quickly(verifier: Verifier) -> None:
+    t0 = time.perf_counter()
+    v = verifier.judge([r"5^{5^{5^{5^{5}}}}"], ["3"], "EX", "", timeout=1.0)
+    assert time.perf_counter() - t0 < 1.5
+    assert not v.correct
+
+
+def test_huge_exponents_do_not_hang(verifier: Verifier) -> None:
+    t0 = time.perf_counter()
+    res = verifier.judge_many(
+        [
+            ([r"9^{9^{9}}"], [r"9^{9^{9}} + 1"], "EX", ""),
+            ([r"10^{10^{10}}"], ["1e400"], "NV", ""),
+            (["x"], [r"x^{99999999999999999999}"], "EX", ""),
+        ]
+    )
+    assert time.perf_counter() - t0 < 5.0 * 3 + 1
+    assert all(isinstance(r, Verdict) for r in res)
+
+
+CANARY_TEMPLATES = [
+    "__import__('os').system('touch {p}')",
+    "\\text{{__import__('os').system('touch {p}')}}",
+    "exec(\"open('{p}','w').write('x')\")",
+    "eval(\"__import__('os').system('touch {p}')\")",
+    "lambda: __import__('os').system('touch {p}')",
+]
+
+
+@pytest.mark.parametrize("template", CANARY_TEMPLATES)
+@pytest.mark.parametrize("atype", ["NV", "EX", "EQ", "IN", "QL"])
+def test_canary_never_executes(verifier: Verifier, tmp_path: Path, template: str, atype: str) -> None:
+    canary = tmp_path / "CANARY"
+    payload = template.format(p=canary)
+    verifier.judge([payload], ["x = 1"], atype, "")
+    verifier.judge(["x = 1"], [payload], atype, "")
+    verifier.judge([payload], [payload + " "], atype, "")
+    assert not canary.exists()
+
+
+def test_close_is_idempotent() -> None:
+    v = Verifier(workers=1)
+    assert v.judge([r"x^2"], [r"x \cdot x"], "EX", "").correct
+    v.close()
+    v.close()
+    # a closed verifier still answers (string rules) and never raises
+    assert isinstance(v.judge(["a"], ["b"], "EX", ""), Verdict)
