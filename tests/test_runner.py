@@ -8,11 +8,11 @@ from typing import Any
 
 from studybench.datasets import load_dataset
 from studybench.models.base import ChatRequest, ChatResult
+from studybench.protocol import Artefacts
 from studybench.report import parents_index, write_report
 from studybench.runner import EvalConfig, generate, judge_run, verifier_config
 from studybench.store import RunStore
 from studybench.verify.verdict import Verdict
-from studybench.protocol import Artefacts
 
 DATA = """[
  {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "stem",

@@ -1,0 +1,457 @@
+"""OpenAI-compatible chat backend (vLLM, SGLang, OpenAI, any ``/v1/chat/completions`` server).
+
+Implements :class:`studybench.models.base.ChatBackend` for PROTOCOL.md section 2:
+
+- **Sampling** is sent the way vLLM accepts it: ``temperature``, ``top_p``, ``max_tokens``, ``seed``
+  and ``presence_penalty`` are standard fields; ``top_k``, ``min_p`` and ``repetition_penalty`` are
+  vLLM extensions (what the OpenAI SDK calls ``extra_body``); the thinking toggle is the chat-template
+  argument ``chat_template_kwargs: {"enable_thinking": bool}``. Only non-``None`` values are sent.
+- **Budget**: with ``SamplingParams.budget_includes_prompt`` the budget is prompt + completion, as in
+  the reference scripts, so the completion limit sent is ``max_tokens`` minus an *estimate* of the
+  prompt's tokens (:func:`estimate_prompt_tokens`: ``ceil(chars / 3) + 4`` per message, an
+  over-estimate for English and LaTeX with common tokenizers, so the request stays inside the
+  model's context), floored at 1.
+- **Errors**: transient failures (HTTP 408/409/429/5xx, timeouts, dropped connections, truncated or
+  malformed response bodies) are retried with exponential backoff and jitter, honouring
+  ``Retry-After`` (capped by ``backoff_max``); other 4xx are not retried. :meth:`OpenAIBackend.complete`
+  never raises for such failures: it returns a :class:`ChatResult` with ``error`` set.
+- **Secrets**: the API key is read from the environment variable named by ``api_key_env`` only (the
+  placeholder ``"EMPTY"``, which vLLM accepts, when unset) and is redacted from descriptions, logs
+  and error strings.
+
+Implementation notes: requests go through the official :class:`openai.AsyncOpenAI` client (its own
+retries disabled) with the raw-body ``client.post("/chat/completions", body=..., cast_to=object)``
+call the SDK documents for undocumented parameters. The body therefore is exactly the JSON this
+module builds (see :meth:`OpenAIBackend.build_payload`), and the SDK's per-request
+type-transformation and model construction, which cost more CPU than the whole HTTP exchange on
+long conversations, are skipped. Connections are spread over several client instances (one per 8
+concurrent requests) because the HTTP connection pool scans all its connections on every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import math
+import os
+import random
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from studybench.models.base import ChatRequest, ChatResult, SamplingParams
+
+__all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable"]
+
+log = logging.getLogger(__name__)
+
+#: Human-readable form of :func:`estimate_prompt_tokens`, recorded in :meth:`OpenAIBackend.describe`.
+PROMPT_ESTIMATE = "ceil(chars/3) + 4 per message"
+
+_PLACEHOLDER_KEY = "EMPTY"
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_PER_SHARD = 8  # concurrent requests per client instance
+_MAX_SHARDS = 16
+_SK_PATTERN = re.compile(r"(sk-[A-Za-z0-9_*\-]{3})[A-Za-z0-9_*\-]+")
+_BEARER_PATTERN = re.compile(r"(?i)(bearer\s+)\S+")
+
+
+def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Estimate the prompt's token count: ``ceil(total_chars / 3) + 4 * len(messages)``.
+
+    ``total_chars`` counts the text of every message's ``content`` (string or list of text parts);
+    the 4 per message stand for the chat template's role markers. Deliberately pessimistic (common
+    BPE tokenizers average about 3.5-4 characters per token on English prose with LaTeX), so that
+    ``prompt + completion`` stays within the budget. Returns a non-negative int.
+    """
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            chars += sum(len(p.get("text", "")) for p in content if isinstance(p, dict))
+    return math.ceil(chars / 3) + 4 * len(messages)
+
+
+class _BadResponse(Exception):
+    """A 2xx response whose body is not a usable chat completion (retried like a dropped connection)."""
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether a failed request is worth retrying.
+
+    True for HTTP 408, 409, 429 and >= 500, timeouts, connection errors (including a connection
+    closed without a response) and malformed 2xx bodies; false for other HTTP 4xx and anything else.
+    """
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
+    return isinstance(exc, (openai.APIConnectionError, _BadResponse, json.JSONDecodeError))
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    """Seconds from a ``Retry-After`` / ``retry-after-ms`` response header, or ``None``."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        value = when.timestamp() - time.time()
+    if not math.isfinite(value):
+        return None
+    return max(0.0, value)
+
+
+def _redact_url(url: str) -> str:
+    """``url`` without any ``user:password@`` part."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+@dataclass
+class _LoopState:
+    """Clients and semaphore bound to one event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    clients: list[openai.AsyncOpenAI]
+    load: list[int]
+    semaphore: asyncio.Semaphore
+
+
+class OpenAIBackend:
+    """Chat backend for an OpenAI-compatible endpoint (see the module docstring).
+
+    Args:
+        model: model name sent as ``model``.
+        base_url: endpoint such as ``http://127.0.0.1:8000/v1``; ``None`` lets the SDK decide
+            (``OPENAI_BASE_URL``, else the OpenAI API).
+        sampling: sampling parameters (PROTOCOL.md section 2; e.g. ``PRESETS["paper"]``); ``None``
+            sends none.
+        concurrency: most requests in flight at once (an :class:`asyncio.Semaphore`, held per
+            attempt, not during backoff).
+        request_timeout: seconds allowed per HTTP attempt.
+        max_retries: retries after the first attempt (so at most ``max_retries + 1`` attempts).
+        backoff_initial: seconds of the first backoff; attempt n waits between ``b/2`` and ``b``
+            with ``b = min(backoff_max, backoff_initial * 2**(n-1))``, or ``Retry-After`` when the
+            server sends one (capped by ``backoff_max``).
+        backoff_max: cap on any single wait, seconds.
+        api_key_env: name of the environment variable holding the API key (read at construction).
+
+    Raises:
+        ValueError: a non-positive ``concurrency`` or ``request_timeout``, a negative
+            ``max_retries`` or backoff.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        sampling: SamplingParams | None = None,
+        *,
+        concurrency: int = 64,
+        request_timeout: float = 600.0,
+        max_retries: int = 6,
+        backoff_initial: float = 1.0,
+        backoff_max: float = 60.0,
+        api_key_env: str = "OPENAI_API_KEY",
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if request_timeout <= 0:
+            raise ValueError("request_timeout must be > 0 seconds")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if backoff_initial < 0 or backoff_max < 0:
+            raise ValueError("backoff times must be >= 0 seconds")
+        self.model = model
+        self.base_url = base_url
+        self.sampling = sampling if sampling is not None else SamplingParams()
+        self.concurrency = concurrency
+        self.request_timeout = float(request_timeout)
+        self.max_retries = max_retries
+        self.backoff_initial = float(backoff_initial)
+        self.backoff_max = float(backoff_max)
+        self.api_key_env = api_key_env
+        self._api_key = os.environ.get(api_key_env) or _PLACEHOLDER_KEY
+        self._shards = min(_MAX_SHARDS, max(1, math.ceil(concurrency / _PER_SHARD)))
+        self._state: _LoopState | None = None
+        self._random = random.Random()
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model!r}, base_url={self._display_url()!r})"
+
+    # -- description -----------------------------------------------------------------------------------
+
+    def _display_url(self) -> str:
+        url = self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return self._redact(_redact_url(url))
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-serialisable description for the run manifest; never contains the API key."""
+        return {
+            "backend": self.name,
+            "model": self.model,
+            "base_url": self._display_url(),
+            "sampling": self.sampling.to_dict(),
+            "prompt_token_estimate": PROMPT_ESTIMATE if self.sampling.budget_includes_prompt else None,
+            "concurrency": self.concurrency,
+            "request_timeout": self.request_timeout,
+            "max_retries": self.max_retries,
+            "backoff_initial": self.backoff_initial,
+            "backoff_max": self.backoff_max,
+            "api_key_env": self.api_key_env,
+        }
+
+    def _redact(self, text: str) -> str:
+        """``text`` with the API key (and anything shaped like a key or bearer token) masked."""
+        key = self._api_key
+        if key and key != _PLACEHOLDER_KEY:
+            text = text.replace(key, "***")
+        text = _SK_PATTERN.sub(r"\1***", text)
+        return _BEARER_PATTERN.sub(r"\1***", text)
+
+    # -- request ---------------------------------------------------------------------------------------
+
+    def completion_budget(self, messages: list[dict[str, Any]]) -> int | None:
+        """The ``max_tokens`` to send for ``messages``: ``None`` (unlimited), the configured value,
+        or, with ``budget_includes_prompt``, that minus :func:`estimate_prompt_tokens` (at least 1)."""
+        max_tokens = self.sampling.max_tokens
+        if max_tokens is None:
+            return None
+        if self.sampling.budget_includes_prompt:
+            return max(1, max_tokens - estimate_prompt_tokens(messages))
+        return max_tokens
+
+    def build_payload(self, request: ChatRequest) -> dict[str, Any]:
+        """The exact JSON body sent for ``request`` (only non-``None`` parameters)."""
+        s = self.sampling
+        body: dict[str, Any] = {"model": self.model, "messages": request.messages}
+        for key, value in (
+            ("temperature", s.temperature),
+            ("top_p", s.top_p),
+            ("presence_penalty", s.presence_penalty),
+            ("max_tokens", self.completion_budget(request.messages)),
+            ("seed", request.seed),
+            # vLLM extensions (the SDK's extra_body):
+            ("top_k", s.top_k),
+            ("min_p", s.min_p),
+            ("repetition_penalty", s.repetition_penalty),
+        ):
+            if value is not None:
+                body[key] = value
+        if s.enable_thinking is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": bool(s.enable_thinking)}
+        return body
+
+    def _loop_state(self) -> _LoopState:
+        """Clients and semaphore for the running loop (rebuilt if the loop changed)."""
+        loop = asyncio.get_running_loop()
+        state = self._state
+        if state is None or state.loop is not loop:
+            clients = [
+                openai.AsyncOpenAI(
+                    api_key=self._api_key,
+                    base_url=self.base_url,
+                    timeout=self.request_timeout,
+                    max_retries=0,
+                )
+                for _ in range(self._shards)
+            ]
+            state = _LoopState(loop, clients, [0] * len(clients), asyncio.Semaphore(self.concurrency))
+            self._state = state
+        return state
+
+    def _wait(self, retry_state: RetryCallState) -> float:
+        """Seconds to sleep before the next attempt (tenacity ``wait`` callback)."""
+        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        hinted = _retry_after(exc)
+        if hinted is not None:
+            return min(hinted, self.backoff_max)
+        base = min(self.backoff_max, self.backoff_initial * 2 ** (retry_state.attempt_number - 1))
+        return base / 2 + self._random.uniform(0, base / 2)
+
+    def _reason(self, exc: BaseException, attempts: int) -> str:
+        """Short, key-free description of the final failure."""
+        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if isinstance(exc, openai.APIStatusError):
+            reason = f"HTTP {exc.status_code} after {tries}"
+            if not is_retryable(exc):
+                reason += f": {_short(_status_message(exc))}"
+        elif isinstance(exc, openai.APITimeoutError):
+            reason = f"timeout after {tries} (request_timeout={self.request_timeout:g}s)"
+        elif isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            detail = f" ({type(cause).__name__})" if cause is not None else ""
+            reason = f"connection error{detail} after {tries}"
+        elif isinstance(exc, (json.JSONDecodeError, _BadResponse)):
+            reason = f"malformed response after {tries}: {_short(str(exc))}"
+        else:
+            reason = f"{type(exc).__name__} after {tries}: {_short(str(exc))}"
+        return self._redact(reason)
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        """Generate one turn; never raises for model or transport failures.
+
+        Returns a :class:`ChatResult` with ``completion`` (``""`` if the server sent no content),
+        ``reasoning`` (the server's ``reasoning_content``/``reasoning``), ``finish_reason``, ``usage``
+        (integer token counts), ``latency_s`` (wall-clock seconds from the first attempt to the end,
+        retries and backoff included), ``attempts`` and ``extra`` (``response_id``, ``max_tokens``
+        sent, ``queue_s`` = seconds waited for a concurrency slot before the first attempt). On
+        failure after retries, ``error`` is a short reason such as ``"HTTP 500 after 7 attempts"``.
+        """
+        state = self._loop_state()
+        payload = self.build_payload(request)
+        attempts = 0
+        called = time.monotonic()
+        started: float | None = None
+
+        async def attempt() -> dict[str, Any]:
+            nonlocal attempts, started
+            async with state.semaphore:
+                if started is None:
+                    started = time.monotonic()
+                attempts += 1
+                shard = min(range(len(state.clients)), key=state.load.__getitem__)
+                state.load[shard] += 1
+                try:
+                    data = await state.clients[shard].post("/chat/completions", body=payload, cast_to=object)
+                finally:
+                    state.load[shard] -= 1
+            if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+                raise _BadResponse("no choices in the response body")
+            return data
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(is_retryable),
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            data = await retrying(attempt)
+            result = _parse(data)
+        except Exception as exc:  # every failure becomes an error result (ChatBackend contract)
+            reason = self._reason(exc, attempts)
+            log.warning("chat request failed for model %s: %s", self.model, reason)
+            end = time.monotonic()
+            return ChatResult(
+                completion="",
+                error=reason,
+                attempts=attempts,
+                latency_s=end - (started if started is not None else called),
+                extra={"max_tokens": payload.get("max_tokens")},
+            )
+        end = time.monotonic()
+        result.attempts = attempts
+        result.latency_s = end - (started if started is not None else called)
+        result.extra.update(
+            {
+                "max_tokens": payload.get("max_tokens"),
+                "queue_s": (started if started is not None else end) - called,
+            }
+        )
+        return result
+
+    def _log_retry(self, retry_state: RetryCallState) -> None:
+        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        if exc is None:
+            return
+        wait = retry_state.next_action.sleep if retry_state.next_action is not None else 0.0
+        log.info(
+            "retrying chat request (attempt %d failed: %s); sleeping %.2fs",
+            retry_state.attempt_number,
+            self._reason(exc, retry_state.attempt_number),
+            wait,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients (idempotent). The backend can be used again afterwards."""
+        state, self._state = self._state, None
+        if state is None:
+            return
+        for client in state.clients:
+            try:
+                await client.close()
+            except Exception:  # a client bound to a closed loop cannot be closed any more
+                log.debug("ignoring error while closing an HTTP client", exc_info=True)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _status_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if body.get("message"):
+            return str(body["message"])
+    return str(exc.message)
+
+
+def _parse(data: dict[str, Any]) -> ChatResult:
+    """A :class:`ChatResult` from a chat-completion JSON body (``choices`` known to be non-empty).
+
+    Raises:
+        _BadResponse: the first choice is not an object.
+    """
+    choice = data["choices"][0]
+    if not isinstance(choice, dict):
+        raise _BadResponse("choice is not an object")
+    message = choice.get("message") or {}
+    content = message.get("content") if isinstance(message, dict) else None
+    reasoning = None
+    if isinstance(message, dict):
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+    usage_raw = data.get("usage")
+    usage = None
+    if isinstance(usage_raw, dict):
+        usage = {
+            k: int(v) for k, v in usage_raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+    extra: dict[str, Any] = {}
+    if data.get("id") is not None:
+        extra["response_id"] = str(data["id"])
+    return ChatResult(
+        completion=content if isinstance(content, str) else "",
+        finish_reason=choice.get("finish_reason"),
+        usage=usage,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        extra=extra,
+    )

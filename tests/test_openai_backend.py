@@ -1,0 +1,402 @@
+"""OpenAIBackend against the local stub server: payload, retries, failures, concurrency, secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from studybench.models.base import PRESETS, ChatBackend, ChatRequest, ChatResult, SamplingParams
+from studybench.models.openai_backend import OpenAIBackend, estimate_prompt_tokens
+from studybench.testing import Fault, Script, StubServer, start_stub_server
+
+pytestmark = pytest.mark.timeout(30)
+
+SYSTEM = {"role": "system", "content": "You are a careful physics assistant."}
+QUESTIONS = [
+    "A block of mass 2 kg slides down a frictionless incline. Find its acceleration.",
+    "Now the incline has friction coefficient 0.1. Find the new acceleration.",
+    "How long does it take to slide 3 m from rest?",
+]
+
+
+def _request(messages: list[dict[str, Any]], seed: int | None = 7, turn: int = 0) -> ChatRequest:
+    return ChatRequest(messages=messages, seed=seed, slot=None, turn_index=turn)  # type: ignore[arg-type]
+
+
+def _complete(backend: OpenAIBackend, messages: list[dict[str, Any]], seed: int | None = 7) -> ChatResult:
+    async def go() -> ChatResult:
+        try:
+            return await backend.complete(_request(messages, seed))
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
+
+
+def _fast(stub: StubServer, sampling: SamplingParams | None = None, **kw: Any) -> OpenAIBackend:
+    kw.setdefault("backoff_initial", 0.001)
+    kw.setdefault("backoff_max", 0.05)
+    kw.setdefault("request_timeout", 5.0)
+    return OpenAIBackend("stub-model", stub.base_url, sampling, **kw)
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    with start_stub_server() as server:
+        yield server
+
+
+def test_backend_satisfies_protocol(stub: StubServer) -> None:
+    assert isinstance(_fast(stub), ChatBackend)
+
+
+def test_multi_turn_script_round_trip() -> None:
+    script = Script(
+        turns=[
+            "Turn one.\nFinal Answer: \\boxed{9.8}",
+            "Final Answer: \\boxed{8.8}",
+            "Final Answer: \\boxed{{turn1}}",
+        ],
+        think="scratch work {turn}",
+        reasoning="reasoning for turn {turn}",
+    )
+    with start_stub_server(script) as server:
+        backend = _fast(server, PRESETS["paper"])
+        expected = [
+            "<think>scratch work 0</think>\nTurn one.\nFinal Answer: \\boxed{9.8}",
+            "<think>scratch work 1</think>\nFinal Answer: \\boxed{8.8}",
+            "<think>scratch work 2</think>\nFinal Answer: \\boxed{3}",
+        ]
+
+        async def conversation() -> list[ChatResult]:
+            messages: list[dict[str, Any]] = [SYSTEM]
+            results = []
+            for i, question in enumerate(QUESTIONS):
+                messages = [*messages, {"role": "user", "content": question}]
+                result = await backend.complete(_request(messages, seed=100 + i, turn=i))
+                results.append(result)
+                messages = [*messages, {"role": "assistant", "content": result.completion}]
+            await backend.aclose()
+            return results
+
+        results = asyncio.run(conversation())
+        for i, result in enumerate(results):
+            assert result.error is None
+            assert result.completion == expected[i]
+            assert result.reasoning == f"reasoning for turn {i}"
+            assert result.finish_reason == "stop"
+            assert result.attempts == 1
+            assert result.latency_s > 0
+            assert result.usage is not None and set(result.usage) == {
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+            }
+            assert all(isinstance(v, int) for v in result.usage.values())
+        sent = server.requests
+        assert [len(body["messages"]) for body in sent] == [2, 4, 6]
+        assert [body["seed"] for body in sent] == [100, 101, 102]
+        assert sent[2]["messages"][4] == {"role": "assistant", "content": expected[1]}
+
+
+def test_paper_preset_exact_json() -> None:
+    with start_stub_server() as server:
+        backend = _fast(server, PRESETS["paper"])
+        messages = [SYSTEM, {"role": "user", "content": QUESTIONS[0]}]
+        result = _complete(backend, messages, seed=1234)
+        assert result.error is None
+        chars = len(SYSTEM["content"]) + len(QUESTIONS[0])
+        budget = 32768 - (math.ceil(chars / 3) + 4 * 2)
+        assert server.requests == [
+            {
+                "model": "stub-model",
+                "messages": messages,
+                "temperature": 1.0,
+                "top_p": 0.95,
+                "presence_penalty": 1.5,
+                "max_tokens": budget,
+                "seed": 1234,
+                "top_k": 20,
+                "min_p": 0.0,
+                "repetition_penalty": 1.0,
+                "chat_template_kwargs": {"enable_thinking": True},
+            }
+        ]
+        assert result.extra["max_tokens"] == budget
+
+
+def test_only_non_none_parameters_are_sent(stub: StubServer) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    _complete(_fast(stub, PRESETS["none"]), messages, seed=None)
+    _complete(_fast(stub, PRESETS["greedy"]), messages, seed=3)
+    _complete(_fast(stub, SamplingParams(enable_thinking=False, top_k=5)), messages, seed=None)
+    none, greedy, custom = stub.requests
+    assert none == {"model": "stub-model", "messages": messages}
+    assert greedy == {
+        "model": "stub-model",
+        "messages": messages,
+        "temperature": 0.0,
+        "max_tokens": 8192,
+        "seed": 3,
+    }
+    assert custom == {
+        "model": "stub-model",
+        "messages": messages,
+        "top_k": 5,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
+
+
+def test_budget_is_floored_at_one(stub: StubServer) -> None:
+    messages = [{"role": "user", "content": "x" * 3000}]
+    assert estimate_prompt_tokens(messages) == 1004
+    backend = _fast(stub, SamplingParams(max_tokens=100, budget_includes_prompt=True))
+    assert backend.completion_budget(messages) == 1
+    backend = _fast(stub, SamplingParams(max_tokens=2000, budget_includes_prompt=True))
+    assert backend.completion_budget(messages) == 996
+    assert backend.describe()["prompt_token_estimate"] == "ceil(chars/3) + 4 per message"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault("status", status=429, retry_after=0.01),
+        Fault("status", status=500),
+        Fault("status", status=503),
+        Fault("status", status=408),
+        Fault("drop"),
+        Fault("malformed"),
+        Fault("slow", delay=1.0),
+    ],
+    ids=["429", "500", "503", "408", "dropped", "malformed", "timeout"],
+)
+def test_transient_fault_is_retried(stub: StubServer, fault: Fault) -> None:
+    stub.push_fault(fault)
+    result = _complete(_fast(stub, request_timeout=0.3), [{"role": "user", "content": "q"}])
+    assert result.error is None
+    assert result.completion.endswith("\\boxed{0}")
+    assert result.attempts == 2
+    assert stub.count == 2
+
+
+def test_several_faults_in_a_row_then_success(stub: StubServer) -> None:
+    stub.fail(500)
+    stub.rate_limit(retry_after=0)
+    stub.drop()
+    stub.fail(503)
+    result = _complete(_fast(stub, max_retries=4), [{"role": "user", "content": "q"}])
+    assert result.error is None and result.attempts == 5
+
+
+def test_retry_after_is_honoured(stub: StubServer) -> None:
+    stub.rate_limit(retry_after=0.4)
+    result = _complete(_fast(stub, backoff_max=5.0), [{"role": "user", "content": "q"}])
+    assert result.error is None and result.attempts == 2
+    assert result.latency_s >= 0.4
+
+
+def test_retry_after_is_capped_by_backoff_max(stub: StubServer) -> None:
+    stub.rate_limit(retry_after=120)
+    result = _complete(_fast(stub, backoff_max=0.05), [{"role": "user", "content": "q"}])
+    assert result.error is None and result.attempts == 2
+    assert result.latency_s < 5
+
+
+def test_backoff_grows_exponentially(stub: StubServer) -> None:
+    stub.fail(500, times=3)
+    backend = _fast(stub, backoff_initial=0.1, backoff_max=10.0)
+    result = _complete(backend, [{"role": "user", "content": "q"}])
+    assert result.attempts == 4
+    # waits are in [b/2, b] for b = 0.1, 0.2, 0.4: at least 0.35 s in total
+    assert 0.35 <= result.latency_s < 2.0
+
+
+def test_turn_that_keeps_failing_returns_error(stub: StubServer) -> None:
+    stub.fault_when("doomed", Fault("status", status=500))
+    backend = _fast(stub, max_retries=3)
+    result = _complete(backend, [{"role": "user", "content": "this turn is doomed"}])
+    assert result.completion == ""
+    assert result.error == "HTTP 500 after 4 attempts"
+    assert result.attempts == 4
+    assert stub.count == 4
+    # other turns are unaffected
+    ok = _complete(_fast(stub), [{"role": "user", "content": "fine"}])
+    assert ok.error is None and ok.attempts == 1
+
+
+def test_timeouts_exhausted(stub: StubServer) -> None:
+    stub.slow(2.0, times=3)
+    result = _complete(_fast(stub, max_retries=1, request_timeout=0.2), [{"role": "user", "content": "q"}])
+    assert result.completion == ""
+    assert result.error is not None and result.error.startswith("timeout after 2 attempts")
+    assert result.attempts == 2
+
+
+def test_unreachable_server_returns_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    backend = OpenAIBackend(
+        "m", f"http://127.0.0.1:{port}/v1", None, max_retries=2, backoff_initial=0.001, request_timeout=2
+    )
+    result = _complete(backend, [{"role": "user", "content": "q"}])
+    assert result.completion == ""
+    assert result.error is not None and result.error.startswith("connection error")
+    assert result.error.endswith("after 3 attempts")
+    assert result.attempts == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+def test_client_errors_are_not_retried(stub: StubServer, status: int) -> None:
+    stub.push_fault(Fault("status", status=status, message="bad request body"), times=5)
+    result = _complete(_fast(stub), [{"role": "user", "content": "q"}])
+    assert result.completion == ""
+    assert result.error == f"HTTP {status} after 1 attempt: bad request body"
+    assert result.attempts == 1
+    assert stub.count == 1
+
+
+def test_conflict_409_is_retried(stub: StubServer) -> None:
+    stub.fail(409)
+    result = _complete(_fast(stub), [{"role": "user", "content": "q"}])
+    assert result.error is None and result.attempts == 2
+
+
+def test_concurrency_bound_is_respected(stub: StubServer) -> None:
+    stub.set_latency(0.05)
+    backend = _fast(stub, concurrency=3)
+
+    async def many() -> list[ChatResult]:
+        try:
+            return await asyncio.gather(
+                *(
+                    backend.complete(_request([{"role": "user", "content": f"q{i}"}], seed=i))
+                    for i in range(24)
+                )
+            )
+        finally:
+            await backend.aclose()
+
+    results = asyncio.run(many())
+    assert all(r.error is None for r in results)
+    assert stub.count == 24
+    assert stub.max_concurrent == 3
+
+
+def test_concurrency_slot_is_released_during_backoff(stub: StubServer) -> None:
+    # One request backs off for a long time; with concurrency 1 the others must still proceed.
+    stub.fault_when("slow-lane", Fault("status", status=429, retry_after=0.5), times=1)
+    backend = _fast(stub, concurrency=1, backoff_max=1.0)
+
+    async def run() -> tuple[ChatResult, list[ChatResult]]:
+        try:
+            first = asyncio.create_task(
+                backend.complete(_request([{"role": "user", "content": "slow-lane"}]))
+            )
+            await asyncio.sleep(0.05)
+            others = await asyncio.gather(
+                *(backend.complete(_request([{"role": "user", "content": f"q{i}"}])) for i in range(3))
+            )
+            assert not first.done()
+            return await first, others
+        finally:
+            await backend.aclose()
+
+    first, others = asyncio.run(run())
+    assert first.error is None and first.attempts == 2
+    assert all(r.error is None for r in others)
+
+
+@pytest.mark.parametrize("secret", ["sk-test-Z9yXwV8uT7sR6qP5", "plain-Z9yXwV8uT7sR6qP5-token"])
+def test_api_key_sent_but_never_exposed(
+    stub: StubServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, secret: str
+) -> None:
+    monkeypatch.setenv("SB_TEST_API_KEY", secret)
+    backend = _fast(stub, api_key_env="SB_TEST_API_KEY", max_retries=1)
+    ok = _complete(backend, [{"role": "user", "content": "q"}])
+    assert ok.error is None
+    assert stub.headers[0]["authorization"] == f"Bearer {secret}"
+
+    # A server that echoes the key in its error messages (as some gateways do).
+    stub.push_fault(Fault("status", status=401, message=f"Incorrect API key provided: {secret}"))
+    stub.push_fault(Fault("status", status=500, message=f"upstream saw key {secret}"), times=2)
+    with caplog.at_level(logging.DEBUG):
+        denied = _complete(backend, [{"role": "user", "content": "q"}])
+        failed = _complete(backend, [{"role": "user", "content": "q"}])
+    assert denied.error is not None and denied.error.startswith("HTTP 401 after 1 attempt: Incorrect API key")
+    assert failed.error == "HTTP 500 after 2 attempts"
+    for text in (
+        json.dumps(backend.describe()),
+        repr(backend),
+        denied.error,
+        failed.error,
+        json.dumps(denied.extra),
+        caplog.text,
+    ):
+        assert "Z9yXwV8uT7sR6qP5" not in text
+    assert backend.describe()["api_key_env"] == "SB_TEST_API_KEY"
+
+
+def test_missing_api_key_sends_placeholder(stub: StubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SB_TEST_API_KEY", raising=False)
+    _complete(_fast(stub, api_key_env="SB_TEST_API_KEY"), [{"role": "user", "content": "q"}])
+    assert stub.headers[0]["authorization"] == "Bearer EMPTY"
+
+
+def test_describe(stub: StubServer) -> None:
+    backend = OpenAIBackend(
+        "qwen3-8b",
+        "http://user:pw@127.0.0.1:9/v1",
+        PRESETS["paper"],
+        concurrency=16,
+        request_timeout=30,
+        max_retries=2,
+    )
+    d = backend.describe()
+    json.dumps(d)
+    assert d["backend"] == "openai" and d["model"] == "qwen3-8b"
+    assert d["base_url"] == "http://127.0.0.1:9/v1"
+    assert d["sampling"] == PRESETS["paper"].to_dict()
+    assert (d["concurrency"], d["request_timeout"], d["max_retries"]) == (16, 30.0, 2)
+    assert _fast(stub, PRESETS["greedy"]).describe()["prompt_token_estimate"] is None
+
+
+def test_invalid_arguments() -> None:
+    with pytest.raises(ValueError):
+        OpenAIBackend("m", None, None, concurrency=0)
+    with pytest.raises(ValueError):
+        OpenAIBackend("m", None, None, request_timeout=0)
+    with pytest.raises(ValueError):
+        OpenAIBackend("m", None, None, max_retries=-1)
+
+
+def test_backend_survives_event_loop_change(stub: StubServer) -> None:
+    backend = _fast(stub)
+    first = asyncio.run(backend.complete(_request([{"role": "user", "content": "a"}])))
+    second = asyncio.run(backend.complete(_request([{"role": "user", "content": "b"}])))
+    assert first.error is None and second.error is None
+    asyncio.run(backend.aclose())
+
+
+def test_subprocess_server_end_to_end() -> None:
+    script = Script(turns=["Final Answer: \\boxed{A}", "Final Answer: \\boxed{B}"], reasoning="r")
+    with start_stub_server(script, subprocess=True, record=True) as server:
+        assert server.mode == "subprocess"
+        server.fail(503)
+        backend = _fast(server, PRESETS["paper"])
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "q1"}]
+        first = _complete(backend, messages)
+        messages += [{"role": "assistant", "content": first.completion}, {"role": "user", "content": "q2"}]
+        second = _complete(backend, messages)
+        assert (first.completion, first.attempts, first.reasoning) == ("Final Answer: \\boxed{A}", 2, "r")
+        assert (second.completion, second.attempts) == ("Final Answer: \\boxed{B}", 1)
+        assert server.count == 3
+        assert [len(b["messages"]) for b in server.requests] == [1, 1, 3]
+        assert server.requests[0]["top_k"] == 20
