@@ -33,3 +33,16 @@ def data_dir() -> Path:
     if d is None:
         pytest.skip("real StudyBench data not found (set STUDYBENCH_DATA)")
     return d
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    d = _real_data_dir()
+    if d is None:
+        return "studybench real data: NOT FOUND (set STUDYBENCH_DATA); tests on the real test sets will be skipped"
+    return f"studybench real data: {d}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With STUDYBENCH_REQUIRE_DATA=1 (CI), missing real data is an error, not a skip."""
+    if os.environ.get("STUDYBENCH_REQUIRE_DATA") == "1" and _real_data_dir() is None:
+        raise pytest.UsageError("STUDYBENCH_REQUIRE_DATA=1 but the real StudyBench data was not found")

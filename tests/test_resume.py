@@ -168,4 +168,48 @@ def test_resume_refuses_a_different_model(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert r2.returncode == 2
-    assert "different backend" in r2.stderr
+    assert "holds a different run" in r2.stderr and "backend.model: 'reference' -> 'other'" in r2.stderr
+
+
+def test_failed_turns_exit_1_then_retry_and_only_judge_needs_no_endpoint(tmp_path: Path) -> None:
+    from studybench.testing import Fault
+
+    data = tmp_path / "synthetic.json"
+    _dataset(data)
+    out = tmp_path / "run"
+    with start_stub_server(_script()) as srv:
+        srv.fault_when(r"item-1-0:", Fault(kind="status", status=500))
+        cmd = [*_cmd(data, out, srv.base_url), "--max-retries", "1"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, r.stderr
+        assert "turn failed" in r.stderr and "HTTP 500" in r.stderr
+        rep = json.loads((out / "report.json").read_text())
+        # P1 has 2 subs; sub 0 fails in all 3 x 2 attempts, sub 1 then sees the placeholder
+        assert rep["turns"]["failed"] == 6
+        srv.clear_faults()
+        # a different port / concurrency is an operational change: resuming is allowed
+        r = subprocess.run([*cmd[:-2], "--concurrency", "5"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["turns"]["failed"] == 0
+    # judge again offline: no --base-url, the server is gone
+    r = subprocess.run(
+        [sys.executable, "-m", "studybench.cli", "eval", "--split", str(data), "--model", "stub-model", "-k", "3",
+         "--seeds", "2", "--out", str(out), "--only-judge", "--judge-timeout", "7"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "report.json").read_text())["sub_at_k"] == rep["sub_at_k"]
+
+
+def test_unreachable_endpoint_fails_fast(tmp_path: Path) -> None:
+    data = tmp_path / "synthetic.json"
+    _dataset(data)
+    t0 = time.time()
+    r = subprocess.run(
+        [sys.executable, "-m", "studybench.cli", "eval", "--split", str(data), "--model", "m", "--base-url",
+         "http://127.0.0.1:9/v1", "-k", "1", "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 2 and "cannot reach the endpoint" in r.stderr
+    assert time.time() - t0 < 30

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -218,20 +217,10 @@ def test_fast_judge_self_identity() -> None:
 # real data
 
 
-def _data_dir() -> Path:
-    env = os.environ.get("STUDYBENCH_DATA")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "studybench"
-
-
-def test_real_data_self_acceptance() -> None:
+def test_real_data_self_acceptance(data_dir: Path) -> None:
     from studybench.datasets import load_dataset
 
-    d = _data_dir()
-    files = [d / "application.json", d / "transfer.json"]
-    if not all(f.is_file() for f in files):
-        pytest.skip(f"test sets not found in {d}")
+    files = [data_dir / "application.json", data_dir / "transfer.json"]
     items = []
     for f in files:
         for slot in load_dataset(f).slots():

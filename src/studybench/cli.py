@@ -43,7 +43,7 @@ out_console = Console()
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/bold red] {msg}")
+    console.print(f"[bold red]error:[/bold red] {escape(msg)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -99,17 +99,6 @@ def _seeds(n: int, base: int, seed_list: str | None) -> list[int]:
     return [base + i for i in range(n)]
 
 
-_COMPARE_KEYS = ("backend", "artefacts_digests", "split_sha256")
-
-
-def _manifest_identity(man: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "backend": man.get("backend"),
-        "artefacts_digests": (man.get("artefacts") or {}).get("digests"),
-        "split_sha256": (man.get("split") or {}).get("sha256"),
-    }
-
-
 @app.command("eval")
 def eval_cmd(
     split: Annotated[str, typer.Option("--split", help="application | transfer | PATH to a test-set JSON file.")] = "transfer",
@@ -117,10 +106,10 @@ def eval_cmd(
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve). Default: $OPENAI_BASE_URL.")] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto | openai | reference (auto: reference when --model reference).")] = "auto",
     k: Annotated[int, typer.Option("-k", "--k", help="Attempts per parent (Par@k, Sub@k).")] = 8,
-    seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds (each a full set of k attempts).")] = 1,
+    seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds (each a full set of k attempts; the paper uses 3).")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="First seed; seeds are SEED..SEED+N-1.")] = 0,
     seed_list: Annotated[str | None, typer.Option("--seed-list", help="Explicit comma-separated seeds (overrides --seeds/--seed).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<model>-<split>). Re-running the same command resumes.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<model>-<split>, runs/reference-<mode>-<split> for the reference backend). Re-running the same command resumes.")] = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding application.json / transfer.json (default $STUDYBENCH_DATA, then the fetch cache).")] = None,
     preset: Annotated[str, typer.Option("--preset", help="Sampling preset: paper | greedy | none.")] = "none",
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
@@ -148,9 +137,9 @@ def eval_cmd(
 ) -> None:
     """Run the StudyBench protocol (generate, judge, report). Resumable: re-run the same command."""
     from studybench.datasets import DatasetError, load_dataset, resolve_split
-    from studybench.models import PRESETS, ReferenceBackend
+    from studybench.models import PRESETS
     from studybench.protocol import ArtefactError, guidance_coverage, load_artefacts
-    from studybench.report import parents_index, rich_table, write_report
+    from studybench.report import parents_index, write_report
     from studybench.runner import EvalConfig, generate, judge_run, select_parents, verifier_config
     from studybench.store import RunStore
 
@@ -171,36 +160,29 @@ def eval_cmd(
     seed_vals = _seeds(seeds, seed, seed_list)
 
     use_ref = backend == "reference" or (backend == "auto" and model == "reference")
-    sampling = PRESETS[preset].merged(
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        min_p=min_p,
-        presence_penalty=presence_penalty,
-        repetition_penalty=repetition_penalty,
-        max_tokens=max_tokens,
-        enable_thinking=thinking,
-    )
-    if use_ref:
-        try:
-            be: Any = ReferenceBackend(reference_mode)
-        except ValueError as e:
-            _fail(str(e))
-    elif backend in ("auto", "openai"):
-        from studybench.models.openai_backend import OpenAIBackend
-
-        url = base_url or os.environ.get("OPENAI_BASE_URL")
-        if not url:
-            _fail("--base-url is required for the openai backend (e.g. http://127.0.0.1:8000/v1 from `vllm serve`)")
-        be = OpenAIBackend(
-            model, url, sampling, concurrency=concurrency, request_timeout=request_timeout,
-            max_retries=max_retries, api_key_env=api_key_env,
-        )
-    else:
+    if backend not in ("auto", "openai", "reference"):
         _fail(f"--backend must be auto, openai or reference, got {backend!r}")
-
     run_dir = out or Path("runs") / f"{_slug(model if not use_ref else 'reference-' + reference_mode)}-{_slug(ds.name)}"
     store = RunStore(run_dir)
+    old: dict[str, Any] | None = None
+    if store.exists():
+        try:
+            old = store.read_manifest()
+        except ValueError as e:
+            _fail(str(e))
+    elif only_judge:
+        _fail(f"{run_dir}: no run to judge (no manifest.json); run without --only-judge first")
+
+    be: Any = None
+    if only_judge:
+        backend_desc = (old or {}).get("backend") or {}
+    else:
+        be = _make_backend(use_ref, reference_mode, model, base_url, preset, concurrency, request_timeout, max_retries,
+                           api_key_env, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                           presence_penalty=presence_penalty, repetition_penalty=repetition_penalty,
+                           max_tokens=max_tokens, enable_thinking=thinking)
+        backend_desc = be.describe()
+
     manifest: dict[str, Any] = {
         "studybench_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -208,7 +190,7 @@ def eval_cmd(
         "selection": {"slice": slice_, "limit": limit, "parents": len(parents)},
         "k": k,
         "seeds": seed_vals,
-        "backend": be.describe(),
+        "backend": backend_desc,
         "artefacts": art.describe(),
         "verifier": None,
         "parents": parents_index(parents),
@@ -216,41 +198,59 @@ def eval_cmd(
     }
     cfg = EvalConfig(split=ds.name, k=k, seeds=seed_vals, concurrency=concurrency, judge_timeout=judge_timeout, judge_workers=judge_workers)
     manifest["verifier"] = verifier_config(cfg)
-    if store.exists():
-        try:
-            old = store.read_manifest()
-        except ValueError as e:
-            _fail(str(e))
-        a, b = _manifest_identity(old), _manifest_identity(manifest)
-        diff = [name for name in _COMPARE_KEYS if a[name] != b[name]]
+    if old is not None:
+        diff = _identity_diff(old, manifest)
         if diff:
             _fail(
-                f"{run_dir} holds a run with a different {', '.join(diff)}; use another --out "
+                f"{run_dir} holds a different run ({'; '.join(diff)}); use another --out "
                 f"(or delete the directory) instead of mixing runs"
             )
         manifest["created"] = old.get("created", manifest["created"])
+        scope_old = (len(old.get("parents") or []), old.get("k"), old.get("seeds"))
+        scope_new = (len(parents), k, seed_vals)
         console.print(f"[cyan]resuming[/cyan] {run_dir}")
-    store.write_manifest(manifest)
+        if scope_old != scope_new:
+            console.print(
+                f"[yellow]note:[/yellow] the run directory last covered {scope_old[0]} parents, k={scope_old[1]}, "
+                f"seeds={scope_old[2]}; this invocation (and the report it writes) covers {scope_new[0]} parents, "
+                f"k={k}, seeds={seed_vals}. Rows outside it are kept."
+            )
     if art.guidance:
-        matched, unmatched = guidance_coverage(art, ds)
-        console.print(f"guidance: {matched} sub-problems have hints; {len(unmatched)} guidance keys match no sub-problem")
+        matched, unmatched = guidance_coverage(art, ds, parents)
+        console.print(
+            f"guidance: {_plural(matched, 'selected sub-problem')} with hints; "
+            f"{_plural(len(unmatched), 'guidance key')} matching no sub-problem of {ds.name}"
+        )
 
     n_turns = sum(len(p.slots()) for p in parents) * k * len(seed_vals)
     console.print(
         f"[bold]{ds.name}[/bold]: {len(parents)} parents, {sum(len(p.slots()) for p in parents)} sub-problems, "
-        f"k={k}, seeds={seed_vals} -> {n_turns} turns; backend {be.describe().get('backend')} ({model}); run dir {run_dir}"
+        f"k={k}, seeds={seed_vals} -> {n_turns} turns; backend {backend_desc.get('backend')} "
+        f"({backend_desc.get('model')})",
     )
+    console.print(f"run directory: {run_dir}", soft_wrap=True)
+    if be is not None and not use_ref:
+        _preflight(be)
+    store.write_manifest(manifest)
+    failed = 0
     try:
         if not only_judge:
+            errors: list[str] = []
+
+            def on_error(key: Any, err: str) -> None:
+                errors.append(err)
+                if len(errors) <= 3:
+                    console.print(f"[yellow]turn failed[/yellow] {key.parent} / {key.sub_id} seed {key.seed} attempt {key.attempt}: {escape(err)}")
+                elif len(errors) == 4:
+                    console.print("[yellow]more turns failed; counting them silently[/yellow]")
+
             with _progress() as prog:
                 task = prog.add_task("generate", total=n_turns)
-                gstats = asyncio.run(generate(parents, store, be, art, cfg, lambda n: prog.advance(task, n)))
+                gstats = asyncio.run(generate(parents, store, be, art, cfg, lambda n: prog.advance(task, n), on_error))
+            rate = f" ({gstats.turns_per_s:.1f} turns/s)" if gstats.generated else ""
             console.print(
-                f"generated {gstats.generated} turns ({gstats.reused} reused, {gstats.failed} failed) "
-                f"in {gstats.seconds:.1f}s ({gstats.turns_per_s:.1f} turns/s)"
+                f"generated {gstats.generated} turns ({gstats.reused} reused, {gstats.failed} failed) in {gstats.seconds:.1f}s{rate}"
             )
-            if gstats.failed:
-                console.print(f"[yellow]{gstats.failed} turns failed after retries; they count as incorrect. Re-run to retry them.[/yellow]")
         if only_generate:
             return
         from studybench.verify import Verifier
@@ -260,14 +260,104 @@ def eval_cmd(
             jstats = judge_run(parents, store, cfg, verifier, lambda n: prog.advance(task, n))
         console.print(f"judged {jstats.judged} turns ({jstats.reused} reused) in {jstats.seconds:.1f}s")
         rep = write_report(store)
+        failed = rep["turns"]["failed"]
     finally:
         store.close()
+        if be is not None:
+            try:
+                asyncio.run(be.aclose())
+            except Exception:  # noqa: BLE001 - closing must not mask the real outcome
+                pass
+    _print_report(rep, run_dir)
+    if failed:
+        console.print(
+            f"[bold yellow]{_plural(failed, 'turn')} failed after retries and count as incorrect; "
+            f"run the same command again to retry them.[/bold yellow]"
+        )
+        raise typer.Exit(1)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _make_backend(use_ref: bool, reference_mode: str, model: str, base_url: str | None, preset: str, concurrency: int,
+                  request_timeout: float, max_retries: int, api_key_env: str, **overrides: Any) -> Any:
+    from studybench.models import PRESETS, ReferenceBackend
+
+    if use_ref:
         try:
-            asyncio.run(be.aclose())
-        except Exception:  # noqa: BLE001 - closing must not mask the real outcome
-            pass
+            return ReferenceBackend(reference_mode)
+        except ValueError as e:
+            _fail(str(e))
+    from studybench.models.openai_backend import OpenAIBackend
+
+    url = base_url or os.environ.get("OPENAI_BASE_URL")
+    if not url:
+        _fail("--base-url is required for the openai backend (e.g. http://127.0.0.1:8000/v1 from `vllm serve`)")
+    if concurrency < 1 or max_retries < 0 or request_timeout <= 0:
+        _fail("--concurrency must be >= 1, --max-retries >= 0 and --request-timeout > 0")
+    sampling = PRESETS[preset].merged(**overrides)
+    return OpenAIBackend(model, url, sampling, concurrency=concurrency, request_timeout=request_timeout,
+                         max_retries=max_retries, api_key_env=api_key_env)
+
+
+# Backend settings that may change between invocations of one run (they do not change answers).
+_OPERATIONAL = frozenset({"base_url", "concurrency", "request_timeout", "max_retries", "backoff_initial", "backoff_max", "api_key_env"})
+
+
+def _identity_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What makes ``new`` a different run from ``old`` (empty when resuming is safe)."""
+    diff: list[str] = []
+    ob, nb = old.get("backend") or {}, new.get("backend") or {}
+    for key in sorted(set(ob) | set(nb)):
+        if key in _OPERATIONAL:
+            continue
+        if ob.get(key) != nb.get(key):
+            diff.append(f"backend.{key}: {ob.get(key)!r} -> {nb.get(key)!r}")
+    if (old.get("split") or {}).get("sha256") != (new.get("split") or {}).get("sha256"):
+        diff.append("test-set file content changed")
+    od = (old.get("artefacts") or {}).get("digests") or {}
+    nd = (new.get("artefacts") or {}).get("digests") or {}
+    for key in sorted(set(od) | set(nd)):
+        if od.get(key) != nd.get(key):
+            diff.append(f"artefact {key} changed")
+    return diff
+
+
+def _preflight(be: Any) -> None:
+    """Fail fast when the endpoint is unreachable; warn when it does not list the model."""
+    import httpx
+
+    url = be.base_url.rstrip("/") + "/models"
+    key = os.environ.get(be.api_key_env) or "EMPTY"
+    try:
+        r = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=min(30.0, be.request_timeout))
+    except httpx.HTTPError as e:
+        _fail(f"cannot reach the endpoint {be.describe().get('base_url')} ({type(e).__name__}); is the server running?")
+    if r.status_code in (401, 403):
+        _fail(f"the endpoint refused the API key (HTTP {r.status_code}); set ${be.api_key_env}")
+    if r.status_code != 200:
+        return  # some servers do not implement /models
+    try:
+        ids = [m.get("id") for m in r.json().get("data", []) if isinstance(m, dict)]
+    except (ValueError, AttributeError):
+        return
+    if ids and be.model not in ids:
+        console.print(f"[yellow]warning:[/yellow] the endpoint lists {', '.join(map(str, ids[:8]))} but not {be.model!r}")
+
+
+def _print_report(rep: dict[str, Any], run_dir: Path) -> None:
+    from studybench.report import rich_table
+
     out_console.print(rich_table(rep))
-    console.print(f"report: {run_dir / 'report.json'}, {run_dir / 'report.md'}")
+    t = rep["turns"]
+    if t["failed"] or t["missing_judgements"]:
+        console.print(
+            f"[yellow]{t['failed']} failed turns and {t['missing_judgements']} turns without a current judgement "
+            f"(of {t['expected']}) count as incorrect above.[/yellow]"
+        )
+    console.print(f"report: {run_dir / 'report.json'}, {run_dir / 'report.md'}", soft_wrap=True)
 
 
 @app.command("report")
@@ -276,19 +366,20 @@ def report_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print report.json to stdout instead of a table.")] = False,
 ) -> None:
     """Recompute report.json / report.md of a run directory and print the summary."""
-    from studybench.report import rich_table, write_report
+    from studybench.report import write_report
     from studybench.store import RunStore
 
     store = RunStore(run_dir)
     try:
         rep = write_report(store)
-    except (FileNotFoundError, ValueError, KeyError) as e:
-        _fail(f"{run_dir}: {e}")
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    except (KeyError, TypeError) as e:
+        _fail(f"{store.manifest_path}: malformed manifest ({type(e).__name__}: {e})")
     if as_json:
         out_console.print_json(json.dumps(rep))
     else:
-        out_console.print(rich_table(rep))
-        console.print(f"report: {run_dir / 'report.json'}, {run_dir / 'report.md'}")
+        _print_report(rep, run_dir)
 
 
 @data_app.command("fetch")

@@ -216,10 +216,15 @@ def load_artefacts(
     return Artefacts(system_prompt=sp, playbook=pb, guidance=gd, digests=digests)
 
 
-def guidance_coverage(art: Artefacts, ds: Dataset) -> tuple[int, list[GuidanceKey]]:
-    """(number of slots with guidance, guidance keys that match no slot of ``ds``)."""
+def guidance_coverage(
+    art: Artefacts, ds: Dataset, selected: list[Parent] | None = None
+) -> tuple[int, list[GuidanceKey]]:
+    """(number of slots of ``selected`` (default: all parents) with guidance, guidance keys that
+    match no slot of ``ds`` at all)."""
     keys = {(s.parent.source, s.parent.year, s.parent.source_problem_id, s.sub_id) for s in ds.slots()}
-    matched = sum(1 for k in art.guidance if k in keys)
+    parents = ds.parents if selected is None else selected
+    sel = {(p.source, p.year, p.source_problem_id, s.problem_id) for p in parents for s in p.slots()}
+    matched = sum(1 for k in art.guidance if k in sel)
     return matched, sorted(k for k in art.guidance if k not in keys)
 
 

@@ -121,10 +121,12 @@ async def generate(
     artefacts: Artefacts,
     cfg: EvalConfig,
     progress: ProgressFn | None = None,
+    on_error: Callable[[TurnKey, str], None] | None = None,
 ) -> GenerationStats:
     """Generate every missing or stale turn of ``parents`` x ``cfg.seeds`` x ``cfg.k``.
 
-    ``progress(n)`` is called with the number of turns finished (reused turns included).
+    ``progress(n)`` is called with the number of turns finished (reused turns included);
+    ``on_error(key, error)`` for every turn that failed after the backend's retries.
     Returns counts and the wall time of the generation phase.
     """
     existing = store.latest_generations()
@@ -173,6 +175,8 @@ async def generate(
             if res.error:
                 stats.failed += 1
                 previous.append(None)
+                if on_error:
+                    on_error(key, res.error)
             else:
                 previous.append(res.completion)
             if progress:

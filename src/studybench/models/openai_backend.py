@@ -365,7 +365,7 @@ class OpenAIBackend:
             result = _parse(data)
         except Exception as exc:  # every failure becomes an error result (ChatBackend contract)
             reason = self._reason(exc, attempts)
-            log.warning("chat request failed for model %s: %s", self.model, reason)
+            log.info("chat request failed for model %s: %s", self.model, reason)
             end = time.monotonic()
             return ChatResult(
                 completion="",

@@ -8,6 +8,7 @@ type) and run bookkeeping (model, split, turn/judgement counts, failed turns, mi
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
@@ -89,7 +90,7 @@ def build_report(store: RunStore) -> dict[str, Any]:
                     else:
                         ok = bool(j.get("correct"))
                         if not ok:
-                            reasons[str(j.get("reason", "")).split(":")[0] + ": " + _reason_kind(j)] += 1
+                            reasons[_reason_kind(j)] += 1
                     row.append(ok)
                     if ok:
                         solved_count[(p["uid"], s["id"])] = solved_count.get((p["uid"], s["id"]), 0) + 1
@@ -147,9 +148,11 @@ def build_report(store: RunStore) -> dict[str, Any]:
 
 
 def _reason_kind(j: dict[str, Any]) -> str:
-    r = str(j.get("reason", ""))
-    rest = r.split(":", 1)[1].strip() if ":" in r else r
-    return rest.split("(")[0].strip()[:60] or "unspecified"
+    """A verdict reason with its specific values folded, so reasons can be counted by kind."""
+    r = str(j.get("reason", "")) or "incorrect: unspecified"
+    r = re.sub(r"'[^']*'", "'…'", r)
+    r = re.sub(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", "N", r)
+    return r[:100]
 
 
 def render_markdown(rep: dict[str, Any]) -> str:
