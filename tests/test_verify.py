@@ -104,6 +104,15 @@ CASES = [
     ([r"7.0\times10^{-8}\ \text{rad}", r"0.014\ \text{arcsec}"], ["0.02"], "ALT", "NV,NV", False, "no alternative"),
     (["a", "b"], ["b", "a"], "EX", "", True, "atomic multi-box order-free"),
     (["a", "b"], ["a", "a"], "EX", "", False, "atomic multi-box needs each gold"),
+    # brace-less macro arguments (TeX reads one token per argument)
+    ([r"e = \frac{1}{2}"], [r"e = \frac12"], "NV", "", True, "frac12 with left side"),
+    ([r"\frac{1}{2}"], [r"\frac13"], "NV", "", False, "frac13 is not one half"),
+    ([r"r_S=\frac{1}{2}\alpha r_E"], [r"r_S=\frac12\alpha r_E"], "EX", "", True, "frac12 times symbols"),
+    ([r"\frac12\mu_0\sigma\omega^2 r^3"], [r"0.5\,\mu_0\sigma\omega^2 r^3"], "EX", "", True, "gold frac12 vs decimal"),
+    ([r"\frac{\pi}{4}"], [r"\frac\pi4"], "EX", "", True, "frac with control word argument"),
+    ([r"\frac{\pi}{4}"], [r"\frac\pi3"], "EX", "", False, "wrong denominator"),
+    ([r"\sqrt{2}\,g"], [r"\sqrt2 g"], "EX", "", True, "sqrt2"),
+    ([r"\frac{1}{2}3"], [r"\frac{1}{23}"], "EX", "", False, "frac123 reads as (1/2)*3, not 1/23"),
     # safety / size
     ([r"5^{5^{5^{5^{5}}}}"], ["3"], "EX", "", False, "power tower rejected"),
     (["x"], ["x" * 3000], "EX", "", False, "oversized prediction"),

@@ -81,6 +81,93 @@ def _merge_spaces(s: str) -> str:
     return "".join(out)
 
 
+_BRACELESS_MACROS = {"frac": 2, "dfrac": 2, "tfrac": 2, "cfrac": 2, "sqrt": 1}
+
+
+def _braceless_arg(s: str, i: int) -> tuple[str, int] | None:
+    """One TeX macro argument at ``s[i:]`` (spaces skipped): a braced group (kept with braces),
+    a control word, or a single character (so ``12`` gives ``1``). ``None`` at the end or before
+    an optional ``[`` argument."""
+    n = len(s)
+    while i < n and s[i] in " \t\n":
+        i += 1
+    if i >= n or s[i] in "[}":
+        return None
+    if s[i] == "{":
+        depth = 0
+        j = i
+        while j < n:
+            c = s[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    return "\x00" + s[i : j + 1], j + 1  # marked: a braced group
+            j += 1
+        return None
+    if s[i] == "\\":
+        m = re.match(r"\\(?:[A-Za-z]+|.)", s[i:])
+        if m is None:
+            return None
+        return "{" + m.group(0) + "}", i + len(m.group(0))
+    return "{" + s[i] + "}", i + 1
+
+
+_BRACELESS_MAX_LEN = 4_000
+_BRACELESS_MAX_DEPTH = 20
+
+
+def expand_braceless(s: str, _depth: int = 0) -> str:
+    """Give brace-less macro arguments their braces: ``\\frac12`` -> ``\\frac{1}{2}``,
+    ``\\frac\\pi4`` -> ``\\frac{\\pi}{4}``, ``\\sqrt2`` -> ``\\sqrt{2}`` (TeX reads one token per
+    argument), also inside braced arguments up to a nesting depth of 20. ``\\sqrt[n]{...}`` is left
+    alone. Strings over 4,000 characters are returned unchanged (the scan is quadratic in the worst case). Never raises."""
+    if not isinstance(s, str):
+        return ""
+    if "\\" not in s or len(s) > _BRACELESS_MAX_LEN or _depth > _BRACELESS_MAX_DEPTH:
+        return s
+    out: list[str] = []
+    i = 0
+    n = len(s)
+    while i < n:
+        if s[i] != "\\":
+            out.append(s[i])
+            i += 1
+            continue
+        m = re.match(r"\\([A-Za-z]+)", s[i:])
+        if m is None:
+            out.append(s[i : i + 2])
+            i += 2
+            continue
+        name = m.group(1)
+        j = i + len(m.group(0))
+        nargs = _BRACELESS_MACROS.get(name)
+        if nargs is None:
+            out.append(m.group(0))
+            i = j
+            continue
+        args: list[str] = []
+        k = j
+        for _ in range(nargs):
+            got = _braceless_arg(s, k)
+            if got is None:
+                break
+            args.append(got[0])
+            k = got[1]
+        if len(args) == nargs:
+            args = ["{" + expand_braceless(a[2:-1], _depth + 1) + "}" if a.startswith("\x00") else a for a in args]
+            out.append(m.group(0) + "".join(args))
+            i = k
+        else:
+            out.append(m.group(0))
+            i = j
+    return "".join(out)
+
+
 def norm_string(s: str) -> str:
     """Normalised LaTeX for exact-string comparison (never raises).
 
@@ -91,7 +178,7 @@ def norm_string(s: str) -> str:
     """
     if not isinstance(s, str):
         return ""
-    t = s.replace("$", "").replace("\\\\", "\x00")  # protect line breaks from the spacing rules
+    t = expand_braceless(s).replace("$", "").replace("\\\\", "\x00")  # protect line breaks from the spacing rules
     t = _SPACING.sub(" ", t)
     t = _LEFT_RIGHT.sub("", t)
     t = _FRAC.sub(r"\\frac", t)
@@ -523,7 +610,7 @@ def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
     # a doubled backslash before a command name is an escaping slip (\\frac), not a line break
     latex = latex.strip().rstrip(".,;")
     text0 = re.sub(r"\\\\(?=(?:frac|dfrac|sqrt|cdot|times|pi|left|right)(?![A-Za-z]))", r"\\", latex.replace("$", " "))
-    toks = tokenize(strip_text_remarks(text0))
+    toks = tokenize(strip_text_remarks(expand_braceless(text0)))
     if _exponent_depth(toks) > MAX_EXPONENT_DEPTH:
         raise LatexError("exponent tower too deep")
     al = aliases if aliases is not None else _Aliaser()

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from studybench.verify.latex import norm_string, split_relations
+from studybench.verify.latex import expand_braceless, norm_string, split_relations
 
 __all__ = ["Quantity", "REL_TOL", "ABS_TOL_ZERO", "close_enough", "convert_unit", "parse_quantity", "quantity_candidates"]
 
@@ -63,6 +63,7 @@ _CLEAN = [
 
 
 def _clean(s: str) -> str:
+    s = expand_braceless(s)
     for pat, rep in _CLEAN:
         s = pat.sub(rep, s)
     return s.strip().rstrip(",;").strip()
