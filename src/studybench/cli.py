@@ -149,6 +149,15 @@ def eval_cmd(
         _fail("-k must be >= 1")
     if preset not in PRESETS:
         _fail(f"--preset must be one of {', '.join(PRESETS)}")
+    _check_ranges(
+        temperature=(temperature, 0.0, 100.0), top_p=(top_p, 1e-9, 1.0), min_p=(min_p, 0.0, 1.0),
+        presence_penalty=(presence_penalty, -2.0, 2.0), repetition_penalty=(repetition_penalty, 1e-9, 100.0),
+        max_tokens=(max_tokens, 1, 10_000_000), top_k=(top_k, -1, 1_000_000), concurrency=(concurrency, 1, 100_000),
+        judge_timeout=(judge_timeout, 1e-3, 86_400.0), judge_workers=(judge_workers, 1, 1024),
+        request_timeout=(request_timeout, 1e-3, 86_400.0), max_retries=(max_retries, 0, 1000),
+    )
+    if out is not None and out.exists() and not out.is_dir():
+        _fail(f"--out {out} exists and is not a directory")
     try:
         path = resolve_split(split, data_dir)
         ds = load_dataset(path, name=split if split in ("application", "transfer") else None)
@@ -275,6 +284,18 @@ def eval_cmd(
             f"run the same command again to retry them.[/bold yellow]"
         )
         raise typer.Exit(1)
+
+
+def _check_ranges(**values: tuple[float | int | None, float, float]) -> None:
+    """Fail with a usage error for a non-finite or out-of-range option value (``None`` = unset)."""
+    import math
+
+    for name, (v, lo, hi) in values.items():
+        if v is None:
+            continue
+        if not math.isfinite(v) or not (lo <= v <= hi):
+            flag = "--" + name.replace("_", "-")
+            _fail(f"{flag} must be a finite number in [{lo:g}, {hi:g}], got {v}")
 
 
 def _plural(n: int, word: str) -> str:

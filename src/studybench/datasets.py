@@ -162,6 +162,30 @@ def _format_validation(e: ValidationError) -> str:
     return f"field '{loc}': {msg}"
 
 
+def _unencodable_field(obj: Any, loc: str = "", depth: int = 0) -> str | None:
+    """Path of the first string that UTF-8 cannot encode (a lone surrogate), or ``None``."""
+    if depth > 50:
+        return None
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return loc or "<record>"
+        return None
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            name = f"{loc}.{k}" if loc else str(k)
+            bad = _unencodable_field(k, name, depth + 1) or _unencodable_field(v, name, depth + 1)
+            if bad:
+                return bad
+    elif isinstance(obj, list):
+        for j, v in enumerate(obj):
+            bad = _unencodable_field(v, f"{loc}[{j}]", depth + 1)
+            if bad:
+                return bad
+    return None
+
+
 def load_dataset(path: str | os.PathLike[str], name: str | None = None) -> Dataset:
     """Load and validate a StudyBench test-set file.
 
@@ -187,7 +211,9 @@ def load_dataset(path: str | os.PathLike[str], name: str | None = None) -> Datas
         raise DatasetError(f"{p}: empty file (expected a JSON list of parents)")
     try:
         obj = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except RecursionError:
+        raise DatasetError(f"{p}: JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError; integers over Python's digit limit
         raise DatasetError(f"{p}: not valid JSON ({e})") from None
     wrapped = False
     if isinstance(obj, dict):
@@ -206,10 +232,18 @@ def load_dataset(path: str | os.PathLike[str], name: str | None = None) -> Datas
         if not isinstance(rec, dict):
             raise DatasetError(f"{p}: record {i}: expected an object, got {type(rec).__name__}")
         spid = rec.get("source_problem_id", "?")
+        bad = _unencodable_field(rec)
+        if bad is not None:
+            raise DatasetError(
+                f"{p}: record {i} (source_problem_id={spid}): field '{bad}': text holds a lone UTF-16 "
+                f"surrogate (a broken \\u escape) that cannot be encoded as UTF-8"
+            )
         try:
             parent = Parent.model_validate(rec)
         except ValidationError as e:
             raise DatasetError(f"{p}: record {i} (source_problem_id={spid}): {_format_validation(e)}") from None
+        except RecursionError:
+            raise DatasetError(f"{p}: record {i} (source_problem_id={spid}): nested too deeply") from None
         if parent.key in seen:
             raise DatasetError(
                 f"{p}: record {i} (source_problem_id={spid}): field 'source_problem_id': duplicate parent "

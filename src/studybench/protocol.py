@@ -149,15 +149,19 @@ def _load_guidance(path: Path) -> dict[GuidanceKey, str]:
         if isinstance(obj, dict) and isinstance(obj.get("data"), list):
             obj = obj["data"]
         records = obj if isinstance(obj, list) else [obj]
-    except json.JSONDecodeError:
+    except RecursionError:
+        raise ArtefactError(f"guidance file {path}: JSON nested too deeply") from None
+    except ValueError:  # JSONDecodeError, or an integer over Python's digit limit: try JSONL
         records = []
         for n, line in enumerate(raw.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 records.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ArtefactError(f"guidance file {path}: line {n}: not valid JSON ({e.msg})") from None
+            except RecursionError:
+                raise ArtefactError(f"guidance file {path}: line {n}: JSON nested too deeply") from None
+            except ValueError as e:
+                raise ArtefactError(f"guidance file {path}: line {n}: not valid JSON ({getattr(e, 'msg', e)})") from None
     out: dict[GuidanceKey, str] = {}
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
@@ -171,19 +175,40 @@ def _load_guidance(path: Path) -> dict[GuidanceKey, str]:
                 f"guidance file {path}: record {i} (source_problem_id={rec['source_problem_id']}): "
                 f"field 'guidance': missing or not a string"
             )
-        spid = str(rec["source_problem_id"])
-        pid = rec.get("problem_id")
-        key = (
-            str(rec["source"]),
-            "" if rec.get("year") is None else str(rec["year"]),
-            spid,
-            spid if pid in (None, "") else str(pid),
-        )
+        try:
+            spid = _key_part(rec["source_problem_id"])
+            pid = rec.get("problem_id")
+            key = (
+                _key_part(rec["source"]),
+                _key_part(rec.get("year")),
+                spid,
+                spid if pid in (None, "") else _key_part(pid),
+            )
+        except ValueError as e:
+            raise ArtefactError(f"guidance file {path}: record {i}: {e}") from None
         if key in out:
             raise ArtefactError(f"guidance file {path}: record {i}: duplicate key {key}")
         if text.strip():
             out[key] = text.strip()
     return out
+
+
+def _key_part(v: Any) -> str:
+    """A join-key component as the test sets spell it: strings stripped, integral numbers without
+    a decimal point (``2003.0`` -> ``"2003"``), ``None`` -> ``""``.
+
+    Raises:
+        ValueError: a list, object, boolean or non-integral float.
+    """
+    if v is None:
+        return ""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise ValueError(f"key field must be a string or number, got {type(v).__name__}")
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise ValueError(f"key field {v!r} is not an integer")
+        return str(int(v))
+    return str(v).strip()
 
 
 def _sha256(path: Path) -> str:
@@ -287,4 +312,4 @@ def build_messages(
 def messages_digest(messages: list[dict[str, str]]) -> str:
     """sha256 of the canonical JSON of ``messages`` (hex, 64 chars)."""
     blob = json.dumps(messages, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 VERIFIER_MODE = "rule"
+RETRYABLE_VERDICT = "incorrect: timed out"
+"""Stored verdicts with this reason prefix are judged again on the next run (load may have caused them)."""
 
 
 @dataclass
@@ -107,6 +110,16 @@ def request_seed(seed: int, attempt: int, parent_uid: str, sub_index: int) -> in
     return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str | None) -> str | None:
+    """Model text made safe to store and to send back: lone surrogates become U+FFFD."""
+    if text is None:
+        return None
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def turn_key(split: str, slot: Slot, seed: int, attempt: int) -> TurnKey:
     return TurnKey(split, slot.parent.uid, slot.sub_id, seed, attempt)
 
@@ -143,8 +156,13 @@ async def generate(
             digest = messages_digest(msgs)
             key = turn_key(cfg.split, slot, seed, attempt)
             old = existing.get(key)
-            if old is not None and old.get("messages_digest") == digest and not old.get("error"):
-                previous.append(old.get("completion") or "")
+            if (
+                old is not None
+                and old.get("messages_digest") == digest
+                and not old.get("error")
+                and isinstance(old.get("completion"), str)
+            ):
+                previous.append(old["completion"])
                 stats.reused += 1
                 if progress:
                     progress(1)
@@ -152,6 +170,8 @@ async def generate(
             rseed = request_seed(seed, attempt, parent.uid, slot.index)
             async with sem:
                 res = await backend.complete(ChatRequest(msgs, rseed, slot, slot.index))
+            res.completion = clean_text(res.completion) or ""
+            res.reasoning = clean_text(res.reasoning)
             row: dict[str, Any] = key.to_dict()
             row.update(
                 {
@@ -232,14 +252,17 @@ def judge_run(
                     g = gens.get(key)
                     if g is None:
                         continue
+                    if not isinstance(g.get("completion"), str):
+                        continue  # unusable row: the next generation pass replaces it
                     stats.total += 1
-                    cd = text_digest(g.get("completion") or "")
+                    cd = text_digest(g["completion"])
                     j = judged.get(key)
                     if (
                         j is not None
                         and j.get("completion_digest") == cd
                         and j.get("generation_error") == g.get("error")
                         and j.get("verifier") == vcfg
+                        and not str(j.get("reason", "")).startswith(RETRYABLE_VERDICT)
                     ):
                         stats.reused += 1
                         if j.get("correct"):
@@ -262,7 +285,7 @@ def judge_run(
         vi = iter(verdicts)
         for (key, g, slot), preds in zip(batch, extracted, strict=True):
             if g.get("error"):
-                correct, reason = False, f"incorrect: generation failed ({g['error']})"
+                correct, reason = False, f"incorrect: generation failed ({str(g['error'])[:300]})"
             else:
                 v = next(vi)
                 correct, reason = bool(v.correct), v.reason

@@ -172,7 +172,7 @@ class SubProblem(_Gold):
     def _id_str(cls, v: Any) -> Any:
         if isinstance(v, int) and not isinstance(v, bool):
             return str(v)
-        return v
+        return v.strip() if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _check(self) -> SubProblem:
@@ -212,14 +212,14 @@ class Parent(BaseModel):
             data["sub_problems"] = []
         return data
 
-    @field_validator("year", "source_problem_id", mode="before")
+    @field_validator("year", "source_problem_id", "source", mode="before")
     @classmethod
     def _to_str(cls, v: Any) -> Any:
         if v is None:
             return ""
         if isinstance(v, int) and not isinstance(v, bool):
             return str(v)
-        return v
+        return v.strip() if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _check(self) -> Parent:

@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "JsonlLog",
+    "dumps_json",
     "RunStore",
     "TurnKey",
     "atomic_write_text",
@@ -65,11 +66,24 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def dumps_json(obj: Any, indent: int | None = 2) -> str:
+    """JSON text that is always encodable as UTF-8 (lone surrogates become ``\\u`` escapes)."""
+    text = json.dumps(obj, indent=indent, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(obj, indent=indent, ensure_ascii=True)
+    return text
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``.
+
+    Characters UTF-8 cannot encode (lone surrogates) are written as backslash escapes.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
@@ -136,7 +150,10 @@ class JsonlLog:
     def append(self, row: dict[str, Any]) -> None:
         """Append one row as one complete line with a single write."""
         self.open()
-        data = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass")
+        try:
+            data = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: \u escapes read back exactly
+            data = (json.dumps(row, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
         assert self._fd is not None
         view = memoryview(data)
         while view:
@@ -182,16 +199,18 @@ class RunStore:
     def read_manifest(self) -> dict[str, Any]:
         try:
             obj = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise FileNotFoundError(f"{self.root}: not a run directory (no {self.MANIFEST})") from None
-        except json.JSONDecodeError as e:
+        except OSError as e:
+            raise ValueError(f"{self.manifest_path}: cannot read ({e.strerror or e})") from None
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
             raise ValueError(f"{self.manifest_path}: not valid JSON ({e})") from None
         if not isinstance(obj, dict):
             raise ValueError(f"{self.manifest_path}: expected a JSON object")
         return obj
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        atomic_write_text(self.manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(self.manifest_path, dumps_json(manifest) + "\n")
 
     def latest_generations(self) -> dict[TurnKey, dict[str, Any]]:
         """Last generation row per turn key."""

@@ -375,6 +375,11 @@ class OpenAIBackend:
                 extra={"max_tokens": payload.get("max_tokens")},
             )
         end = time.monotonic()
+        # the server's text is stored in the run directory: never let the key land there
+        result.completion = self._redact(result.completion)
+        if result.reasoning is not None:
+            result.reasoning = self._redact(result.reasoning)
+        result.extra = {k: self._redact(v) if isinstance(v, str) else v for k, v in result.extra.items()}
         result.attempts = attempts
         result.latency_s = end - (started if started is not None else called)
         result.extra.update(
@@ -443,7 +448,9 @@ def _parse(data: dict[str, Any]) -> ChatResult:
     usage = None
     if isinstance(usage_raw, dict):
         usage = {
-            k: int(v) for k, v in usage_raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            str(k): int(v)
+            for k, v in usage_raw.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 2**53
         }
     extra: dict[str, Any] = {}
     if data.get("id") is not None:

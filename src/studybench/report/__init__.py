@@ -7,13 +7,14 @@ type) and run bookkeeping (model, split, turn/judgement counts, failed turns, mi
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from typing import Any
 
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
 from studybench.metrics import breakdown, mean_std, par_at_k, sub_at_k, sub_at_k_by
-from studybench.store import RunStore, TurnKey, atomic_write_text, text_digest
+from studybench.store import RunStore, TurnKey, atomic_write_text, dumps_json, text_digest
 
 __all__ = ["build_report", "parents_index", "render_markdown", "rich_table", "write_report"]
 
@@ -50,6 +51,68 @@ def parents_index(parents: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+class _SubIndex(BaseModel):
+    id: str
+    answer_type: str
+
+
+class _ParentIndex(BaseModel):
+    uid: str
+    source: str = ""
+    problem_type: str = "(none)"
+    problem_type_raw: str = ""
+    subs: list[_SubIndex] = Field(min_length=1)
+
+
+class _ManifestView(BaseModel):
+    """The part of manifest.json a report needs, validated."""
+
+    k: int = Field(ge=1, le=100_000)
+    seeds: list[int] = Field(min_length=1, max_length=10_000)
+    split: dict[str, Any]
+    parents: list[_ParentIndex] = Field(min_length=1)
+    backend: dict[str, Any] = Field(default_factory=dict)
+    verifier: dict[str, Any] | None = None
+
+    @field_validator("split")
+    @classmethod
+    def _split_name(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(v.get("name"), str):
+            raise ValueError("split.name must be a string")
+        return v
+
+
+_MAX_CELLS = 50_000_000
+
+
+def load_manifest_view(store: RunStore) -> _ManifestView:
+    """Read and validate the manifest fields a report uses.
+
+    Raises:
+        FileNotFoundError: not a run directory.
+        ValueError: unreadable or malformed manifest (the message names the file and field).
+    """
+    man = store.read_manifest()
+    try:
+        view = _ManifestView.model_validate(man)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "<manifest>"
+        raise ValueError(f"{store.manifest_path}: field '{loc}': {err.get('msg')}") from None
+    cells = view.k * len(view.seeds) * sum(len(p.subs) for p in view.parents)
+    if cells > _MAX_CELLS:
+        raise ValueError(f"{store.manifest_path}: k x seeds x sub-problems = {cells:,} is implausibly large")
+    return view
+
+
+def _completion(row: dict[str, Any] | None) -> str | None:
+    """The stored completion of a generation row, or ``None`` when the row is unusable."""
+    if row is None:
+        return None
+    c = row.get("completion")
+    return c if isinstance(c, str) else None
+
+
 def build_report(store: RunStore) -> dict[str, Any]:
     """Compute the report of a run directory from its manifest and logs.
 
@@ -59,11 +122,11 @@ def build_report(store: RunStore) -> dict[str, Any]:
     Raises:
         FileNotFoundError / ValueError: no or unreadable manifest.
     """
-    man = store.read_manifest()
-    k = int(man["k"])
-    seeds = [int(s) for s in man["seeds"]]
-    split = man["split"]["name"]
-    index = man["parents"]
+    man = load_manifest_view(store)
+    k = man.k
+    seeds = man.seeds
+    split = man.split["name"]
+    index = [p.model_dump() for p in man.parents]
     gens = store.latest_generations()
     judg = store.latest_judgements()
     per_seed: dict[int, list[list[list[bool]]]] = {}
@@ -83,12 +146,13 @@ def build_report(store: RunStore) -> dict[str, Any]:
                     g = gens.get(key)
                     j = judg.get(key)
                     ok = False
+                    completion = _completion(g)
                     if g is not None and g.get("error"):
                         failed += 1
-                    if g is None or j is None or j.get("completion_digest") != text_digest(g.get("completion") or ""):
+                    if completion is None or j is None or j.get("completion_digest") != text_digest(completion):
                         missing += 1
                     else:
-                        ok = bool(j.get("correct"))
+                        ok = j.get("correct") is True
                         if not ok:
                             reasons[_reason_kind(j)] += 1
                     row.append(ok)
@@ -118,11 +182,14 @@ def build_report(store: RunStore) -> dict[str, Any]:
         return {g: {"parents": n[g], "par_at_k": par_g[g].to_dict(), "sub_at_k": sub_g[g].to_dict()} for g in sorted(par_g)}
 
     gen_rows = [g for g in gens.values() if g.get("split") == split]
-    usage = Counter()
+    usage: Counter[str] = Counter()
     for g in gen_rows:
-        for kk, vv in (g.get("usage") or {}).items():
-            if isinstance(vv, int):
-                usage[kk] += vv
+        u = g.get("usage")
+        if not isinstance(u, dict):
+            continue
+        for kk, vv in u.items():
+            if isinstance(vv, int) and not isinstance(vv, bool):
+                usage[str(kk)] += vv
     return {
         "k": k,
         "seeds": seeds,
@@ -134,9 +201,9 @@ def build_report(store: RunStore) -> dict[str, Any]:
             "answer_type": {t: {"sub_problems": type_counts[t], "sub_at_k": by_type[t]} for t in by_type},
         },
         "split": split,
-        "model": man.get("backend", {}).get("model"),
-        "backend": man.get("backend"),
-        "verifier": man.get("verifier"),
+        "model": man.backend.get("model"),
+        "backend": man.backend,
+        "verifier": man.verifier,
         "parents": len(index),
         "sub_problems": sum(len(p["subs"]) for p in index),
         "turns": {"expected": total, "failed": failed, "missing_judgements": missing},
@@ -155,6 +222,11 @@ def _reason_kind(j: dict[str, Any]) -> str:
     return r[:100]
 
 
+def _md(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def render_markdown(rep: dict[str, Any]) -> str:
     """Markdown rendering of :func:`build_report`'s output."""
 
@@ -162,7 +234,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         return f"{d['mean']:.2f}" if d["std"] is None else f"{d['mean']:.2f} ± {d['std']:.2f}"
 
     lines = [
-        f"# StudyBench report: {rep['split']} / {rep['model']}",
+        f"# StudyBench report: {_md(rep['split'])} / {_md(rep['model'])}",
         "",
         f"k = {rep['k']}, seeds = {rep['seeds']}, parents = {rep['parents']}, sub-problems = {rep['sub_problems']}, "
         f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}",
@@ -179,7 +251,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
     for name, title in (("sub_discipline", "Sub-discipline"), ("source", "Source")):
         lines += [f"## By {title.lower()}", "", f"| {title} | parents | Par@{rep['k']} | Sub@{rep['k']} |", "|---|---|---|---|"]
         for g, d in rep["breakdowns"][name].items():
-            lines.append(f"| {g} | {d['parents']} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} |")
+            lines.append(f"| {_md(g)} | {d['parents']} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} |")
         lines.append("")
     lines += ["## By answer type", "", f"| answer type | sub-problems | Sub@{rep['k']} |", "|---|---|---|"]
     for t, d in rep["breakdowns"]["answer_type"].items():
@@ -190,7 +262,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if rep.get("incorrect_reasons"):
         lines += ["## Why attempts were judged incorrect", "", "| reason | count |", "|---|---|"]
         for r, c in rep["incorrect_reasons"].items():
-            lines.append(f"| {r} | {c} |")
+            lines.append(f"| {_md(r)} | {c} |")
         lines.append("")
     if rep.get("unsolved_sub_problems"):
         lines += [f"## Sub-problems never solved ({len(rep['unsolved_sub_problems'])})", ""]
@@ -203,7 +275,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
 def write_report(store: RunStore) -> dict[str, Any]:
     """Build the report and write ``report.json`` and ``report.md`` atomically; return it."""
     rep = build_report(store)
-    atomic_write_text(store.root / "report.json", json.dumps(rep, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(store.root / "report.json", dumps_json(rep) + "\n")
     atomic_write_text(store.root / "report.md", render_markdown(rep))
     return rep
 
