@@ -213,3 +213,12 @@ def test_out_is_an_existing_file(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "studybench.cli", "eval", "--split", str(p), "--model", "reference",
                         "--out", str(f)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not a directory" in r.stderr
+
+
+@pytest.mark.parametrize("patch,field", [({"answer_type": "junk"}, "answer_type"), ({"type_sequence": {"a": 1}}, "type_sequence")])
+def test_malformed_parent_gold_fields_of_multi_sub_parent(tmp_path: Path, patch: dict[str, Any], field: str) -> None:
+    sub = {"problem_id": "a", "problem": "x", "answer": "\\boxed{1}", "answer_type": "NV"}
+    p = _write(tmp_path, [_rec(sub_problems=[sub], answer="", answer_type="", **{k: v for k, v in patch.items() if k != "answer_type"},
+                               **({"answer_type": patch["answer_type"]} if "answer_type" in patch else {}))])
+    with pytest.raises(DatasetError, match=f"field '{field}'"):
+        load_dataset(p)

@@ -228,6 +228,16 @@ class Parent(BaseModel):
         if not self.source_problem_id.strip():
             raise ValueError("source_problem_id: empty")
         if self.sub_problems:
+            # parent-level gold fields are ignored for scoring but must still be well-formed
+            if self.answer_type.strip() and self.answer_type.strip().upper() not in AnswerType.__members__:
+                raise ValueError(
+                    f"answer_type: unknown answer_type {self.answer_type!r} "
+                    f"(allowed: {', '.join(a.value for a in AnswerType)})"
+                )
+            try:
+                parse_type_sequence(self.type_sequence)
+            except ValueError as e:
+                raise ValueError(f"type_sequence: {e}") from None
             seen: set[str] = set()
             for j, s in enumerate(self.sub_problems):
                 if s.problem_id in seen:
