@@ -218,7 +218,8 @@ def test_out_is_an_existing_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("patch,field", [({"answer_type": "junk"}, "answer_type"), ({"type_sequence": {"a": 1}}, "type_sequence")])
 def test_malformed_parent_gold_fields_of_multi_sub_parent(tmp_path: Path, patch: dict[str, Any], field: str) -> None:
     sub = {"problem_id": "a", "problem": "x", "answer": "\\boxed{1}", "answer_type": "NV"}
-    p = _write(tmp_path, [_rec(sub_problems=[sub], answer="", answer_type="", **{k: v for k, v in patch.items() if k != "answer_type"},
-                               **({"answer_type": patch["answer_type"]} if "answer_type" in patch else {}))])
+    fields: dict[str, Any] = {"sub_problems": [sub], "answer": "", "answer_type": ""}
+    fields.update(patch)
+    p = _write(tmp_path, [_rec(**fields)])
     with pytest.raises(DatasetError, match=f"field '{field}'"):
         load_dataset(p)
