@@ -255,6 +255,7 @@ def fetch_official(
                     staged.append((tmp, target, url))
                     _validate(tmp, spec, url)
         for tmp, target, url in staged:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual file mode
             os.replace(tmp, target)
             say(f"fetched {url} -> {target}")
         staged.clear()
@@ -262,3 +263,10 @@ def fetch_official(
         for tmp, _target, _u in staged:
             tmp.unlink(missing_ok=True)
     return [root / spec.local for spec in wanted]
+
+
+def _umask() -> int:
+    """The process umask (read without changing it for longer than one call)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
