@@ -99,3 +99,46 @@ def test_extraction_never_raises_on_latexish_text(text: str, m: int) -> None:
 def test_extraction_never_raises_on_random_text(text: str) -> None:
     assert isinstance(extract_answers(text, 1), list)
     assert isinstance(strip_reasoning(text), str)
+
+
+# Adversarial responses of about 1 MB: extraction must stay linear (each well under a second; the
+# old scanner took minutes on the unclosed-box cases).
+_MB = 1_000_000
+ADVERSARIAL = [
+    ("\\boxed{" * (_MB // 7), "unclosed boxes"),
+    ("\\boxed{" * 10_000 + " Final Answer: \\boxed{5}", "unclosed boxes then an answer"),
+    ("\\fbox{" * (_MB // 6) + " Final Answer: \\boxed{5}", "unclosed fboxes then an answer"),
+    ("\\boxed{" * (_MB // 14) + "}" * (_MB // 14), "deeply nested boxes"),
+    ("\\boxed{1}" * 100_000, "100k boxes"),
+    ("Final Answer: \\boxed{a\n}" * (_MB // 25), "many final-answer lines with multi-line boxes"),
+    ("{" * _MB, "1M open braces"),
+    ("}" * _MB, "1M close braces"),
+    ("\\" * _MB, "1M backslashes"),
+    ("\\boxed " * (_MB // 7), "brace-less boxes without a token"),
+    ("\\boxedx" * (_MB // 7), "other macros"),
+    (("\\boxed{\\{" + "{" * 5 + "\\boxed 5 ") * (_MB // 25), "mixed escapes and bare boxes"),
+    ("<think>" * (_MB // 7), "many think tags"),
+    ("," * _MB, "1M commas"),
+]
+
+
+@pytest.mark.parametrize("text,why", ADVERSARIAL, ids=[c[1] for c in ADVERSARIAL])
+def test_extraction_is_linear_on_adversarial_text(text: str, why: str) -> None:
+    import time
+
+    for fn in (find_boxes, lambda s: extract_answers(s, 2), strip_reasoning, brace_balance_error, split_top_level):
+        t0 = time.perf_counter()
+        fn(text)
+        assert time.perf_counter() - t0 < 1.0, why
+
+
+def test_unclosed_boxes_then_final_answer() -> None:
+    text = "\\boxed{" * 1000 + " Final Answer: \\boxed{5}"
+    assert extract_answers(text, 1) == ["5"]
+    # boxes nested in an unclosed box are still found
+    assert [b.content for b in find_boxes("\\boxed{a \\boxed{b} c")] == ["b"]
+
+
+def test_split_top_level_odd_separators() -> None:
+    assert split_top_level("a;b", ";") == ["a", "b"]
+    assert split_top_level("a, b", "{") == ["a, b"]  # a bracket never separates

@@ -159,3 +159,33 @@ def test_close_is_idempotent() -> None:
     v.close()
     # a closed verifier still answers (string rules) and never raises
     assert isinstance(v.judge(["a"], ["b"], "EX", ""), Verdict)
+
+
+def test_timed_out_verdicts_are_not_memoised() -> None:
+    with Verifier(workers=1, timeout=5.0) as v:
+        v.warm()
+        first = v.judge(["x^2-1"], ["(x-1)(x+1)"], "EX", timeout=0.001)
+        assert first.reason.startswith("incorrect: timed out")
+        again = v.judge(["x^2-1"], ["(x-1)(x+1)"], "EX")
+        assert again.correct, again.reason
+        # the same through judge_many, and a slow item times out again rather than hitting a memo
+        assert v.judge(SLOW_GOLD, SLOW_PRED, "EQ", "", timeout=0.002).reason == "incorrect: timed out"
+        assert v.judge_many([(SLOW_GOLD, SLOW_PRED, "EQ", "")])[0].correct
+
+
+def test_worker_died_verdicts_are_not_memoised(monkeypatch: pytest.MonkeyPatch) -> None:
+    from studybench.verify.sandbox import WorkerDied
+
+    with Verifier(workers=1, timeout=5.0) as v:
+        real_call = v.pool.call
+        calls = {"n": 0}
+
+        def dying_call(name: str, args: tuple[object, ...], timeout: float) -> object:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise WorkerDied("simulated")
+            return real_call(name, args, timeout)
+
+        monkeypatch.setattr(v.pool, "call", dying_call)
+        assert v.judge(["x^2"], [r"x \cdot x"], "EX").reason.startswith("incorrect: worker died")
+        assert v.judge(["x^2"], [r"x \cdot x"], "EX").correct

@@ -119,6 +119,99 @@ CASES = [
 ]
 
 
+# Hostile-tester repros (each kind of failure with a few siblings); all failed before the fix.
+HOSTILE_CASES = [
+    # 1. EQ / EX: nan, zoo, oo never match anything
+    (["x = 1"], ["x = 0/0"], "EQ", "", False, "EQ rhs 0/0"),
+    ([r"v = \sqrt{2gh}"], [r"v = \frac{0}{0}"], "EQ", "", False, "EQ rhs frac00"),
+    (["F = ma"], [r"F = ma + 0\cdot\infty"], "EQ", "", False, "EQ rhs 0*oo"),
+    (["F = ma"], [r"F = \frac{1}{0}"], "EQ", "", False, "EQ rhs 1/0 (zoo)"),
+    (["F = ma"], [r"F = \infty"], "EQ", "", False, "EQ rhs oo"),
+    ([r"x^2 + y^2 = r^2"], [r"\frac{0}{0} = x"], "EQ", "", False, "EQ lhs nan"),
+    (["x"], [r"\frac{0}{0}"], "EX", "", False, "EX nan"),
+    (["x + 1"], [r"\frac{1}{0}"], "EX", "", False, "EX zoo"),
+    (["x"], [r"x + 0\cdot\infty"], "EX", "", False, "EX 0*oo"),
+    (["2"], [r"\frac{0}{0}"], "NV", "", False, "NV nan"),
+    # 2. NV: leftovers after a number are no unit
+    (["2"], ["2 - 1"], "NV", "", False, "NV 2 vs 2-1"),
+    (["1"], ["1 - x"], "NV", "", False, "NV 1 vs 1-x"),
+    (["3"], ["3 - 3"], "NV", "", False, "NV 3 vs 3-3"),
+    (["2"], [r"2 \text{ or } 3"], "NV", "", False, "NV hedged or"),
+    (["5"], [r"2 \text{ or } 3"], "NV", "", False, "NV hedged or, not 2+3"),
+    (["5"], ["2 3"], "NV", "", False, "NV juxtaposed numbers are not a sum"),
+    (["2"], ["2i"], "NV", "", False, "NV imaginary leftover"),
+    (["2"], ["2R"], "NV", "", False, "NV symbol leftover R (not the gas constant)"),
+    (["2"], ["2k_B"], "NV", "", False, "NV constant leftover"),
+    (["2"], ["2 x y"], "NV", "", False, "NV two-symbol leftover"),
+    (["2"], ["2e99999"], "NV", "", False, "NV overflowing exponent"),
+    (["2"], ["x > 2"], "NV", "", False, "NV inequality is not a value"),
+    (["2"], [r"x \geq 2"], "NV", "", False, "NV geq is not a value"),
+    (["3"], [r"\pm 3"], "NV", "", False, "NV pm is two values"),
+    (["-3"], [r"\pm 3"], "NV", "", False, "NV pm vs negative"),
+    (["10"], [r"10\%"], "NV", "", False, "NV percent is 0.1"),
+    (["0.1"], [r"10\%"], "NV", "", True, "NV percent vs fraction"),
+    ([r"10\%"], ["10"], "NV", "", True, "NV gold percent, pred number"),
+    (["2"], [r"2\,\mathrm{m}"], "NV", "", True, "NV real unit vs unitless gold"),
+    (["2"], [r"2\,\mu\mathrm{m}"], "NV", "", True, "NV micro unit vs unitless gold"),
+    ([r"3.95\times10^{12}\,M_\odot"], [r"3.95\times10^{12}\,M_\odot"], "NV", "", True, "NV solar masses"),
+    ([r"3.95\times10^{12}\,M_\odot"], [r"3.95\times10^{12}"], "NV", "", True, "NV solar masses omitted"),
+    ([r"2\,\mathrm{AU}"], [r"2.99\times10^{8}\,\mathrm{km}"], "NV", "", True, "NV AU is the astronomical unit"),
+    ([r"8.1\,\mathrm{mag}"], [r"8.1\,\mathrm{mag}"], "NV", "", True, "NV magnitudes"),
+    ([r"12\,345"], ["12345"], "NV", "", True, "NV thin-space digit groups"),
+    ([r"0.5R"], [r"\frac{R}{2}"], "NV", "", True, "NV gold with a symbol uses EX rules"),
+    # 3. MC: exactly one option letter
+    (["A"], ["A and C"], "MC", "", False, "MC and"),
+    (["A"], ["A or B"], "MC", "", False, "MC or"),
+    (["A"], ["A B"], "MC", "", False, "MC space"),
+    (["A"], [r"\text{A and B}"], "MC", "", False, "MC text and"),
+    (["A"], ["A, C"], "MC", "", False, "MC comma"),
+    (["A"], ["(A) and (C)"], "MC", "", False, "MC parenthesised pair"),
+    (["A"], ["A/B"], "MC", "", False, "MC slash"),
+    (["A"], ["(A)"], "MC", "", True, "MC parentheses"),
+    (["A"], ["A."], "MC", "", True, "MC period"),
+    (["A"], ["A: the block slides"], "MC", "", True, "MC colon with text"),
+    (["A"], ["A) the block slides"], "MC", "", True, "MC paren with text"),
+    (["A"], [r"\textbf{A}"], "MC", "", True, "MC textbf"),
+    (["A"], ["Option A"], "MC", "", True, "MC option prefix"),
+    (["A"], ["A. The block slides"], "MC", "", True, "MC option text"),
+    (["A"], ["A. a block slides"], "MC", "", True, "MC option text starting with an article"),
+    # 4. angles are not dimensionless
+    ([r"5\,\mathrm{Hz}"], [r"5\,\mathrm{rad/s}"], "NV", "", False, "rad/s is not Hz"),
+    ([r"5\,\mathrm{rad/s}"], [r"5\,\mathrm{Hz}"], "NV", "", False, "Hz is not rad/s"),
+    ([r"1\,\mathrm{rad}"], [r"1^\circ"], "NV", "", False, "degree vs radian values"),
+    ([r"1\,\mathrm{sr}"], [r"1\,\mathrm{rad}"], "NV", "", False, "solid angle vs angle"),
+    ([r"0.785\,\mathrm{rad}"], [r"45^\circ"], "NV", "", True, "degrees converted to radians"),
+    ([r"45^\circ"], [r"0.7854\,\mathrm{rad}"], "NV", "", True, "radians converted to degrees"),
+    ([r"1^\circ"], ["60'"], "NV", "", True, "arcminutes with a prime"),
+    ([r"0.5^\circ"], ["1800''"], "NV", "", True, "arcseconds with two primes"),
+    ([r"0.014\,\mathrm{arcsec}"], [r"6.8\times10^{-8}\,\mathrm{rad}"], "NV", "", True, "arcsec vs rad"),
+    ([r"10^\circ/\mathrm{s}"], [r"0.1745\,\mathrm{rad/s}"], "NV", "", True, "angular rate"),
+    # 7. fast-path forms
+    (["E"], [r"\text{E}"], "EX", "", True, "EX upright letter"),
+    (["E"], [r"\mathrm{E}"], "EX", "", True, "EX mathrm letter"),
+    ([r"e^{-t/\tau}"], [r"\mathrm{e}^{-t/\tau}"], "EX", "", True, "EX upright e"),
+    ([r"2e^{-t/\tau}"], [r"\mathrm{e}^{-t/\tau}\cdot 2"], "EX", "", True, "EX upright e symbolic"),
+    ([r"k_{\mathrm{B}} T"], [r"k_\mathrm{B} T"], "EX", "", True, "EX subscript braces"),
+    ([r"k_{\mathrm{B}} T"], [r"T k_\mathrm{B}"], "EX", "", True, "EX subscript macro symbolic"),
+    ([r"\omega t"], [r"\omega\mathrm{t}"], "EX", "", True, "EX upright t after a control word"),
+    ([r"v_{\max}"], [r"v_\text{m}"], "EX", "", False, "EX different subscripts"),
+    ([r"(2,\infty)"], ["x>2"], "IN", "", True, "IN interval vs inequality"),
+    (["x>2"], [r"(2,\infty)"], "IN", "", True, "IN inequality vs interval"),
+    ([r"(2,\infty)"], [r"x \geq 2"], "IN", "", False, "IN bracket vs strictness"),
+]
+
+
+@pytest.mark.parametrize(
+    "gold,pred,atype,ts,expected,why", HOSTILE_CASES, ids=[f"{c[2]}-{c[5]}" for c in HOSTILE_CASES]
+)
+def test_hostile_cases(
+    verifier: Verifier, gold: list[str], pred: list[str], atype: str, ts: str, expected: bool, why: str
+) -> None:
+    v = verifier.judge(gold, pred, atype, ts)
+    assert v.correct is expected, f"{why}: {v.reason}"
+    assert v.reason.startswith("correct" if expected else "incorrect")
+
+
 @pytest.mark.parametrize(
     "gold,pred,atype,ts,expected,why", CASES, ids=[f"{c[2]}-{c[5]}" for c in CASES]
 )
@@ -256,3 +349,79 @@ def test_real_data_self_acceptance(data_dir: Path) -> None:
 def test_random_predictions_never_raise(verifier: Verifier, pred: str, atype: str) -> None:
     v = verifier.judge([r"\frac{x}{2} = 1"], [pred], atype, "", timeout=2.0)
     assert isinstance(v, Verdict) and v.reason.split(":")[0] in ("correct", "incorrect")
+
+
+# -------------------------------------------------------------------------------------------------
+# hostile input: nothing raises, nothing exceeds its timeout (+0.5 s) with an idle, warm pool
+
+_ADV_RESPONSES = [
+    "\\boxed{" * 10_000 + " Final Answer: \\boxed{5}",
+    "\\boxed{" * 140_000,
+    "\\boxed{1}" * 80_000,
+    "{" * 1_000_000,
+    "\\" * 1_000_000,
+    "\\boxed{" + " a" * 400_000 + "}",
+    "\\boxed{" + "{" * 300_000 + "}" * 300_000 + "}",
+]
+_ADV_PREDS = [
+    "x" * 1_000_000,
+    " a" * 500_000,
+    "{" * 1_000_000,
+    "\\text{" * 100_000,
+    "\\frac{1}{" * 150 + "}" * 150,
+    "A and " * 300,
+]
+
+
+def test_hostile_inputs_respect_the_timeout() -> None:
+    import studybench.verify as sv
+
+    sv._default_verifier().warm()
+    worst = 0.0
+    for at, ts, gold in [("NV", "", r"\boxed{5}"), ("MC", "", r"\boxed{A}"), ("TUP", "NV,EX", r"\boxed{1}\boxed{x}")]:
+        for r in _ADV_RESPONSES:
+            t0 = time.perf_counter()
+            v = judge_response(gold, r, at, ts, timeout=1.0)
+            worst = max(worst, time.perf_counter() - t0)
+            assert isinstance(v, Verdict)
+        for p in _ADV_PREDS:
+            for preds in ([p], [p, p]):
+                t0 = time.perf_counter()
+                v = judge_boxes(["5", "x"] if at == "TUP" else ["5"], preds, at, ts, timeout=1.0)
+                worst = max(worst, time.perf_counter() - t0)
+                assert isinstance(v, Verdict)
+    t0 = time.perf_counter()
+    assert not judge_boxes(["x"], ["y"] * 100_000, "ALT", "EX", timeout=1.0).correct
+    worst = max(worst, time.perf_counter() - t0)
+    assert worst < 1.5
+
+
+_HOSTILE_ATOMS = [
+    r"\boxed{", r"\fbox{", "{", "}", "\\", r"\frac{0}{0}", r"0\cdot\infty", r"\infty", r"\pm", r"\%", "^\\circ", "'", "''",
+    r"\text{ or }", " and ", " or ", "e99999", "2i", "R", " - ", ">", "=", r"\mathrm{rad/s}", r"\mathrm{Hz}", r"M_\odot",
+    "A", "B", "(C)", ", ", r"\mathrm{e}", "k_", "2", "0", "3.5", "\\,", "x", r"\sqrt", "<think>", "</think>",
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.sampled_from(_HOSTILE_ATOMS), max_size=25).map("".join),
+    st.sampled_from(["NV", "EX", "EQ", "IN", "MC", "TF", "QL"]),
+    st.sampled_from(["2", "x = 1", r"5\,\mathrm{Hz}", "A", r"(2,\infty)", r"\text{True}"]),
+)
+def test_hostile_predictions_never_raise(verifier: Verifier, pred: str, atype: str, gold: str) -> None:
+    t0 = time.perf_counter()
+    v = verifier.judge([gold], [pred], atype, "", timeout=2.0)
+    assert time.perf_counter() - t0 < 2.5
+    assert isinstance(v, Verdict) and v.reason.split(":")[0] in ("correct", "incorrect")
+    r = judge_response(r"\boxed{" + gold + "}", pred * 3, atype, timeout=2.0)
+    assert isinstance(r, Verdict)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(_HOSTILE_ATOMS), max_size=25).map("".join))
+def test_parse_quantity_never_accepts_non_unit_leftovers(text: str) -> None:
+    from studybench.verify.quantity import unit_syntax_ok
+
+    q = parse_quantity("2" + text)
+    assert q is None or not q.unit or unit_syntax_ok(q.unit)

@@ -48,6 +48,12 @@ __all__ = [
 MAX_PRED_CHARS = 2000
 """Predicted boxes longer than this are judged by string rules only."""
 
+MAX_FAST_CHARS = 20_000
+"""Predicted boxes longer than this (and than twice the longest gold box) are incorrect outright."""
+
+MAX_PRED_BOXES = 64
+"""More predicted boxes than this (and than four per gold box) are incorrect outright."""
+
 _MEMO_SIZE = 200_000
 
 Item = tuple[Sequence[str], Sequence[str], Any, Any]
@@ -75,7 +81,9 @@ class Verifier:
         timeout: wall-clock seconds per symbolic judgement; an overrun kills the worker and gives
             ``Verdict(False, "incorrect: timed out", ...)``.
 
-    Verdicts are memoised by (gold boxes, predicted boxes, answer_type, type_sequence).
+    Verdicts are memoised by (gold boxes, predicted boxes, answer_type, type_sequence); timed-out,
+    worker-died and internal-error verdicts are not memoised. A timed-out verdict's reason is exactly
+    ``"incorrect: timed out"`` (callers may re-judge reasons starting with that).
     """
 
     def __init__(self, workers: int | None = None, timeout: float = 5.0) -> None:
@@ -118,6 +126,12 @@ class Verifier:
             return None, Verdict(False, f"incorrect: bad input ({type(e).__name__})", ())
         if not preds:
             return None, Verdict(False, "incorrect: no final answer found", ())
+        # cheap guards first, so that even the in-process string rules stay fast on hostile input
+        if len(preds) > max(MAX_PRED_BOXES, 4 * len(golds)):
+            return None, Verdict(False, f"incorrect: too many answers ({len(preds)})", ())
+        limit = max(MAX_FAST_CHARS, 2 * max((len(g) for g in golds), default=0))
+        if any(len(p) > limit for p in preds):
+            return None, Verdict(False, "incorrect: answer too long", tuple(p[:200] for p in preds))
         key = self._key(golds, preds, at, ts)
         v = self._get(key)
         if v is not None:
@@ -142,8 +156,9 @@ class Verifier:
                 v = Verdict(False, "incorrect: internal error (bad worker reply)", tuple(preds))
             self.stats["worker"] += 1
         except TimedOut:
+            # never memoised: a later call (perhaps with a longer timeout) judges afresh
             self.stats["timeouts"] += 1
-            v = Verdict(False, "incorrect: timed out", tuple(preds))
+            return Verdict(False, "incorrect: timed out", tuple(preds))
         except WorkerDied as e:
             return Verdict(False, f"incorrect: worker died ({e})", tuple(preds))
         except Exception as e:  # closed pool, task error

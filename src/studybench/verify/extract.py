@@ -75,26 +75,43 @@ def strip_reasoning(text: str) -> str:
     return s.strip()
 
 
+_BRACE_TOKENS = re.compile(r"\\.|[{}]", re.DOTALL)
+_BOX_MACRO_RE = re.compile(r"\\(?:boxed|fbox)")
+
+
+def _brace_matches(text: str) -> dict[int, int]:
+    """One left-to-right pass: for every unescaped ``{`` that is closed, map its index to the index
+    just past its matching ``}``. A backslash escapes the next character (so ``\\{`` and ``\\}``
+    do not count); a stray ``}`` is ignored. Linear in ``len(text)``."""
+    out: dict[int, int] = {}
+    stack: list[int] = []
+    push = stack.append
+    pop = stack.pop
+    for m in _BRACE_TOKENS.finditer(text):
+        c = m.group()
+        if c == "{":
+            push(m.start())
+        elif c == "}":
+            if stack:
+                out[pop()] = m.start() + 1
+    return out
+
+
 def _match_braced(text: str, open_idx: int) -> int:
     """Given ``text[open_idx] == '{'``, return the index just past the matching ``}``, or -1.
 
-    A backslash escapes the next character, so ``\\{`` and ``\\}`` do not count.
+    A backslash escapes the next character, so ``\\{`` and ``\\}`` do not count. One call is
+    linear in the scanned length; :func:`find_boxes` uses :func:`_brace_matches` (one pass for all).
     """
     depth = 0
-    i = open_idx
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
+    for m in _BRACE_TOKENS.finditer(text, open_idx):
+        c = m.group()
         if c == "{":
             depth += 1
         elif c == "}":
             depth -= 1
             if depth == 0:
-                return i + 1
-        i += 1
+                return m.end()
     return -1
 
 
@@ -104,33 +121,33 @@ def find_boxes(text: str) -> list[Box]:
     Recognises ``\\boxed{...}``, ``\\boxed*{...}``, ``\\fbox{...}`` (balanced braces with
     backslash escapes) and the brace-less ``\\boxed 5`` form (the next run of non-space characters,
     stopping at ``$``). Boxes nested inside a box are part of the outer content. An unclosed
-    ``\\boxed{`` is ignored. Never raises; linear in ``len(text)`` apart from nested content.
+    ``\\boxed{`` is ignored (boxes after its ``{`` are still found). Never raises; linear in
+    ``len(text)``: brace matches come from one stack pass and macros from one regex scan.
     """
     if not isinstance(text, str):
         return []
+    if "\\boxed" not in text and "\\fbox" not in text:
+        return []
+    matches: dict[int, int] | None = None
     boxes: list[Box] = []
-    i = 0
     n = len(text)
-    while True:
-        best = -1
-        macro = ""
-        for m in _BOX_MACROS:
-            j = text.find(m, i)
-            if j >= 0 and (best < 0 or j < best):
-                best, macro = j, m
-        if best < 0:
-            break
-        k = best + len(macro)
-        if k < n and (text[k].isalpha()):
-            i = k  # another macro such as \boxedx
+    i = 0  # nothing before i can start a box
+    for mm in _BOX_MACRO_RE.finditer(text):
+        best = mm.start()
+        if best < i:
             continue
+        k = mm.end()
+        if k < n and text[k].isalpha():
+            continue  # another macro such as \boxedx
         if k < n and text[k] == "*":
             k += 1
         ws = k
         while k < n and text[k] in " \t":
             k += 1
         if k < n and text[k] == "{":
-            end = _match_braced(text, k)
+            if matches is None:
+                matches = _brace_matches(text)
+            end = matches.get(k, -1)
             if end < 0:
                 i = k + 1
                 continue
@@ -223,7 +240,9 @@ def brace_balance_error(text: str) -> str | None:
 
 
 _OPENERS = {"{": "}", "(": ")", "[": "]"}
-_CLOSERS = {"}", ")", "]"}
+
+
+_SPLIT_SPACING = re.compile(r"^\s*(\\(quad|qquad|,|;|:|!| )\s*)+")
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:
@@ -231,39 +250,33 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
 
     ``\\left(`` / ``\\right)`` count as brackets; escaped braces do not. Interval notation such as
     ``[0, 1)`` stays whole because the ``,`` is inside a bracket. A LaTeX spacing command directly
-    after a separator (``,\\ ``, ``,\\quad``) is dropped. Never raises.
+    after a separator (``,\\ ``, ``,\\quad``) is dropped. Never raises; linear in ``len(text)`` (one
+    regex scan over the special characters only).
     """
+    if not isinstance(text, str):
+        return [""]
+    if not isinstance(sep, str) or len(sep) != 1 or sep in "\\{}()[]":
+        sep = ""  # a bracket, a backslash or several characters never separate
+    tokens = re.compile(r"\\[^A-Za-z]|[{}()\[\]" + re.escape(sep) + "]", re.DOTALL)
     parts: list[str] = []
     depth = 0
-    cur: list[str] = []
-    i = 0
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\" and i + 1 < n:
-            nxt = text[i + 1]
-            if not nxt.isalpha():
-                # control symbol (\{ \} \, \; \\ ...): never a separator or a bracket
-                cur.append(text[i : i + 2])
-                i += 2
-                continue
-            cur.append(c)
-            i += 1
-            continue
-        if c in _OPENERS:
+    last = 0
+    for m in tokens.finditer(text):
+        c = m.group()
+        if len(c) == 2:
+            continue  # control symbol (\{ \} \, \; \\ ...): never a separator or a bracket
+        if c == sep:
+            if depth == 0:
+                parts.append(text[last : m.start()])
+                last = m.end()
+        elif c in _OPENERS:
             depth += 1
-        elif c in _CLOSERS:
+        else:
             depth = max(0, depth - 1)
-        if c == sep and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-            i += 1
-            continue
-        cur.append(c)
-        i += 1
-    parts.append("".join(cur))
+    parts.append(text[last:])
     cleaned = []
     for p in parts:
-        p = re.sub(r"^\s*(\\(quad|qquad|,|;|:|!| )\s*)+", "", p)
+        if p[:1] == "\\" or p[:1].isspace():
+            p = _SPLIT_SPACING.sub("", p)
         cleaned.append(p.strip())
     return cleaned

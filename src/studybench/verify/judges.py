@@ -39,6 +39,7 @@ from studybench.verify.quantity import (
     Quantity,
     close_enough,
     convert_unit,
+    is_unit,
     quantity_candidates,
     same_unit,
 )
@@ -86,18 +87,51 @@ def normalise_types(
 # ---------------------------------------------------------------------------------------------
 # MC / TF / QL (string-level, decisive)
 
-_MC_PRED = re.compile(r"^\(?\s*([A-Za-z])\s*\)?(?:\s*[:.)\]-].*|\s+.*)?$", re.DOTALL)
+_MC_WRAP = re.compile(r"\\(?:text|mathrm|textbf|mathbf|textrm|mbox|textit|mathit|emph|boldsymbol|bm)\s*\{([^{}]*)\}")
+_MC_SPACING = re.compile(r"\\(?:,|;|:|!| |quad(?![A-Za-z])|qquad(?![A-Za-z]))|~")
+_MC_HEAD = re.compile(r"\(\s*([A-Za-z])\s*\)|\[\s*([A-Za-z])\s*\]|([A-Za-z])(?![A-Za-z0-9])")
+_MC_SEP = re.compile(r"\s*[:.)\]-]")
+_MC_JOIN = re.compile(r"\s*(?:,|;|/|&|\+|\\&|\b(?:and|or|und|oder|et|ou|y|und/or|and/or)\b)\s*", re.IGNORECASE)
+_MC_OTHER = re.compile(r"\(\s*([A-Za-z])\s*\)|([A-Za-z])(?![A-Za-z0-9])")
 
 
 def _mc_letter(s: str) -> str | None:
-    """The option letter a box commits to: ``E``, ``(E)``, ``\\text{E}``, ``E: text``, ``E. text``."""
-    t = re.sub(r"\\(?:text|mathrm|textbf|mathbf|textrm|mbox)\s*\{([^{}]*)\}", r"\1", s)
-    t = t.replace("$", "").replace("{", "").replace("}", "").strip()
-    t = re.sub(r"^(?:option|choice|answer)\s*[:]?\s*", "", t, flags=re.IGNORECASE)
-    m = _MC_PRED.match(t)
+    """The one option letter a box commits to: ``E``, ``(E)``, ``\\text{E}``, ``\\textbf{E}``,
+    ``Option E``, ``E: text``, ``E. text``, ``(E) text``. ``None`` when there is none, and when the
+    box hedges between options (``A and C``, ``A or B``, ``A, B``, ``A B``, ``(A) (C)``): a second
+    standalone letter of the same case right after the first (joined by and / or / a comma / a
+    slash / a space, or after a separator) means several options."""
+    if not isinstance(s, str) or len(s) > 2000:
+        return None
+    t = s
+    for _ in range(3):
+        t2 = _MC_WRAP.sub(r" \1 ", t)
+        if t2 == t:
+            break
+        t = t2
+    t = _MC_SPACING.sub(" ", t)
+    t = t.replace("$", " ").replace("{", " ").replace("}", " ")
+    t = " ".join(t.split())
+    t = re.sub(r"^(?:the\s+)?(?:correct\s+)?(?:option|choice|answer)(?:\s+is)?\s*:?\s*", "", t, flags=re.IGNORECASE)
+    m = _MC_HEAD.match(t)
     if not m:
         return None
-    return m.group(1).upper()
+    letter = next(g for g in m.groups() if g)
+    rest = t[m.end() :]
+    ms = _MC_SEP.match(rest)
+    after = rest[ms.end() :] if ms else rest
+    if after and not ms and not after[:1].isspace() and m.group(3):
+        return None  # "A1", "Ax": not a bare letter
+    # a second option letter right after the first (possibly after a joining word) is hedging
+    mj = _MC_JOIN.match(after)
+    tail = after[mj.end() :] if mj else after.lstrip()
+    mo = _MC_OTHER.match(tail)
+    if mo:
+        other = mo.group(1) or mo.group(2)
+        joined = mj is not None or not ms
+        if other.isupper() == letter.isupper() and (joined or not tail[mo.end() :].strip()):
+            return None
+    return letter.upper()
 
 
 def judge_mc(gold: str, pred: str) -> SlotResult:
@@ -227,6 +261,21 @@ def _num(expr: Any, pt: dict[Any, Any]) -> complex | None:
     return c
 
 
+def _nonfinite(*exprs: Any) -> bool:
+    """Whether any expression contains nan, zoo or +-oo (``0/0``, ``1/0``, ``0\\cdot\\infty``)."""
+    import sympy
+
+    bad = (sympy.nan, sympy.zoo, sympy.oo, -sympy.oo)
+    return any(hasattr(e, "has") and e.has(*bad) for e in exprs)
+
+
+def _undefined(*exprs: Any) -> bool:
+    """Whether any expression contains nan or zoo (never equal to anything)."""
+    import sympy
+
+    return any(hasattr(e, "has") and e.has(sympy.nan, sympy.zoo) for e in exprs)
+
+
 def _close(a: complex, b: complex, tol: float) -> bool:
     scale = max(abs(a), abs(b))
     return abs(a - b) <= tol * scale + 1e-12
@@ -240,8 +289,12 @@ def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
 
     if not isinstance(a, sympy.Expr) or not isinstance(b, sympy.Expr):
         return None, "not expressions"
+    if _undefined(a, b):
+        return False, "undefined value (nan/zoo)"
     if a == b:
         return True, "identical"
+    if _nonfinite(a) != _nonfinite(b):
+        return False, "infinite on one side only"
     a, b = _replace_undef(a), _replace_undef(b)
     tol = 0.01 if _has_float(a, b) else 1e-6
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
@@ -258,7 +311,8 @@ def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
     if good >= (1 if not syms else 3):
         return True, "numerically equal"
     try:
-        if sympy.simplify(a - b) == 0:
+        d = sympy.simplify(a - b)
+        if d == 0 and not _nonfinite(d):
             return True, "simplify(a-b)=0"
     except Exception:  # sympy raises many types on odd input
         return None, "simplify failed"
@@ -274,19 +328,42 @@ def _value(expr: Any) -> complex | None:
     return _num(expr, {})
 
 
+def _eff_unit(q: Quantity) -> str:
+    """The unit a quantity is stated in, with ``^\\circ`` read as the unit ``deg``."""
+    if q.degrees:
+        return "deg" if not q.unit else "deg " + q.unit
+    return q.unit
+
+
 def _cmp_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
+    """Compare a predicted quantity with a gold one (NV rules).
+
+    * ``\\pm`` in the prediction but not in the gold: incorrect (a +- answer states two values);
+      both with ``\\pm``: magnitudes compared; gold only: the prediction's magnitude.
+    * percent: a gold ``98.5\\%`` accepts 98.5 or 0.985; a predicted ``10\\%`` is 0.1 unless the
+      gold is a percentage too.
+    * units (``^\\circ`` counts as ``deg``): equal strings compare as is; otherwise pint converts
+      (angles never to or from non-angles); a prediction whose trailing text is no real unit is not a
+      plain number; a real unit against a unitless gold is accepted (the gold's unit is unknown).
+    """
+    if p.plus_minus and not g.plus_minus:
+        return False, "prediction is a +- pair, gold is one value"
     gvals = [g.value] + ([g.value / 100.0] if g.percent else [])
-    pvals = [p.value] + ([p.value / 100.0] if p.percent and not g.percent else [])
-    if g.plus_minus or p.plus_minus:
+    pvals = [p.value / 100.0] if p.percent and not g.percent else [p.value]
+    if g.plus_minus:
         gvals = [abs(v) for v in gvals]
         pvals = [abs(v) for v in pvals]
     unit_note = ""
-    if p.unit and g.unit and not same_unit(p.unit, g.unit):
-        conv = convert_unit(p.value, p.unit, g.unit)
-        if conv is None:
-            return False, f"unit mismatch ({p.unit} vs {g.unit})"
-        pvals = [abs(conv) if (g.plus_minus or p.plus_minus) else conv]
-        unit_note = f" after {p.unit}->{g.unit}"
+    gu, pu = _eff_unit(g), _eff_unit(p)
+    if pu and not (gu and same_unit(pu, gu)):
+        conv = convert_unit(p.value, pu, gu) if gu else None
+        if conv is not None:
+            pvals = [abs(conv) if g.plus_minus else conv]
+            unit_note = f" after {pu}->{gu}"
+        elif not is_unit(pu):
+            return False, f"not a plain number (leftover {pu[:30]!r})"
+        elif gu:
+            return False, f"unit mismatch ({pu} vs {gu})"
     for pv in pvals:
         for gv in gvals:
             if close_enough(pv, gv):
@@ -295,13 +372,32 @@ def _cmp_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
     return False, f"numeric mismatch ({pvals[0]:.6g} vs {gvals[0]:.6g}){unit_note}"
 
 
+_EQ_ONLY = frozenset({"="})
+
+
+def _pred_ops(gold: str) -> frozenset[str]:
+    """Relations that may separate values in a prediction: ``=`` always, an inequality only when the
+    gold states a bound with the same relation (``x > 2`` does not state the value 2)."""
+    _, found = split_relations(gold, frozenset({"=", "<", ">", "<=", ">="}))
+    return _EQ_ONLY | frozenset(found)
+
+
+def _plain_value_text(pred: str) -> bool:
+    """A prediction the numeric fallback may evaluate: no prose (``\\text{ or }``), no list."""
+    if re.search(r"\\(?:text|mbox|textrm|textit|textbf)\s*\{", pred):
+        return False
+    if re.search(r"(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])", pred):
+        return False
+    return len(split_top_level(pred)) == 1 and len(split_top_level(pred, ";")) == 1
+
+
 def judge_nv(gold: str, pred: str) -> SlotResult:
     """NV: numbers with scientific notation, fractions, percent, degrees, optional unit and
     optional left side; relative tolerance 1% (gold 0: absolute 1e-9). Falls back to a symbolic
     numeric value (``\\frac{\\sqrt2}{2}``) and then to EX rules for symbolic NV golds."""
     gq = quantity_candidates(gold)
-    pq = quantity_candidates(pred)
-    if not pq and gq:
+    pq = quantity_candidates(pred, _pred_ops(gold))
+    if not pq and gq and _plain_value_text(pred):
         try:
             pv = _value(to_sympy(_rhs(pred)))
         except LatexError:
@@ -316,8 +412,15 @@ def judge_nv(gold: str, pred: str) -> SlotResult:
             if ok:
                 return True, why
             reasons.append(why)
+        if any(g.unit and not is_unit(g.unit) for g in gq) and not p.unit:
+            # a gold such as 0.5 R (a symbol, not a unit): EX rules decide
+            ok, why = judge_ex(gold, pred)
+            if ok:
+                return True, why
         return False, reasons[0]
     if not gq:
+        return judge_ex(gold, pred)
+    if any(g.unit and not is_unit(g.unit) for g in gq):
         return judge_ex(gold, pred)
     return False, "no number found"
 
@@ -341,7 +444,7 @@ def judge_ex(gold: str, pred: str) -> SlotResult:
     for g in _ex_candidates(gold):
         if norm_string(g) == norm_string(pr):
             return True, "same right-hand side"
-        gq, pq = quantity_candidates(g), quantity_candidates(pr)
+        gq, pq = quantity_candidates(g), quantity_candidates(pr, _pred_ops(g))
         if len(gq) == 1 and len(pq) == 1:
             ok, why = _cmp_quantities(gq[0], pq[0])
             if ok:
@@ -363,13 +466,16 @@ def judge_ex(gold: str, pred: str) -> SlotResult:
 
 
 def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any) -> tuple[bool | None, str]:
-    """Whether (g_l - g_r) / (p_l - p_r) is a nonzero constant."""
+    """Whether (g_l - g_r) / (p_l - p_r) is a finite nonzero constant. Any side that is or contains
+    nan / zoo / +-oo never matches; the ratio must be finite and nonzero at every sample point."""
     import sympy
 
     dg = _replace_undef(g_l - g_r)
     dp = _replace_undef(p_l - p_r)
     if not isinstance(dg, sympy.Expr) or not isinstance(dp, sympy.Expr):
         return None, "not expressions"
+    if _nonfinite(dg, dp, g_l, g_r, p_l, p_r):
+        return False, "equation side not finite"
     tol = 0.01 if _has_float(dg, dp) else 1e-6
     syms = sorted(dg.free_symbols | dp.free_symbols, key=str)
     ratios = []
@@ -381,7 +487,10 @@ def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any) -> tuple[bool | None,
             if abs(a) < 1e-300:
                 continue
             return False, "pred equation holds where gold does not"
-        ratios.append(a / b)
+        r = a / b
+        if not (math.isfinite(r.real) and math.isfinite(r.imag)):
+            continue
+        ratios.append(r)
     if len(ratios) >= 3:
         r0 = ratios[0]
         if abs(r0) < 1e-12:
@@ -391,7 +500,7 @@ def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any) -> tuple[bool | None,
         return False, "equations not proportional"
     try:
         q = sympy.simplify(dg / dp)
-        if q.is_number and q != 0:
+        if q.is_number and q.is_finite is True and q.is_zero is False and not _nonfinite(q):
             return True, "equations proportional (simplify)"
     except Exception:  # sympy raises many types
         return None, "simplify failed"
@@ -437,13 +546,14 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
     # numeric right side (possibly chained): left sides must agree, value by NV rules
     for grhs in gsegs[1:]:
         gq = quantity_candidates(grhs)
-        if len(gq) == 1 and quantity_candidates(psegs[-1]):
+        pq = quantity_candidates(psegs[-1], _EQ_ONLY)
+        if len(gq) == 1 and pq:
             if norm_string(glhs) != norm_string(plhs):
                 ok_l, _ = _expr_equal_str(glhs, plhs)
                 if not ok_l:
                     reason = "different left side"
                     continue
-            ok, why = _cmp_quantities(gq[0], quantity_candidates(psegs[-1])[-1])
+            ok, why = _cmp_quantities(gq[0], pq[-1])
             if ok:
                 return True, why
             reason = why
@@ -526,6 +636,20 @@ def _positive_multiple(a: Any, b: Any) -> bool:
     return abs(r0.imag) < 1e-9 and r0.real > 0 and all(_close(r, r0, tol) for r in ratios)
 
 
+def _relation_intervals(obj: Any) -> list[tuple[Any, Any, bool, bool]] | None:
+    """Intervals of an inequality (or a chain of them) in exactly one variable, else None."""
+    import sympy
+
+    if not isinstance(obj, (sympy.And, sympy.StrictLessThan, sympy.StrictGreaterThan, sympy.LessThan, sympy.GreaterThan)):
+        return None
+    if len(obj.free_symbols) != 1 or _relations(obj) is None:
+        return None
+    try:
+        return _interval_parts(obj.as_set())
+    except Exception:  # sympy raises many types on odd input
+        return None
+
+
 def judge_in(gold: str, pred: str) -> SlotResult:
     """IN: intervals (bracket types must match, bounds equal by EX rules, unions part-wise in order)
     or inequalities (same strictness; each gold relation matched by a prediction relation whose
@@ -537,6 +661,12 @@ def judge_in(gold: str, pred: str) -> SlotResult:
     except LatexError as e:
         return False, str(e)
     gi, pi = _interval_parts(go), _interval_parts(po)
+    if (gi is None) != (pi is None):
+        # interval against inequalities in one variable: x > 2 is (2, oo)
+        if gi is None:
+            gi = _relation_intervals(go)
+        else:
+            pi = _relation_intervals(po)
     if gi is not None and pi is not None:
         if len(gi) != len(pi):
             return False, "different number of intervals"

@@ -55,30 +55,26 @@ _LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|biggl|big
 _FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
 
 
+_WS_RUN = re.compile(r"\s+")
+
+
 def _merge_spaces(s: str) -> str:
-    """Remove whitespace except where it separates a control word from a following letter."""
-    out: list[str] = []
-    i = 0
+    """Remove whitespace except where it separates a control word from a following letter.
+
+    Linear: each whitespace run looks back only over the letters since the previous run.
+    """
     n = len(s)
-    while i < n:
-        c = s[i]
-        if c.isspace():
-            j = i
-            while j < n and s[j].isspace():
-                j += 1
-            prev_word = False
-            k = len(out) - 1
-            while k >= 0 and out[k].isalpha():
-                k -= 1
-            if k >= 0 and k < len(out) - 1 and out[k] == "\\":
-                prev_word = True
-            if prev_word and j < n and s[j].isalpha():
-                out.append(" ")
-            i = j
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+
+    def repl(m: re.Match[str]) -> str:
+        j = m.end()
+        if j >= n or not s[j].isalpha():
+            return ""
+        k = m.start() - 1
+        while k >= 0 and s[k].isalpha():
+            k -= 1
+        return " " if (k >= 0 and k < m.start() - 1 and s[k] == "\\") else ""
+
+    return _WS_RUN.sub(repl, s)
 
 
 _BRACELESS_MACROS = {"frac": 2, "dfrac": 2, "tfrac": 2, "cfrac": 2, "sqrt": 1}
@@ -168,6 +164,23 @@ def expand_braceless(s: str, _depth: int = 0) -> str:
     return "".join(out)
 
 
+_SIMPLE_WRAPPED = re.compile(
+    r"(?P<pre>[_^]\s*)?\\(?:text|mathrm|textrm|textbf|mathbf|boldsymbol|bm|mathit|textit|rm|mbox)(?![A-Za-z])\s*\{(?P<c>[^{}\\]*)\}"
+)
+
+
+def _unwrap_simple(m: re.Match[str]) -> str:
+    """``\\mathrm{B}`` -> `` B`` (the space keeps it apart from a preceding control word and is
+    dropped later); after ``_``/``^`` one character stays bare and longer content keeps its braces,
+    so ``k_\\mathrm{B}``, ``k_{\\mathrm{B}}`` and ``k_B`` agree while ``v_\\text{max}`` stays ``v_{max}``."""
+    c = m.group("c")
+    pre = m.group("pre")
+    if pre:
+        c = c.strip()
+        return pre.strip() + (c if len(c) == 1 else "{" + c + "}")
+    return " " + c + " "
+
+
 def norm_string(s: str) -> str:
     """Normalised LaTeX for exact-string comparison (never raises).
 
@@ -184,6 +197,7 @@ def norm_string(s: str) -> str:
     t = _FRAC.sub(r"\\frac", t)
     t = re.sub(r"\\(?:leq|leqslant)(?![A-Za-z])", r"\\le", t)
     t = re.sub(r"\\(?:geq|geqslant)(?![A-Za-z])", r"\\ge", t)
+    t = _SIMPLE_WRAPPED.sub(_unwrap_simple, t)
     t = _WRAPPERS.sub("", t)
     t = _merge_spaces(t)
     t = re.sub(r"([_^])\{([^{}\\])\}", r"\1\2", t)
@@ -428,7 +442,13 @@ class _Aliaser:
         while i < len(toks):
             t = toks[i]
             if t == "_":
-                g, i = self.group(toks, i + 1)
+                nxt = toks[i + 1] if i + 1 < len(toks) else ""
+                if nxt[:1] == "\\" and nxt[1:] in _TEXTS | _FONTS | _ACCENTS and i + 2 < len(toks) and toks[i + 2] == "{":
+                    # k_\mathrm{B}: the macro takes its braced argument (same key as k_{\mathrm{B}})
+                    g2, i = self.group(toks, i + 2)
+                    g = [nxt, "{", *g2, "}"]
+                else:
+                    g, i = self.group(toks, i + 1)
                 key += "_{" + _key(" ".join(g)) + "}"
                 continue
             if t == "'":
@@ -487,7 +507,12 @@ class _Aliaser:
                             out.append(inner)
                         i = j
                         continue
-                    key, i = self.atom_suffix(toks, j, "rm:" + inner)
+                    if inner == "e" and name in ("mathrm", "rm", "text", "textrm") and not (j < n and toks[j] in ("_", "'")):
+                        out.append("e")  # upright e is Euler's number
+                        i = j
+                        continue
+                    # an upright single letter is the same symbol as the italic one (\mathrm{E} = E)
+                    key, i = self.atom_suffix(toks, j, inner if len(inner) == 1 else "rm:" + inner)
                     out.append(self.alias(key))
                     i = self._product_guard(toks, i, out)
                     continue
@@ -585,6 +610,8 @@ def _exponent_depth(toks: list[str]) -> int:
 
 
 _L2S_CONFIG: Any = None
+_DIGIT_GROUPS = re.compile(r"(?<![\d.])(\d{1,3})((?:(?:\\,|\{,\})\d{3})+)(?![\d])")
+_NUMBER_TOKEN = re.compile(r"\d+(?:\.\d*)?|\.\d+|\(\d[\d.]*\\times 10\^\{-?\d+\}\)")
 
 
 def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
@@ -610,11 +637,16 @@ def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
     # a doubled backslash before a command name is an escaping slip (\\frac), not a line break
     latex = latex.strip().rstrip(".,;")
     text0 = re.sub(r"\\\\(?=(?:frac|dfrac|sqrt|cdot|times|pi|left|right)(?![A-Za-z]))", r"\\", latex.replace("$", " "))
+    text0 = _DIGIT_GROUPS.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), text0)
     toks = tokenize(strip_text_remarks(expand_braceless(text0)))
     if _exponent_depth(toks) > MAX_EXPONENT_DEPTH:
         raise LatexError("exponent tower too deep")
     al = aliases if aliases is not None else _Aliaser()
     conv = al.convert(toks)
+    for x, y in zip(conv, conv[1:], strict=False):
+        if _NUMBER_TOKEN.fullmatch(x) and _NUMBER_TOKEN.fullmatch(y):
+            # "2 3" (latex2sympy would add them) or "2 \text{ or } 3": not one expression
+            raise LatexError("juxtaposed numbers")
     text = " ".join(conv).strip()
     if not text:
         raise LatexError("nothing to convert")

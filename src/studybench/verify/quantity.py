@@ -9,9 +9,12 @@ SymPy, linear time, and exponents are capped, so it is safe on untrusted text.
 Tolerance policy (:func:`close_enough`): relative error at most 1% of the gold; when the gold is
 exactly 0 the prediction must be within 1e-9 in absolute value.
 
-Units (:func:`convert_unit`): a prediction without a unit, or with the same normalised unit
-string, is compared as is; otherwise pint converts simple units (``km`` vs ``m``) when both unit
-strings consist only of unit-like characters; anything else is a unit mismatch.
+Units: trailing text counts as a unit only when it is shaped like one (:func:`unit_syntax_ok`;
+``2 - 1``, ``2 \\text{ or } 3``, ``2e99999`` are not plain numbers) and, for a prediction, only
+when pint (plus a few astronomy units: ``M_\\odot``, ``R_\\oplus``, ``mag``, ``AU``, ``Jy``) reads it
+and it is no constant or lone variable letter (:func:`is_unit`; ``2R``, ``2i`` are rejected).
+:func:`convert_unit` converts with pint, treating angles as a dimension (``rad/s`` never equals
+``Hz``; degrees, arcminutes, arcseconds and radians convert among themselves).
 """
 
 from __future__ import annotations
@@ -23,7 +26,18 @@ from typing import Any
 
 from studybench.verify.latex import expand_braceless, norm_string, split_relations
 
-__all__ = ["Quantity", "REL_TOL", "ABS_TOL_ZERO", "close_enough", "convert_unit", "parse_quantity", "quantity_candidates"]
+__all__ = [
+    "ABS_TOL_ZERO",
+    "REL_TOL",
+    "Quantity",
+    "close_enough",
+    "convert_unit",
+    "is_unit",
+    "parse_quantity",
+    "quantity_candidates",
+    "same_unit",
+    "unit_syntax_ok",
+]
 
 REL_TOL = 0.01
 """Relative tolerance of NV comparisons (1% of the gold value)."""
@@ -123,12 +137,34 @@ def _scan_number(s: str) -> tuple[float, str] | None:
 
 
 def _norm_unit(u: str) -> str:
-    """Normalise a unit string: drop wrappers, braces, spaces; ``\\mu`` -> ``u``."""
+    """Normalise a unit string: drop wrappers, braces, spaces; ``\\mu`` -> ``u``, ``\\Omega`` -> ``ohm``,
+    ``M_\\odot`` -> ``M_sun``, ``R_\\oplus`` -> ``R_earth``, ``\\cdot`` -> a space."""
     u = re.sub(r"\\(?:mathrm|text|textrm|rm|mbox|operatorname|mathit)(?![A-Za-z])", "", u)
-    u = u.replace("\\mu", "u").replace("\\AA", "AA").replace("\\Omega", "ohm").replace("\\sec", "s")
+    u = u.replace("\\AA", "angstrom").replace("\\Omega", "ohm").replace("\\sec", "s").replace("\u00b5", "u").replace("\u03bc", "u")
+    u = re.sub(r"_\s*\{?\s*\\odot\s*\}?", "_sun", u)
+    u = re.sub(r"_\s*\{?\s*\\oplus\s*\}?", "_earth", u)
+    u = re.sub(r"\\(?:cdot|times)(?![A-Za-z])", " ", u)
+    u = u.replace("\u00b7", " ").replace("\u22c5", " ")
     u = u.replace("{", "").replace("}", "")
+    u = re.sub(r"\\mu\s*", "u", u)
     u = re.sub(r"\s+", " ", u).strip().strip(".")
     return u
+
+
+_UNIT_TOKEN = r"\(*[A-Za-z]+(?:_[A-Za-z]+)?(?:\s*\^\s*\(?\s*[+-]?\s*\d{1,2}(?:\.\d+)?\s*\)?)?\)*"
+_UNIT_SYNTAX = re.compile(rf"{_UNIT_TOKEN}(?:\s*[/*]?\s*{_UNIT_TOKEN})*")
+_DIGIT_GROUPS = re.compile(r"(?<![\d.])(\d{1,3})((?:(?:\\,|\{,\})\d{3})+)(?![\d])")
+_ARC = re.compile(
+    r"(?P<sec>''|\"|\\prime\s*\\prime|\^\s*\{\s*\\prime\s*\\prime\s*\}|\^\s*\{?\s*''\s*\}?)"
+    r"|(?P<min>'|\\prime|\^\s*\{?\s*\\prime\s*\}?|\^\s*\{?\s*'\s*\}?)"
+)
+
+
+def unit_syntax_ok(u: str) -> bool:
+    """Whether a normalised unit string is shaped like a unit: letter words (``km``, ``M_sun``) with
+    optional integer powers, joined by spaces, ``*`` or ``/``, optional parentheses. Digits other
+    than powers, signs, relations and leftover macros are not units (``- 1``, ``or 3``, ``e99999``)."""
+    return bool(u) and len(u) <= 60 and _UNIT_SYNTAX.fullmatch(u) is not None
 
 
 def parse_quantity(s: str) -> Quantity | None:
@@ -147,8 +183,8 @@ def parse_quantity(s: str) -> Quantity | None:
 def _parse_quantity(s: str) -> Quantity | None:
     if not isinstance(s, str) or len(s) > 400:
         return None
-    t = _clean(s)
-    t = re.sub(r"(\d)\{,\}(\d)", r"\1\2", t)
+    t = _DIGIT_GROUPS.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), s)
+    t = _clean(t)
     pm = False
     if t.startswith("\\pm"):
         pm, t = True, t[3:]
@@ -160,23 +196,41 @@ def _parse_quantity(s: str) -> Quantity | None:
     value, rest = got
     rest = rest.strip()
     degrees = False
+    arc_unit = ""
     md = _DEG.match(rest)
     if md:
         degrees = True
         rest = rest[md.end() :].strip()
         # degrees-minutes(-seconds): 51^\circ 5' or 7^\circ 20'
-        mm = re.match(r"(\d+(?:\.\d*)?)\s*(?:'|\\prime|\^\s*\{?\s*\\prime\s*\}?)", rest)
+        mm = re.match(r"(\d+(?:\.\d*)?)\s*(?:'(?!')|\\prime(?![A-Za-z])|\^\s*\{?\s*\\prime\s*\}?)", rest)
         if mm:
             value = value + math.copysign(float(mm.group(1)) / 60.0, value if value else 1.0)
             rest = rest[mm.end() :].strip()
-            ms = re.match(r"(\d+(?:\.\d*)?)\s*(?:''|\")", rest)
+            ms = re.match(r"(\d+(?:\.\d*)?)\s*(?:''|\"|\\prime\s*\\prime|\^\s*\{\s*\\prime\s*\\prime\s*\})", rest)
             if ms:
                 value = value + math.copysign(float(ms.group(1)) / 3600.0, value if value else 1.0)
                 rest = rest[ms.end() :].strip()
-        if rest[:1] in ("C", "F", "K") or rest.startswith(("\\mathrm{C", "\\text{C", "\\mathrm{K", "\\text{K", "\\mathrm C", "\\text{ C")):
+        if rest[:1] in ("C", "F", "K") or rest.startswith(("\\mathrm{C", "\\text{C", "\\mathrm{K", "\\text{K", "\\mathrm C", "\\text{ C", "\\mathrm{F", "\\text{F")):
             degrees = False  # a temperature, the unit carries the meaning
             rest = "deg" + _norm_unit(rest)
-    if rest.startswith(("^", "_", "!", "(", "[", "\\frac", "\\sqrt", "\\times", "\\cdot", "/")):
+        elif rest.startswith("/"):
+            degrees = False  # an angular rate: 10^\circ/s
+            rest = "deg" + rest
+    else:
+        # arcminutes / arcseconds written with primes: 30' or 12'' or 5' 30''
+        ma = _ARC.match(rest)
+        if ma:
+            if ma.group("sec"):
+                arc_unit = "arcsec"
+                rest = rest[ma.end() :].strip()
+            else:
+                rest = rest[ma.end() :].strip()
+                ms = re.match(r"(\d+(?:\.\d*)?)\s*(?:''|\"|\\prime\s*\\prime|\^\s*\{\s*\\prime\s*\\prime\s*\})", rest)
+                if ms:
+                    value = value + math.copysign(float(ms.group(1)) / 60.0, value if value else 1.0)
+                    rest = rest[ms.end() :].strip()
+                arc_unit = "arcmin"
+    if rest.startswith(("^", "_", "!", "(", "[", "\\frac", "\\sqrt", "\\times", "\\cdot", "/", "'")):
         return None  # a power, factorial, product ...: not a plain number
     percent = False
     if rest.startswith("\\%") or rest.startswith("%"):
@@ -184,12 +238,14 @@ def _parse_quantity(s: str) -> Quantity | None:
         rest = rest[2:] if rest.startswith("\\%") else rest[1:]
         rest = rest.strip()
     unit = _norm_unit(rest)
-    if unit and re.search(r"\d", unit.replace("^-", "").replace("^", "")) and not re.fullmatch(r"[A-Za-z ]+(\^-?\d+)?( [A-Za-z]+(\^-?\d+)?)*", unit):
-        # digits left over: not a plain quantity (e.g. "2 + 3")
-        if not re.fullmatch(r"[A-Za-z/ ^\-\d]+", unit):
+    if arc_unit:
+        if unit:
             return None
-    if unit and re.search(r"[+=<>]|\\(?!AA)", unit):
-        return None
+        unit = arc_unit
+    if unit and not unit_syntax_ok(unit):
+        return None  # leftovers that are no unit: "- 1", "or 3", "e99999", "+ x"
+    if (degrees or percent) and unit:
+        return None  # 45^\circ N, 10\% x: not a plain quantity
     if math.isnan(value) or math.isinf(value):
         return None
     return Quantity(value, unit, percent, degrees, pm)
@@ -198,17 +254,19 @@ def _parse_quantity(s: str) -> Quantity | None:
 _VALUE_OPS = frozenset({"=", "<", ">", "<=", ">="})
 
 
-def quantity_candidates(s: str) -> list[Quantity]:
+def quantity_candidates(s: str, ops: frozenset[str] = _VALUE_OPS) -> list[Quantity]:
     """All numeric values a box states, left to right.
 
     ``T \\approx 328\\,K \\approx 55^\\circ C`` gives two; ``v = 3\\times10^8`` gives one; a plain
     number gives one; a bound such as ``B < 0.866\\,T`` gives the bound. Segments that are not
     numbers (the left side) are skipped. A trailing parenthetical restatement
-    (``245^\\circ \\; (4.28\\,rad)``) is also offered. Never raises.
+    (``245^\\circ \\; (4.28\\,rad)``) is also offered. ``ops`` are the relations that separate
+    values; a prediction is read with ``{"="}`` only, so that ``x > 2`` never states the value 2.
+    Never raises.
     """
     if not isinstance(s, str) or len(s) > 2000:
         return []
-    segs, _ = split_relations(_clean(s), _VALUE_OPS)
+    segs, _ = split_relations(_clean(s), ops)
     out: list[Quantity] = []
     for seg in segs:
         q = parse_quantity(seg)
@@ -234,36 +292,126 @@ def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL) -> bool:
 
 
 _UREG: Any = None
-_UNIT_SAFE = re.compile(r"[A-Za-z][A-Za-z0-9 ^/\-*().]*")
+_CONSTANTS: frozenset[str] = frozenset()
+_UNIT_SAFE = re.compile(r"[A-Za-z][A-Za-z0-9_ ^/\-*().]*")
+
+# units pint lacks (astronomy) or spells differently; defined on first use
+_EXTRA_UNITS = (
+    "M_sun = 1.98847e30 * kilogram = M_solar",
+    "R_sun = 6.957e8 * meter = R_solar",
+    "L_sun = 3.828e26 * watt = L_solar",
+    "M_earth = 5.9722e24 * kilogram",
+    "R_earth = 6.371e6 * meter",
+    "M_jup = 1.89813e27 * kilogram = M_J",
+    "R_jup = 7.1492e7 * meter = R_J",
+    "jansky = 1e-26 * watt / meter ** 2 / hertz = Jy",
+    "mag = [astronomical_magnitude] = magnitude_astro",
+)
+# spellings mapped before pint sees them (pint's ``AU`` is the absorbance unit)
+_TOKEN_ALIASES = {"AU": "au", "sec": "s", "yrs": "yr", "secs": "s", "hrs": "hr", "mins": "min", "deg": "degree", "cycles": "turn"}
+# pint knows these symbols, but written alone after a number they are far likelier a variable or a
+# constant (2R, 3t, 2e, 4c) than a unit; they count as units only when the gold states a unit
+_AMBIGUOUS_TOKENS = frozenset({"R", "k", "c", "e", "G", "M", "P", "a", "b", "B", "d", "t", "u", "l", "E", "I", "Q", "x", "y", "z", "n", "g_0", "h_bar"})
+# pint constants that are also ordinary units
+_CONSTANT_UNITS_OK = frozenset({"standard_atmosphere"})
+# root unit that marks an angle (degree, arcminute, turn ... all reduce to radian; sr to radian**2)
+_ANGLE_ROOT = "radian"
+
+
+def _registry() -> Any:
+    global _UREG, _CONSTANTS
+    if _UREG is None:
+        import os
+
+        import pint
+
+        ureg = pint.UnitRegistry()
+        for d in _EXTRA_UNITS:
+            try:
+                ureg.define(d)
+            except Exception:  # already defined in this pint version
+                pass
+        names: set[str] = set()
+        try:
+            path = os.path.join(os.path.dirname(pint.__file__), "constants_en.txt")
+            with open(path, encoding="utf-8") as f:
+                names = set(re.findall(r"(?m)^(\w+)\s*=", f.read()))
+        except OSError:
+            names = {"speed_of_light", "elementary_charge", "molar_gas_constant", "boltzmann_constant", "planck_constant", "dirac_constant"}
+        _CONSTANTS = frozenset(names - _CONSTANT_UNITS_OK)
+        _UREG = ureg
+    return _UREG
 
 
 def _pint_unit(u: str) -> str | None:
     if not u or len(u) > 60 or not _UNIT_SAFE.fullmatch(u):
         return None
-    v = re.sub(r"\^\s*\(?\s*(-?\d+)\s*\)?", r"**\1", u)
-    v = re.sub(r"\s+", "*", v.strip())
-    v = v.replace("*/*", "/").replace("*/", "/").replace("/*", "/")
+    v = re.sub(r"\^\s*\(?\s*([+-]?)\s*(\d+(?:\.\d+)?)\s*\)?", r"**\1\2", u)
+    v = re.sub(r"[A-Za-z]+(?:_[A-Za-z]+)?", lambda m: _TOKEN_ALIASES.get(m.group(0), m.group(0)), v)
+    v = re.sub(r"\s*([/*()])\s*", r"\1", v.strip())
+    v = re.sub(r"\*\*\+", "**", v)
+    v = re.sub(r"\s+", "*", v)
+    v = v.replace("***", "**")
     return v
+
+
+def _parse_units(u: str) -> Any:
+    """pint units of a normalised unit string (magnitude 1), else None. Never raises."""
+    v = _pint_unit(u)
+    if v is None:
+        return None
+    try:
+        ureg = _registry()
+        q = ureg.parse_expression(v)
+        if not hasattr(q, "units") or abs(float(q.magnitude) - 1.0) > 1e-12:
+            return None
+        return q.units
+    except Exception:  # pint raises many types on unknown or odd units
+        return None
+
+
+def is_unit(u: str) -> bool:
+    """Whether ``u`` (a normalised unit string from :func:`parse_quantity`) is a real unit: pint (with
+    a few astronomy units added) parses it, it names no physical constant (``R``, ``k_B``, ``c``) and
+    it is not a lone symbol that is likelier a variable (``2R``, ``3t``). Never raises."""
+    if not unit_syntax_ok(u):
+        return False
+    if u.strip() in _AMBIGUOUS_TOKENS:
+        return False
+    units = _parse_units(u)
+    if units is None:
+        return False
+    try:
+        names = set(units._units)
+    except Exception:  # pragma: no cover - pint internals
+        return False
+    return not (names & _CONSTANTS)
+
+
+def _angle_power(units: Any) -> float:
+    """Power of radian in the root units (angle 1, solid angle 2, rad/s 1, Hz 0)."""
+    ureg = _registry()
+    _, root = ureg.get_root_units(units)
+    return float(dict(root._units).get(_ANGLE_ROOT, 0))
 
 
 def convert_unit(value: float, from_unit: str, to_unit: str) -> float | None:
     """Convert ``value`` from ``from_unit`` to ``to_unit`` with pint; ``None`` when either unit is
-    unknown, not unit-like, or the dimensions differ. Meant for sandbox workers (pint is loaded
-    lazily). Never raises."""
-    global _UREG
-    a, b = _pint_unit(from_unit), _pint_unit(to_unit)
+    unknown, not unit-like, or the dimensions differ. Angles are a dimension here: a unit with an
+    angle (rad, degree, arcmin, arcsec, sr, turn) never converts to one without (``rad/s`` is not
+    ``Hz``), while angle units convert among themselves (``1^\\circ`` = 0.01745 rad). Meant for
+    sandbox workers (pint is loaded lazily). Never raises."""
+    a, b = _parse_units(from_unit), _parse_units(to_unit)
     if a is None or b is None:
         return None
     try:
-        if _UREG is None:
-            import pint
-
-            _UREG = pint.UnitRegistry()
-        q = _UREG.Quantity(value, _UREG.parse_units(a)) if "**" not in a and "*" not in a else value * _UREG.parse_expression(a)
-        target = _UREG.parse_units(b) if "**" not in b and "*" not in b else _UREG.parse_expression(b).units
-        return float(q.to(target).magnitude)
+        if _angle_power(a) != _angle_power(b):
+            return None
+        ureg = _registry()
+        out = float(ureg.Quantity(value, a).to(b).magnitude)
     except Exception:  # pint raises many types on unknown or incompatible units
         return None
+    return out if math.isfinite(out) else None
 
 
 def same_unit(a: str, b: str) -> bool:

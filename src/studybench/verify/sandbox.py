@@ -91,6 +91,7 @@ def _worker_main(conn: Any) -> None:
         from studybench.verify.judges import full_judge
 
         full_judge(["x^2 = 1"], ["1 = x^2"], "EQ", "")
+        full_judge(["1\\,\\mathrm{km}"], ["1000\\,\\mathrm{m}"], "NV", "")  # loads pint's registry
     except Exception:  # pragma: no cover - import failure is reported per task
         pass
     try:
@@ -248,18 +249,25 @@ class SandboxPool:
             if self._closed:
                 raise RuntimeError("sandbox pool is closed")
             try:
-                return self._idle.get_nowait()
+                w = self._idle.get_nowait()
             except queue.Empty:
                 pass
+            else:
+                if w.ready:
+                    return w
+                break  # a replacement started in the background: wait for it below
             with self._lock:
                 if len(self._all) < self.max_workers:
                     w = _Worker()
                     self._all.add(w)
                     break
             try:
-                return self._idle.get(timeout=0.5)
+                w = self._idle.get(timeout=0.5)
             except queue.Empty:
                 continue
+            if w.ready:
+                return w
+            break
         if not w.wait_ready(_READY_TIMEOUT):
             self._discard(w)
             raise WorkerDied("worker failed to start")
@@ -269,6 +277,19 @@ class SandboxPool:
         with self._lock:
             self._all.discard(w)
         w.kill()
+
+    def _replace(self) -> None:
+        """Start a replacement for a killed worker now (it boots while the caller moves on), so the
+        next task does not wait for a whole interpreter start. Best effort; never raises."""
+        try:
+            with self._lock:
+                if self._closed or len(self._all) >= self.max_workers:
+                    return
+                w = _Worker()
+                self._all.add(w)
+            self._idle.put(w)
+        except Exception:  # pragma: no cover - out of processes etc.: start lazily later
+            pass
 
     def _release(self, w: _Worker) -> None:
         if self._closed:
@@ -289,6 +310,7 @@ class SandboxPool:
             if not w.poll(max(0.0, timeout)):
                 self.kills += 1
                 self._discard(w)
+                self._replace()
                 raise TimedOut()
             status, value = w.recv()
         except (EOFError, OSError, BrokenPipeError) as e:
