@@ -48,7 +48,7 @@ from typing import Any
 
 from studybench.datasets import Dataset
 from studybench.schema import COMPOUND_TYPES, AnswerType, Parent, SubProblem, gold_boxes
-from studybench.verify.extract import find_boxes
+from studybench.verify.extract import find_boxes, match_brace
 
 __all__ = [
     "KINDS",
@@ -221,24 +221,6 @@ _WORD = re.compile(r"[A-Za-z]{2,}")
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 
 
-def _braced(text: str, open_idx: int) -> int:
-    """Index just past the ``}`` matching ``text[open_idx] == '{'``, or -1."""
-    depth, i, n = 0, open_idx, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
-
-
 def _text_groups(box: str, macros: tuple[str, ...]) -> tuple[list[str], str]:
     """Contents of ``\\text{...}``-like groups in ``box`` and the box with them removed."""
     groups: list[str] = []
@@ -252,7 +234,7 @@ def _text_groups(box: str, macros: tuple[str, ...]) -> tuple[list[str], str]:
                 while j < n and box[j] == " ":
                     j += 1
                 if j < n and box[j] == "{":
-                    end = _braced(box, j)
+                    end = match_brace(box, j)
                     if end > 0:
                         groups.append(box[j + 1 : end - 1])
                         rest.append(" ")

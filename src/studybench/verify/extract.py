@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Box",
+    "match_brace",
     "brace_balance_error",
     "extract_answers",
     "find_boxes",
@@ -97,7 +98,7 @@ def _brace_matches(text: str) -> dict[int, int]:
     return out
 
 
-def _match_braced(text: str, open_idx: int) -> int:
+def match_brace(text: str, open_idx: int) -> int:
     """Given ``text[open_idx] == '{'``, return the index just past the matching ``}``, or -1.
 
     A backslash escapes the next character, so ``\\{`` and ``\\}`` do not count. One call is

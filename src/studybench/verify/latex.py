@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from studybench.verify.extract import match_brace
+
 __all__ = [
     "MAX_SYMBOLIC_LEN",
     "LatexError",
@@ -90,21 +92,8 @@ def _braceless_arg(s: str, i: int) -> tuple[str, int] | None:
     if i >= n or s[i] in "[}":
         return None
     if s[i] == "{":
-        depth = 0
-        j = i
-        while j < n:
-            c = s[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    return "\x00" + s[i : j + 1], j + 1  # marked: a braced group
-            j += 1
-        return None
+        end = match_brace(s, i)
+        return None if end < 0 else ("\x00" + s[i:end], end)  # marked: a braced group
     if s[i] == "\\":
         m = re.match(r"\\(?:[A-Za-z]+|.)", s[i:])
         if m is None:
@@ -317,7 +306,7 @@ def strip_text_remarks(s: str) -> str:
             out.append(s[i:])
             break
         open_idx = m.end() - 1
-        end = _match(s, open_idx)
+        end = match_brace(s, open_idx)
         if end < 0:
             out.append(s[i:])
             break
@@ -329,24 +318,6 @@ def strip_text_remarks(s: str) -> str:
             out.append(s[m.start() : end])
         i = end
     return "".join(out)
-
-
-def _match(s: str, open_idx: int) -> int:
-    depth = 0
-    i = open_idx
-    while i < len(s):
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
 
 
 # ---------------------------------------------------------------------------------------------
