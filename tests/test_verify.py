@@ -200,11 +200,73 @@ HOSTILE_CASES = [
     ([r"(2,\infty)"], [r"x \geq 2"], "IN", "", False, "IN bracket vs strictness"),
 ]
 
+# false positives found by a mutation sweep, each a whole kind (all must be incorrect, or, for the
+# controls at the end, still correct)
+MUTATION_CASES = [
+    # 1. symbolic tails are no units; a leading minus (also before brackets) is part of the value
+    ([r"2(a+b)"], [r"2(a-b)"], "EX", "", False, "bracket tail is not a unit"),
+    ([r"2mg(1-\cos\theta)"], [r"2mg(1+\cos\theta)"], "EX", "", False, "symbolic factor with bracket"),
+    ([r"x = 4(L-d)"], [r"x = 4(L+d)"], "EQ", "", False, "EQ bracket tail"),
+    ([r"3mg"], ["3"], "EX", "", False, "bare number vs symbolic factor"),
+    ([r"\frac{180}{181}c"], [r"\frac{180}{181}"], "EX", "", False, "fraction times a symbol"),
+    ([r"\frac{1}{2}mv^2"], [r"-\left(\frac{1}{2}mv^2\right)"], "EX", "", False, "minus before brackets EX"),
+    ([r"T_{new} = \frac43 T"], [r"T_{new} = -\left(\frac43 T\right)"], "EQ", "", False, "minus before brackets EQ"),
+    ([r"3\,\mathrm{m/s}"], [r"-(3\,\mathrm{m/s})"], "NV", "", False, "minus before a bracketed quantity"),
+    # 2. an EQ with a numeric right side: same left side and NV match, never proportionality
+    ([r"T_1 = 279\,\mathrm{K}"], [r"T_1 = 292.95\,\mathrm{K}"], "EQ", "", False, "EQ value off by 5%"),
+    ([r"r_0 = 4.22\times10^7\,\mathrm{m}"], [r"r_0 = 8.44\times10^7\,\mathrm{m}"], "EQ", "", False, "EQ value doubled"),
+    ([r"r_0 = 4.22\times10^7\,\mathrm{m}"], [r"r_0 = 4.22\times10^{8}"], "EQ", "", False, "EQ exponent changed"),
+    ([r"r_0 = 4.22\times10^7\,\mathrm{m}"], [r"q_0 = 4.22\times10^7\,\mathrm{m}"], "EQ", "", False, "EQ left side differs"),
+    # 3. chained answers: every stated link must match
+    (
+        [r"L_c = 2 v_x \sqrt{\frac{2H}{g}} = 6.4\,\mathrm{cm}"],
+        [r"L_c = 20 v_x \sqrt{\frac{2H}{g}} = 6.4\,\mathrm{cm}"],
+        "EQ", "", False, "chain with a wrong formula link",
+    ),
+    (
+        [r"L_c = 2 v_x \sqrt{\frac{2H}{g}} = 6.4\,\mathrm{cm}"],
+        [r"L_c = 2 v_x \sqrt{\frac{2H}{g}} = 64\,\mathrm{cm}"],
+        "EQ", "", False, "chain with a wrong final value",
+    ),
+    ([r"x = 2"], [r"x = 5 = 2"], "NV", "", False, "NV chain with a wrong value"),
+    # 4. Leibniz derivatives are one symbol
+    ([r"\frac{dv}{dt}"], [r"\frac{v}{t}"], "EX", "", False, "derivative vs quotient"),
+    ([r"\frac{dI}{dx} = -n_0 s"], [r"\frac{I}{x} = -n_0 s"], "EQ", "", False, "EQ derivative vs quotient"),
+    # 5. units that are not pure letters; percent against percent
+    ([r"0.28\,\mathrm{m/s}"], [r"0.28\,\mathrm{/s}"], "NV", "", False, "unit /s is not m/s"),
+    ([r"5\,\mathrm{J}"], [r"5\,\mathrm{1/s}"], "NV", "", False, "unit 1/s is not J"),
+    ([r"50\%"], [r"0.5\%"], "NV", "", False, "percent vs percent"),
+    # controls that must stay correct
+    ([r"2mg(1-\cos\theta)"], [r"2mg - 2mg\cos\theta"], "EX", "", True, "expanded bracket"),
+    ([r"-3\,\mathrm{m/s}"], [r"-(3\,\mathrm{m/s})"], "NV", "", True, "minus before brackets kept"),
+    ([r"r_0 = 4.22\times10^7\,\mathrm{m}"], [r"r_0 = 4.22\times10^4\,\mathrm{km}"], "EQ", "", True, "EQ value converted"),
+    (
+        [r"L_c = 2 v_x \sqrt{\frac{2H}{g}} = 6.4\,\mathrm{cm}"],
+        [r"L_c = 2 v_x \sqrt{\frac{2H}{g}} \approx 6.4\,\mathrm{cm}"],
+        "EQ", "", True, "chain with matching links",
+    ),
+    ([r"L_c = 2 v_x \sqrt{\frac{2H}{g}} = 6.4\,\mathrm{cm}"], [r"L_c = 6.4\,\mathrm{cm}"], "EQ", "", True, "chain final value only"),
+    ([r"\frac{dv}{dt}"], [r"\frac{\mathrm{d}v}{\mathrm{d}t}"], "EX", "", True, "upright d derivative"),
+    ([r"\frac{d^2x}{dt^2}"], [r"\frac{\mathrm{d}^2 x}{\mathrm{d}t^2}"], "EX", "", True, "second derivative"),
+    ([r"50\%"], ["0.5"], "NV", "", True, "percent as a fraction"),
+]
+
 
 @pytest.mark.parametrize(
     "gold,pred,atype,ts,expected,why", HOSTILE_CASES, ids=[f"{c[2]}-{c[5]}" for c in HOSTILE_CASES]
 )
 def test_hostile_cases(
+    verifier: Verifier, gold: list[str], pred: list[str], atype: str, ts: str, expected: bool, why: str
+) -> None:
+    v = verifier.judge(gold, pred, atype, ts)
+    assert v.correct is expected, f"{why}: {v.reason}"
+    assert v.reason.startswith("correct" if expected else "incorrect")
+
+
+@pytest.mark.parametrize(
+    "gold,pred,atype,ts,expected,why", MUTATION_CASES, ids=[f"{c[2]}-{c[5]}" for c in MUTATION_CASES]
+)
+def test_mutation_false_positives(
     verifier: Verifier, gold: list[str], pred: list[str], atype: str, ts: str, expected: bool, why: str
 ) -> None:
     v = verifier.judge(gold, pred, atype, ts)

@@ -348,7 +348,8 @@ def _cmp_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
     """
     if p.plus_minus and not g.plus_minus:
         return False, "prediction is a +- pair, gold is one value"
-    gvals = [g.value] + ([g.value / 100.0] if g.percent else [])
+    # a gold 50\% accepts 50 or 0.5, but a predicted percentage must state the same percentage
+    gvals = [g.value] + ([g.value / 100.0] if g.percent and not p.percent else [])
     pvals = [p.value / 100.0] if p.percent and not g.percent else [p.value]
     if g.plus_minus:
         gvals = [abs(v) for v in gvals]
@@ -391,13 +392,39 @@ def _plain_value_text(pred: str) -> bool:
     return len(split_top_level(pred)) == 1 and len(split_top_level(pred, ";")) == 1
 
 
+# signs that trailing letters after a number are a unit, not symbols: a text wrapper, an explicit
+# thin space, degrees or an astronomy unit macro (``3\,\mathrm{m/s}``, ``3\,kg``; ``3mg`` is 3mg)
+_UNIT_MARK = re.compile(
+    r"\\(?:mathrm|text|textrm|rm|mbox|operatorname)\s*\{|\\[,;: ]|~|\\quad(?![A-Za-z])|\\circ|\u00b0|\\odot|\\oplus|\\AA|\\Omega"
+)
+
+
+def _plain_quantity(s: str, ops: frozenset[str] = _EQ_ONLY) -> Quantity | None:
+    """The one quantity a text states when it is nothing but a number with an optional real unit
+    (EX/EQ use NV rules only then). ``None`` when anything symbolic remains: brackets, operators,
+    functions, or trailing letters that are no unit or are written as a product of symbols
+    (``2mg``, ``\\frac{180}{181}c``, ``\\frac43 T``)."""
+    qs = quantity_candidates(s, ops)
+    if len(qs) != 1:
+        return None
+    q = qs[0]
+    if q.unit and not (is_unit(q.unit) and _UNIT_MARK.search(s)):
+        return None
+    return q
+
+
+# a \mathrm{...} / \text{...} group holding something that is neither letters nor a number: a unit
+# such as \mathrm{/s} or \mathrm{1/s} that symbolic conversion would silently drop
+_ODD_TEXT_GROUP = re.compile(r"\\(?:mathrm|text|textrm|rm|mbox|operatorname)\s*\{\s*(?![A-Za-z]*\s*\}|[\d.]+\s*\})[^{}]*\}")
+
+
 def judge_nv(gold: str, pred: str) -> SlotResult:
     """NV: numbers with scientific notation, fractions, percent, degrees, optional unit and
     optional left side; relative tolerance 1% (gold 0: absolute 1e-9). Falls back to a symbolic
     numeric value (``\\frac{\\sqrt2}{2}``) and then to EX rules for symbolic NV golds."""
     gq = quantity_candidates(gold)
     pq = quantity_candidates(pred, _pred_ops(gold))
-    if not pq and gq and _plain_value_text(pred):
+    if not pq and gq and _plain_value_text(pred) and not _ODD_TEXT_GROUP.search(pred):
         try:
             pv = _value(to_sympy(_rhs(pred)))
         except LatexError:
@@ -406,6 +433,10 @@ def judge_nv(gold: str, pred: str) -> SlotResult:
             pq = [Quantity(pv.real)]
     if gq and pq:
         p = pq[-1]
+        for extra in pq[:-1]:
+            # a chained prediction (x = 5 = 2): every value it states must match the gold
+            if not any(_cmp_quantities(g, extra)[0] for g in gq):
+                return False, "a stated value does not match"
         reasons = []
         for g in gq:
             ok, why = _cmp_quantities(g, p)
@@ -444,9 +475,9 @@ def judge_ex(gold: str, pred: str) -> SlotResult:
     for g in _ex_candidates(gold):
         if norm_string(g) == norm_string(pr):
             return True, "same right-hand side"
-        gq, pq = quantity_candidates(g), quantity_candidates(pr, _pred_ops(g))
-        if len(gq) == 1 and len(pq) == 1:
-            ok, why = _cmp_quantities(gq[0], pq[0])
+        gq, pq = _plain_quantity(g, _pred_ops(g)), _plain_quantity(pr, _pred_ops(g))
+        if gq is not None and pq is not None:
+            ok, why = _cmp_quantities(gq, pq)
             if ok:
                 return True, why
             reason = why
@@ -540,25 +571,15 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
         if _single_atom(gsegs[0]):
             return judge_ex(gold, pred)
         return False, "prediction is not an equation"
-    glhs = gsegs[0]
-    plhs = psegs[0]
+    if any(not x for x in psegs):
+        return False, "empty side in the prediction"
+    if _plain_quantity(gsegs[-1]) is not None:
+        return _eq_valued(gsegs, psegs)
+    # symbolic: every link the prediction states must be an equation equivalent to a gold link
     reason = "not equivalent"
-    # numeric right side (possibly chained): left sides must agree, value by NV rules
-    for grhs in gsegs[1:]:
-        gq = quantity_candidates(grhs)
-        pq = quantity_candidates(psegs[-1], _EQ_ONLY)
-        if len(gq) == 1 and pq:
-            if norm_string(glhs) != norm_string(plhs):
-                ok_l, _ = _expr_equal_str(glhs, plhs)
-                if not ok_l:
-                    reason = "different left side"
-                    continue
-            ok, why = _cmp_quantities(gq[0], pq[-1])
-            if ok:
-                return True, why
-            reason = why
-    for k in range(1, len(gsegs)):
-        for j in range(1, len(psegs)):
+    for j in range(1, len(psegs)):
+        hit = False
+        for k in range(1, len(gsegs)):
             try:
                 al = new_aliases()
                 gl, gr = to_sympy(gsegs[0], al), to_sympy(gsegs[k], al)
@@ -568,9 +589,69 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
                 continue
             ok, why = _eq_diff_ratio(gl, gr, pl, pr)
             if ok:
-                return True, why
+                hit = True
+                reason = why
+                break
             reason = why
-    return False, reason
+        if not hit:
+            return False, reason if len(psegs) == 2 else f"link {j}: {reason}"
+    return True, reason
+
+
+def _same_lhs(glhs: str, plhs: str) -> bool:
+    if norm_string(glhs) == norm_string(plhs):
+        return True
+    ok, _ = _expr_equal_str(glhs, plhs)
+    return ok is True
+
+
+def _pred_value(p: str) -> Quantity | None:
+    pq = quantity_candidates(p, _EQ_ONLY)
+    if len(pq) == 1:
+        return pq[0]
+    if not pq and _plain_value_text(p) and not _ODD_TEXT_GROUP.search(p):
+        try:
+            pv = _value(to_sympy(p))
+        except LatexError:
+            return None
+        if pv is not None and abs(pv.imag) < 1e-12:
+            return Quantity(pv.real)
+    return None
+
+
+def _link_equal(g: str, p: str) -> bool:
+    """One link of a chained answer (``A = B = C``): NV rules when the gold link is a plain
+    quantity, else the same normalised string or SymPy equality."""
+    gq = _plain_quantity(g)
+    if gq is not None:
+        pq = _pred_value(p)
+        return pq is not None and _cmp_quantities(gq, pq)[0]
+    if norm_string(g) == norm_string(p):
+        return True
+    ok, _ = _expr_equal_str(g, p)
+    return ok is True
+
+
+def _eq_valued(gsegs: list[str], psegs: list[str]) -> SlotResult:
+    """EQ whose gold ends in a quantity (``T_1 = 279\\,K``, ``L = 2v t = 6.4\\,cm``): the same left
+    side, the prediction's final value matching the gold's by NV rules, and every other link the
+    prediction states matching a gold link. Never proportionality (``T_1 = 292.95`` is no multiple
+    of a right answer)."""
+    if not _same_lhs(gsegs[0], psegs[0]):
+        return False, "different left side"
+    gq = _plain_quantity(gsegs[-1])
+    if gq is None:
+        return False, "gold has no value"
+    pq = _pred_value(psegs[-1])
+    if pq is None:
+        return False, "no value on the right side"
+    ok, why = _cmp_quantities(gq, pq)
+    if not ok:
+        return False, why
+    for link in psegs[1:-1]:
+        if not any(_link_equal(g, link) for g in gsegs[1:]):
+            return False, "an intermediate link does not match"
+    return True, why
 
 
 def _expr_equal_str(a: str, b: str) -> tuple[bool | None, str]:

@@ -449,6 +449,13 @@ class _Aliaser:
                 if name in _DROP:
                     i += 1
                     continue
+                if name in ("frac", "dfrac", "tfrac", "cfrac"):
+                    lz = self._leibniz(toks, i)
+                    if lz is not None:
+                        key, i = lz
+                        out.append(self.alias(key))
+                        i = self._product_guard(toks, i, out)
+                        continue
                 if name in ("dfrac", "tfrac", "cfrac"):
                     out.append("\\frac")
                     i += 1
@@ -531,6 +538,43 @@ class _Aliaser:
             out.append(t)
             i += 1
         return out
+
+    @staticmethod
+    def _diff_mark(g: list[str]) -> tuple[str, list[str]] | None:
+        """Split ``d X`` / ``\\mathrm{d} X`` / ``\\partial X`` / ``d^2 X`` into (order, X)."""
+        if not g:
+            return None
+        if g[0] in ("d", "\\partial"):
+            rest = g[1:]
+        elif g[0] in ("\\mathrm", "\\text", "\\rm", "\\textrm", "\\operatorname") and g[1:4] == ["{", "d", "}"]:
+            rest = g[4:]
+        else:
+            return None
+        order = "1"
+        if rest[:1] == ["^"]:
+            if rest[1:2] and rest[1].isdigit():
+                order, rest = rest[1], rest[2:]
+            elif rest[1:2] == ["{"] and rest[3:4] == ["}"] and rest[2].isdigit():
+                order, rest = rest[2], rest[4:]
+            else:
+                return None
+        if not rest or rest[0] in ("_", "^", "'", ")", "}", "+", "-", "="):
+            return None
+        return order, rest
+
+    def _leibniz(self, toks: list[str], i: int) -> tuple[str, int] | None:
+        """``\\frac{dX}{dY}`` (also ``\\mathrm{d}``, ``\\partial``, ``d^2``) at ``toks[i]``: one opaque
+        symbol keyed by X and Y, so that ``\\frac{dv}{dt}`` never equals ``\\frac{v}{t}``."""
+        try:
+            num, j = self.group(toks, i + 1)
+            den, k = self.group(toks, j)
+        except LatexError:
+            return None
+        a, b = self._diff_mark(num), self._diff_mark(den)
+        if a is None or b is None:
+            return None
+        key = f"deriv{a[0]}({_key(' '.join(a[1]))}|{_key(' '.join(b[1]))})"
+        return key, k
 
     @staticmethod
     def _product_guard(toks: list[str], i: int, out: list[str]) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from studybench.verify.latex import expand_braceless, norm_string, split_relations
@@ -275,10 +275,20 @@ def quantity_candidates(s: str, ops: frozenset[str] = _VALUE_OPS) -> list[Quanti
             continue
         m = re.fullmatch(r"(.*?)\s*\((.*)\)\s*", seg)
         if m:
-            for part in (m.group(1), m.group(2)):
-                q = parse_quantity(part)
+            head = m.group(1).strip()
+            inner = parse_quantity(m.group(2))
+            if inner is None:
+                continue
+            if head in ("", "+"):
+                out.append(inner)  # (3 m/s)
+            elif head == "-":
+                out.append(replace(inner, value=-inner.value))  # -(3 m/s): the sign is part of the value
+            else:
+                # a restatement such as 245^\circ (4.28 rad) needs a quantity on both sides; 2(a+b)
+                # or 2mg(1-\cos\theta) states no number
+                q = parse_quantity(head)
                 if q is not None:
-                    out.append(q)
+                    out.extend((q, inner))
     return out
 
 
