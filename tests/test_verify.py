@@ -252,30 +252,11 @@ MUTATION_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "gold,pred,atype,ts,expected,why", HOSTILE_CASES, ids=[f"{c[2]}-{c[5]}" for c in HOSTILE_CASES]
-)
-def test_hostile_cases(
-    verifier: Verifier, gold: list[str], pred: list[str], atype: str, ts: str, expected: bool, why: str
-) -> None:
-    v = verifier.judge(gold, pred, atype, ts)
-    assert v.correct is expected, f"{why}: {v.reason}"
-    assert v.reason.startswith("correct" if expected else "incorrect")
+ALL_VERDICT_CASES = CASES + HOSTILE_CASES + MUTATION_CASES
 
 
 @pytest.mark.parametrize(
-    "gold,pred,atype,ts,expected,why", MUTATION_CASES, ids=[f"{c[2]}-{c[5]}" for c in MUTATION_CASES]
-)
-def test_mutation_false_positives(
-    verifier: Verifier, gold: list[str], pred: list[str], atype: str, ts: str, expected: bool, why: str
-) -> None:
-    v = verifier.judge(gold, pred, atype, ts)
-    assert v.correct is expected, f"{why}: {v.reason}"
-    assert v.reason.startswith("correct" if expected else "incorrect")
-
-
-@pytest.mark.parametrize(
-    "gold,pred,atype,ts,expected,why", CASES, ids=[f"{c[2]}-{c[5]}" for c in CASES]
+    "gold,pred,atype,ts,expected,why", ALL_VERDICT_CASES, ids=[f"{c[2]}-{c[5]}" for c in ALL_VERDICT_CASES]
 )
 def test_verifier_cases(
     verifier: Verifier, gold: list[str], pred: list[str], atype: str, ts: str, expected: bool, why: str
