@@ -471,6 +471,135 @@ def data_check(
         raise typer.Exit(1)
 
 
+def _pair_boxes(gold: str, response: str, answer_type: Any, type_sequence: Any) -> tuple[list[str], list[str]]:
+    """Gold boxes and predicted boxes for one pair; a bare gold or response (no box) is one answer."""
+    from studybench.schema import gold_boxes
+    from studybench.verify import extract_answers, find_boxes
+
+    golds = gold_boxes(gold, answer_type, type_sequence) if find_boxes(gold) else [gold.strip()]
+    if find_boxes(response):
+        preds = extract_answers(response, len(golds))
+    else:
+        preds = [response.strip()] if response.strip() else []
+    return golds, preds
+
+
+def _parse_types(answer_type: str, type_sequence: str | None) -> tuple[Any, Any]:
+    from studybench.schema import AnswerType, parse_type_sequence
+
+    try:
+        at = AnswerType(answer_type.strip().upper())
+    except ValueError:
+        raise ValueError(f"unknown answer type {answer_type!r} (allowed: {', '.join(a.value for a in AnswerType)})") from None
+    ts = parse_type_sequence(type_sequence or "")
+    if at.value in ("TUP", "ALT") and not ts:
+        raise ValueError(f"answer type {at.value} needs a type_sequence (e.g. NV,EX)")
+    return at, ts
+
+
+@app.command("verify")
+def verify_cmd(
+    gold: Annotated[str, typer.Argument(help="Gold answer: a \\boxed{...} string (one box per answer) or a bare answer.")],
+    response: Annotated[str, typer.Argument(help="Model response (boxes on the Final Answer line are extracted) or a bare answer.")],
+    answer_type: Annotated[str, typer.Option("--type", help="NV | EX | EQ | TUP | IN | MC | TF | QL | ALT.")],
+    type_sequence: Annotated[str | None, typer.Option("--type-sequence", help="Slot types for TUP / ALT, e.g. NV,EX.")] = None,
+    timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds for the symbolic judgement.")] = 5.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+) -> None:
+    """Judge one (gold, response) pair with the rule verifier. Exit 0 when correct, 1 when not, 2 on bad input."""
+    from studybench.verify import Verifier
+
+    _check_ranges(timeout=(timeout, 1e-3, 86_400.0))
+    try:
+        at, ts = _parse_types(answer_type, type_sequence)
+    except ValueError as e:
+        _fail(str(e))
+    golds, preds = _pair_boxes(gold, response, at, ts)
+    with Verifier(workers=1, timeout=timeout) as v:
+        verdict = v.judge(golds, preds, at, ts) if preds else None
+    correct = bool(verdict and verdict.correct)
+    reason = verdict.reason if verdict else "incorrect: no final answer found"
+    if as_json:
+        out_console.print_json(json.dumps({"correct": correct, "reason": reason, "gold": golds, "extracted": preds}))
+    else:
+        mark = "[bold green]correct[/bold green]" if correct else "[bold red]incorrect[/bold red]"
+        out_console.print(f"{mark}  {escape(reason)}", highlight=False)
+    raise typer.Exit(0 if correct else 1)
+
+
+@app.command("verify-file")
+def verify_file_cmd(
+    in_path: Annotated[Path, typer.Argument(help="JSONL rows with gold, response, answer_type and optional type_sequence (the dev-pair format).")],
+    out_path: Annotated[Path, typer.Option("-o", "--out", help="Output JSONL: the same rows with correct and reason added.")],
+    workers: Annotated[int | None, typer.Option("--workers", help="Verifier worker processes (default: CPU count).")] = None,
+    timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic judgement.")] = 5.0,
+) -> None:
+    """Judge every row of a JSONL file on a process pool; write rows with `correct` and `reason` added."""
+    from studybench.store import atomic_write_text
+    from studybench.verify import Verifier
+
+    _check_ranges(timeout=(timeout, 1e-3, 86_400.0), workers=(workers, 1, 1024))
+    try:
+        lines = in_path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        _fail(f"{in_path}: cannot read ({getattr(e, 'strerror', None) or e})")
+    rows: list[dict[str, Any]] = []
+    items: list[tuple[Any, ...]] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            _fail(f"{in_path}: line {n}: not valid JSON ({e})")
+        if not isinstance(row, dict):
+            _fail(f"{in_path}: line {n}: expected a JSON object")
+        for fld in ("gold", "response", "answer_type"):
+            if not isinstance(row.get(fld), str):
+                _fail(f"{in_path}: line {n}: field '{fld}': missing or not a string")
+        ts_raw = row.get("type_sequence") or ""
+        if not isinstance(ts_raw, (str, list)):
+            _fail(f"{in_path}: line {n}: field 'type_sequence': must be a comma-separated string")
+        try:
+            at, ts = _parse_types(row["answer_type"], ",".join(ts_raw) if isinstance(ts_raw, list) else ts_raw)
+        except ValueError as e:
+            _fail(f"{in_path}: line {n}: {e}")
+        golds, preds = _pair_boxes(row["gold"], row["response"], at, ts)
+        rows.append(row)
+        items.append((golds, preds, at, ts))
+    if not rows:
+        _fail(f"{in_path}: no rows")
+    verdicts: list[Any] = []
+    with Verifier(workers=workers, timeout=timeout) as v, _progress() as prog:
+        task = prog.add_task("verify", total=len(items))
+        for start in range(0, len(items), 256):
+            chunk = items[start : start + 256]
+            verdicts.extend(v.judge_many(chunk))
+            prog.advance(task, len(chunk))
+    out_lines = []
+    tp = fp = fn = tn = 0
+    for row, item, verdict in zip(rows, items, verdicts, strict=True):
+        correct = bool(item[1]) and verdict.correct
+        reason = verdict.reason if item[1] else "incorrect: no final answer found"
+        out_lines.append(json.dumps({**row, "correct": correct, "reason": reason}, ensure_ascii=False))
+        if isinstance(row.get("label"), bool):
+            tp += correct and row["label"]
+            fp += correct and not row["label"]
+            fn += (not correct) and row["label"]
+            tn += (not correct) and not row["label"]
+    try:
+        atomic_write_text(out_path, "\n".join(out_lines) + "\n")
+    except OSError as e:
+        _fail(f"{out_path}: cannot write ({e.strerror or e})")
+    n_correct = sum(1 for v_ in verdicts if v_.correct)
+    console.print(f"{len(rows)} rows judged, {n_correct} correct -> {out_path}")
+    if tp + fp + fn + tn:
+        prec = tp / (tp + fp) if tp + fp else float("nan")
+        rec = tp / (tp + fn) if tp + fn else float("nan")
+        console.print(f"against `label`: accuracy {(tp + tn) / (tp + fp + fn + tn):.4f}, precision {prec:.4f}, recall {rec:.4f} "
+                      f"(tp {tp}, fp {fp}, fn {fn}, tn {tn})")
+
+
 @app.command("version")
 def version_cmd() -> None:
     """Print the studybench version."""
