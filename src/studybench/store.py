@@ -212,25 +212,24 @@ class RunStore:
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         atomic_write_text(self.manifest_path, dumps_json(manifest) + "\n")
 
-    def latest_generations(self) -> dict[TurnKey, dict[str, Any]]:
-        """Last generation row per turn key."""
+    @staticmethod
+    def _latest(log: JsonlLog) -> dict[TurnKey, dict[str, Any]]:
+        """Last row per turn key of ``log`` (rows without a valid key are skipped)."""
         out: dict[TurnKey, dict[str, Any]] = {}
-        for row in self.generations.rows():
+        for row in log.rows():
             try:
                 out[TurnKey.from_row(row)] = row
             except (KeyError, TypeError, ValueError):
                 continue
         return out
 
+    def latest_generations(self) -> dict[TurnKey, dict[str, Any]]:
+        """Last generation row per turn key."""
+        return self._latest(self.generations)
+
     def latest_judgements(self) -> dict[TurnKey, dict[str, Any]]:
         """Last judgement row per turn key."""
-        out: dict[TurnKey, dict[str, Any]] = {}
-        for row in self.judgements.rows():
-            try:
-                out[TurnKey.from_row(row)] = row
-            except (KeyError, TypeError, ValueError):
-                continue
-        return out
+        return self._latest(self.judgements)
 
     def close(self) -> None:
         self.generations.close()
