@@ -151,8 +151,16 @@ HOSTILE_CASES = [
     (["10"], [r"10\%"], "NV", "", False, "NV percent is 0.1"),
     (["0.1"], [r"10\%"], "NV", "", True, "NV percent vs fraction"),
     ([r"10\%"], ["10"], "NV", "", True, "NV gold percent, pred number"),
-    (["2"], [r"2\,\mathrm{m}"], "NV", "", True, "NV real unit vs unitless gold"),
-    (["2"], [r"2\,\mu\mathrm{m}"], "NV", "", True, "NV micro unit vs unitless gold"),
+    # a unitless gold without a unit hint: the gold's unit is unknown, so a dimensional unit cannot be
+    # checked (9.9 MeV against a GeV gold) and is not accepted; 0 and dimensionless units are fine
+    (["2"], [r"2\,\mathrm{m}"], "NV", "", False, "NV real unit vs unitless gold"),
+    (["2"], [r"2\,\mu\mathrm{m}"], "NV", "", False, "NV micro unit vs unitless gold"),
+    (["0"], [r"0\,\mathrm{kg\,m/s}"], "NV", "", True, "NV zero with a unit vs unitless gold"),
+    (["0.5"], [r"0.5\,\mathrm{rad}"], "NV", "", True, "NV dimensionless unit vs unitless gold"),
+    (["15"], [r"15\ \text{energy levels}"], "NV", "", True, "NV count noun"),
+    (["15"], [r"15\ \text{or more}"], "NV", "", False, "NV hedge words are no count noun"),
+    (["2"], [r"\text{two}"], "NV", "", True, "NV number word"),
+    (["3"], [r"\text{two}"], "NV", "", False, "NV wrong number word"),
     ([r"3.95\times10^{12}\,M_\odot"], [r"3.95\times10^{12}\,M_\odot"], "NV", "", True, "NV solar masses"),
     ([r"3.95\times10^{12}\,M_\odot"], [r"3.95\times10^{12}"], "NV", "", True, "NV solar masses omitted"),
     ([r"2\,\mathrm{AU}"], [r"2.99\times10^{8}\,\mathrm{km}"], "NV", "", True, "NV AU is the astronomical unit"),

@@ -56,8 +56,9 @@ MAX_PRED_BOXES = 64
 
 _MEMO_SIZE = 200_000
 
-Item = tuple[Sequence[str], Sequence[str], Any, Any]
-"""(gold_boxes, pred_boxes, answer_type, type_sequence)."""
+Item = tuple[Any, ...]
+"""``(gold_boxes, pred_boxes, answer_type, type_sequence)`` or the same with a fifth element,
+``gold_unit`` (see :func:`studybench.verify.judges.split_hints`)."""
 
 
 def _ts_key(type_sequence: Any) -> str:
@@ -72,6 +73,15 @@ def _at_key(answer_type: Any) -> str:
     return str(getattr(answer_type, "value", answer_type)).strip().upper()
 
 
+def _unit_key(gold_unit: Any) -> Any:
+    if gold_unit is None or isinstance(gold_unit, str):
+        return gold_unit
+    try:
+        return tuple(None if u is None else str(u) for u in gold_unit)
+    except TypeError:
+        return None
+
+
 class Verifier:
     """Reusable, thread-safe rule-based judge (PROTOCOL.md section 5).
 
@@ -81,7 +91,7 @@ class Verifier:
         timeout: wall-clock seconds per symbolic judgement; an overrun kills the worker and gives
             ``Verdict(False, "incorrect: timed out", ...)``.
 
-    Verdicts are memoised by (gold boxes, predicted boxes, answer_type, type_sequence); timed-out,
+    Verdicts are memoised by (gold boxes, predicted boxes, answer_type, type_sequence, gold_unit); timed-out,
     worker-died and internal-error verdicts are not memoised. A timed-out verdict's reason is exactly
     ``"incorrect: timed out"`` (callers may re-judge reasons starting with that).
     """
@@ -111,10 +121,10 @@ class Verifier:
                 self._memo.popitem(last=False)
 
     # -- judging
-    def _key(self, gold: Sequence[str], pred: Sequence[str], at: Any, ts: Any) -> tuple[Any, ...]:
-        return (tuple(gold), tuple(pred), _at_key(at), _ts_key(ts))
+    def _key(self, gold: Sequence[str], pred: Sequence[str], at: Any, ts: Any, unit: Any = None) -> tuple[Any, ...]:
+        return (tuple(gold), tuple(pred), _at_key(at), _ts_key(ts), _unit_key(unit))
 
-    def _prepare(self, gold: Any, pred: Any, at: Any, ts: Any) -> tuple[tuple[Any, ...] | None, Verdict | None]:
+    def _prepare(self, gold: Any, pred: Any, at: Any, ts: Any, unit: Any = None) -> tuple[tuple[Any, ...] | None, Verdict | None]:
         """Validate and try memo + fast path; returns (key, verdict-or-None)."""
         from studybench.verify.judges import fast_judge, normalise_types
 
@@ -132,11 +142,11 @@ class Verifier:
         limit = max(MAX_FAST_CHARS, 2 * max((len(g) for g in golds), default=0))
         if any(len(p) > limit for p in preds):
             return None, Verdict(False, "incorrect: answer too long", tuple(p[:200] for p in preds))
-        key = self._key(golds, preds, at, ts)
+        key = self._key(golds, preds, at, ts, unit)
         v = self._get(key)
         if v is not None:
             return key, v
-        v = fast_judge(golds, preds, at, ts)
+        v = fast_judge(golds, preds, at, ts, key[4])
         if v is not None:
             self.stats["fast"] += 1
             self._put(key, v)
@@ -148,10 +158,10 @@ class Verifier:
         return key, None
 
     def _run_worker(self, key: tuple[Any, ...], timeout: float | None = None) -> Verdict:
-        golds, preds, at, ts = key
+        golds, preds, at, ts, unit = key
         t = self.timeout if timeout is None else float(timeout)
         try:
-            v = self._pool.call("judge", (list(golds), list(preds), at, ts), t)
+            v = self._pool.call("judge", (list(golds), list(preds), at, ts, list(unit) if isinstance(unit, tuple) else unit), t)
             if not isinstance(v, Verdict):
                 v = Verdict(False, "incorrect: internal error (bad worker reply)", tuple(preds))
             self.stats["worker"] += 1
@@ -173,6 +183,7 @@ class Verifier:
         answer_type: AnswerType | str,
         type_sequence: Sequence[AnswerType] | str = "",
         *,
+        gold_unit: str | Sequence[str | None] | None = None,
         timeout: float | None = None,
     ) -> Verdict:
         """Judge one sub-problem: gold box contents vs predicted box contents.
@@ -182,12 +193,16 @@ class Verifier:
             pred_boxes: extracted predicted box contents (:func:`extract_answers`).
             answer_type: one of the nine types.
             type_sequence: per-slot primitive types for TUP / ALT (list or comma string).
+            gold_unit: the unit of a unitless gold, when the source states it: one string, a
+                comma-separated string with one entry per box (``"\\mu\\mathrm{m}, None"``), or a
+                list. A prediction in another compatible unit is converted; without it, a
+                prediction with a dimensional unit against a unitless nonzero gold is not accepted.
             timeout: override of the per-judgement wall-clock limit in seconds.
 
         Returns:
             A :class:`Verdict`. Never raises.
         """
-        key, v = self._prepare(gold_boxes, pred_boxes, answer_type, type_sequence)
+        key, v = self._prepare(gold_boxes, pred_boxes, answer_type, type_sequence, gold_unit)
         if v is not None:
             return v
         assert key is not None
@@ -202,7 +217,8 @@ class Verifier:
             return self._threads
 
     def judge_many(self, items: Sequence[Item]) -> list[Verdict]:
-        """Judge many ``(gold_boxes, pred_boxes, answer_type, type_sequence)`` items in parallel.
+        """Judge many ``(gold_boxes, pred_boxes, answer_type, type_sequence[, gold_unit])`` items in
+        parallel.
 
         Items decided by the memo or the fast path never touch a worker; the rest are deduplicated
         and spread over the worker pool. Returns verdicts in item order. Never raises.
@@ -211,11 +227,13 @@ class Verifier:
         pending: dict[tuple[Any, ...], list[int]] = {}
         for i, item in enumerate(items):
             try:
-                gold, pred, at, ts = item
+                gold, pred, at, ts, *rest = item
+                if len(rest) > 1:
+                    raise ValueError("too many fields")
             except Exception as e:  # malformed item
                 out[i] = Verdict(False, f"incorrect: bad input ({type(e).__name__})", ())
                 continue
-            key, v = self._prepare(gold, pred, at, ts)
+            key, v = self._prepare(gold, pred, at, ts, rest[0] if rest else None)
             if v is not None:
                 out[i] = v
             elif key is not None:
@@ -285,14 +303,16 @@ def judge_boxes(
     answer_type: AnswerType | str,
     type_sequence: list[AnswerType] | str = "",
     *,
+    gold_unit: str | Sequence[str | None] | None = None,
     timeout: float = 5.0,
 ) -> Verdict:
     """Judge predicted box contents against gold box contents (PROTOCOL.md section 5).
 
-    Uses a process-wide default :class:`Verifier` (started lazily). ``timeout`` is the wall-clock
-    limit in seconds for the symbolic part. Never raises.
+    Uses a process-wide default :class:`Verifier` (started lazily). ``gold_unit``: see
+    :meth:`Verifier.judge`. ``timeout`` is the wall-clock limit in seconds for the symbolic part.
+    Never raises.
     """
-    return _default_verifier().judge(gold_boxes, pred_boxes, answer_type, type_sequence, timeout=timeout)
+    return _default_verifier().judge(gold_boxes, pred_boxes, answer_type, type_sequence, gold_unit=gold_unit, timeout=timeout)
 
 
 def judge_response(
@@ -301,6 +321,7 @@ def judge_response(
     answer_type: AnswerType | str,
     type_sequence: list[AnswerType] | str = "",
     *,
+    gold_unit: str | Sequence[str | None] | None = None,
     timeout: float = 5.0,
 ) -> Verdict:
     """Extract the final answers from a raw response and judge them (PROTOCOL.md sections 4-5).
@@ -321,7 +342,7 @@ def judge_response(
     preds = extract_answers(response, m=len(golds))
     if not preds:
         return Verdict(False, "incorrect: no final answer found", ())
-    return judge_boxes(golds, preds, at, ts, timeout=timeout)
+    return judge_boxes(golds, preds, at, ts, gold_unit=gold_unit, timeout=timeout)
 
 
 def check_gold_parsable(box: str, answer_type: AnswerType | str) -> str | None:

@@ -34,7 +34,11 @@ from studybench.verify.latex import (
     norm_text,
     split_relations,
     to_sympy,
+    to_sympy_readings,
 )
+from studybench.verify.identities import reconcile
+from dataclasses import replace
+
 from studybench.verify.quantity import (
     Quantity,
     close_enough,
@@ -65,7 +69,7 @@ __all__ = [
 
 SlotResult = tuple[bool | None, str]
 """(decision, reason): decision ``None`` means undecided (needs the full tier)."""
-SlotFn = Callable[[str, str, AnswerType], SlotResult]
+SlotFn = Callable[[str, str, AnswerType, "str | None"], SlotResult]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,7 +133,9 @@ def _mc_letter(s: str) -> str | None:
     if mo:
         other = mo.group(1) or mo.group(2)
         joined = mj is not None or not ms
-        if other.isupper() == letter.isupper() and (joined or not tail[mo.end() :].strip()):
+        after_other = tail[mo.end() :].lstrip()
+        formula = mo.group(2) is not None and after_other[:1] in ("=", "_", "^", "\\", "<", ">") and mj is None
+        if other.isupper() == letter.isupper() and (joined or not after_other) and not formula:
             return None
     return letter.upper()
 
@@ -156,12 +162,22 @@ _TRUE = {"true", "yes", "correct", "right", "t", "y", "holds", "valid"}
 _FALSE = {"false", "no", "incorrect", "wrong", "f", "n", "invalid", "not true"}
 
 
+_TF_LEAD = re.compile(r"^\s*(true|false|yes|no|correct|incorrect)\s*(?:[,;:.!]|--|\u2014|\u2013)\s*\S", re.IGNORECASE)
+
+
 def _tf_value(s: str) -> bool | None:
+    """The truth value a TF box states: a synonym alone (``True``, ``no``, ``\\text{Yes}``) or one
+    leading a justification after a comma, colon or dash (``No, they cannot be distinguished``)."""
     t = norm_text(s)
     if t in _TRUE:
         return True
     if t in _FALSE:
         return False
+    plain = re.sub(r"\\(?:text|mathrm|textrm|textbf|mbox|emph)\s*\{", "", s).replace("}", "").replace("$", "")
+    m = _TF_LEAD.match(plain)
+    if m:
+        word = m.group(1).lower()
+        return word in _TRUE
     return None
 
 
@@ -197,8 +213,9 @@ def judge_ql(gold: str, pred: str) -> SlotResult:
 # fast tier
 
 
-def fast_slot(gold: str, pred: str, t: AnswerType) -> SlotResult:
-    """Cheap in-process decision for one slot (see module docstring). Never raises."""
+def fast_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> SlotResult:
+    """Cheap in-process decision for one slot (see module docstring); ``hint`` (the gold's unit) is
+    not needed at this tier. Never raises."""
     if not pred.strip():
         return False, "empty answer"
     if norm_string(gold) == norm_string(pred):
@@ -286,7 +303,20 @@ def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
     seeded random positive points (relative tolerance 1e-6, or 1% when either contains a decimal
     number), then ``simplify(a - b) == 0`` when the numeric check was inconclusive."""
     import sympy
+    from sympy.matrices import MatrixBase
 
+    from sympy.matrices.expressions import MatrixExpr
+
+    a = a.as_explicit() if isinstance(a, MatrixExpr) else a
+    b = b.as_explicit() if isinstance(b, MatrixExpr) else b
+    if isinstance(a, MatrixBase) or isinstance(b, MatrixBase):
+        if not (isinstance(a, MatrixBase) and isinstance(b, MatrixBase)) or a.shape != b.shape:
+            return False, "matrix against non-matrix or different shapes"
+        for x, y in zip(a, b, strict=True):
+            ok, why = sym_equal(x, y)
+            if not ok:
+                return ok, "matrix entries: " + why
+        return True, "same matrix"
     if not isinstance(a, sympy.Expr) or not isinstance(b, sympy.Expr):
         return None, "not expressions"
     if _undefined(a, b):
@@ -362,9 +392,14 @@ def _cmp_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
             pvals = [abs(conv) if g.plus_minus else conv]
             unit_note = f" after {pu}->{gu}"
         elif not is_unit(pu):
-            return False, f"not a plain number (leftover {pu[:30]!r})"
+            if gu or not _count_noun(pu):
+                return False, f"not a plain number (leftover {pu[:30]!r})"
+            unit_note = f" ({pu!r} read as a count noun)"
         elif gu:
             return False, f"unit mismatch ({pu} vs {gu})"
+        elif g.value != 0 and not _dimensionless(pu):
+            # the gold's unit is unknown (no unit in the box, no hint): 9.9 MeV may be 1000x off
+            return False, f"gold states no unit; cannot check {pu}"
     for pv in pvals:
         for gv in gvals:
             if close_enough(pv, gv):
@@ -418,11 +453,88 @@ def _plain_quantity(s: str, ops: frozenset[str] = _EQ_ONLY) -> Quantity | None:
 _ODD_TEXT_GROUP = re.compile(r"\\(?:mathrm|text|textrm|rm|mbox|operatorname)\s*\{\s*(?![A-Za-z]*\s*\}|[\d.]+\s*\})[^{}]*\}")
 
 
-def judge_nv(gold: str, pred: str) -> SlotResult:
+_NOT_NOUNS = frozenset({"or", "and", "to", "times", "more", "less", "than", "about", "approximately", "approx", "per", "of", "at", "least", "most", "not", "no", "plus", "minus", "times", "percent", "over", "under", "up"})
+
+
+def _count_noun(u: str) -> bool:
+    """Trailing words after a count that name what is counted (``15 levels``, ``3 energy levels``):
+    one to three lower-case words, none of them a hedge or operator word (``or more``, ``to``)."""
+    words = u.split()
+    return 1 <= len(words) <= 3 and all(re.fullmatch(r"[a-z]{3,}", w) and w not in _NOT_NOUNS for w in words)
+
+
+def _dimensionless(u: str) -> bool:
+    """Whether a unit string is dimensionless for pint (``rad``, ``deg``, ``sr``)."""
+    from studybench.verify.quantity import _parse_units
+
+    units = _parse_units(u)
+    try:
+        return units is not None and not dict(units.dimensionality)
+    except Exception:  # pint internals
+        return False
+
+
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "a hundred": 100, "one hundred": 100, "none": 0, "infinitely many": -1})
+
+
+def _hint_unit(hint: str | None) -> tuple[str | None, str | None]:
+    """A unit hint as ``(pint unit, None)`` when pint reads it (``\\mu\\mathrm{m}``, ``\\text{MeV}``,
+    ``Joules per Kelvin``), else ``(None, text)`` for a symbolic unit such as ``m_0`` or ``\\hbar^2``."""
+    from studybench.verify.quantity import _norm_unit, _parse_units
+
+    if not hint:
+        return None, None
+    cands = [_norm_unit(hint)]
+    words = norm_text(hint)
+    if re.fullmatch(r"[a-z ]+", words):
+        cands.append(re.sub(r"\s+", "*", words.replace(" per ", "/")))
+    for c in cands:
+        if c and _parse_units(c) is not None and is_unit(c) or (c and c in ("m", "s", "g") and _parse_units(c) is not None):
+            return c, None
+    return None, hint
+
+
+def _strip_symbolic_unit(pred: str, text: str) -> str:
+    """``-0.167\\,m_{0}`` with the symbolic unit ``m_0`` -> ``-0.167``."""
+    p, t = norm_string(pred), norm_string(text)
+    if t and p.endswith(t) and len(p) > len(t):
+        head = p[: -len(t)].rstrip()
+        if head and (head[-1].isdigit() or head[-1] in "}."):
+            return head
+    return pred
+
+
+def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
     """NV: numbers with scientific notation, fractions, percent, degrees, optional unit and
     optional left side; relative tolerance 1% (gold 0: absolute 1e-9). Falls back to a symbolic
-    numeric value (``\\frac{\\sqrt2}{2}``) and then to EX rules for symbolic NV golds."""
+    numeric value (``\\frac{\\sqrt2}{2}``) and then to EX rules for symbolic NV golds.
+
+    Units: ``hint`` is the unit of a unitless gold (``gold_unit``); a prediction in a compatible unit
+    is converted, one without a unit is read in the gold's unit, and one with a dimensional unit
+    against a gold whose unit is unknown is not accepted (unless the gold is 0). A gold listing
+    several values (``1.822, 0.831, 1.8``) is compared value by value."""
+    if len(split_top_level(gold)) > 1:
+        gparts = split_top_level(gold)
+        hmap = dict(zip(gparts, split_hints(hint, len(gparts)), strict=True))
+        res = judge_parts(gold, pred, lambda g, p: judge_nv(g, p, hmap.get(g)))
+        if res is not None:
+            return res
+    unit, sym = _hint_unit(hint)
+    if sym:
+        pred = _strip_symbolic_unit(pred, sym)
+    word = _NUMBER_WORDS.get(norm_text(pred))
+    if word is not None and word >= 0:
+        pred = str(word)
     gq = quantity_candidates(gold)
+    if unit:
+        gq = [replace(q, unit=unit) if not (q.unit or q.degrees or q.percent) else q for q in gq]
     pq = quantity_candidates(pred, _pred_ops(gold))
     if not pq and gq and _plain_value_text(pred) and not _ODD_TEXT_GROUP.search(pred):
         try:
@@ -466,39 +578,241 @@ def _ex_candidates(gold: str) -> list[str]:
     return [x for x in segs[1:] if x] if len(segs) > 1 else segs
 
 
-def judge_ex(gold: str, pred: str) -> SlotResult:
-    """EX: compare the right-hand side after a top-level ``=`` (any later part of a chained gold
-    ``a = b = c``) with the prediction's last part; plain numbers use NV rules; otherwise SymPy
-    equivalence (:func:`sym_equal`) with one alias table so every symbol must correspond."""
+_ARROW = re.compile(
+    r"\\(?:to|rightarrow|longrightarrow|xrightarrow\s*(?:\[[^\]]*\])?\s*\{[^{}]*\}|leftrightarrow|longleftrightarrow|rightleftharpoons|rightleftarrows|leftrightarrows)(?![A-Za-z])|->|<->|\u2192|\u21cc|\u2194"
+)
+_REVERSIBLE = ("leftrightarrow", "rightleftharpoons", "rightleftarrows", "leftrightarrows", "<->", "\u21cc", "\u2194")
+
+
+def _species(side: str) -> list[str] | None:
+    """The particles / species of one side of a reaction as a sorted list of normalised atoms
+    (``\\pi^{+} + \\pi^{-}`` and ``\\pi^+\\pi^-`` give the same list; a coefficient counts as an
+    atom; pre-scripts such as ``^{4}_{2}He`` stay with their symbol); ``None`` when the side has a
+    construct that is not a species list."""
+    from studybench.verify.latex import tokenize
+
+    toks = tokenize(norm_string(side))
+    atoms: list[str] = []
+    n = len(toks)
+
+    def script(j: int) -> tuple[str, int]:
+        if j < n and toks[j] == "{":
+            depth = 0
+            for k in range(j, n):
+                depth += toks[k] == "{"
+                depth -= toks[k] == "}"
+                if depth == 0:
+                    return "{" + "".join(toks[j + 1 : k]) + "}", k + 1
+            return "{" + "".join(toks[j + 1 :]) + "}", n
+        return "{" + (toks[j] if j < n else "") + "}", j + 1
+
+    i = 0
+    while i < n:
+        tk = toks[i]
+        if tk in ("+", "\\cdot"):
+            i += 1
+            continue
+        if tk == "{" and i + 1 < n and toks[i + 1] == "}":
+            i += 2  # {}^{4}_{2}He
+            continue
+        pre: list[str] = []
+        while i + 1 < n and toks[i] in ("^", "_"):
+            op = toks[i]
+            g, i = script(i + 1)
+            pre.append(op + g)
+        if i >= n:
+            if pre:
+                atoms.append("".join(sorted(pre)))
+            break
+        tk = toks[i]
+        if tk[0].isdigit():
+            atoms.append(tk)
+            i += 1
+            continue
+        if tk.startswith("\\") and tk[1:].isalpha():
+            if tk in ("\\bar", "\\overline", "\\tilde", "\\mathbf", "\\boldsymbol"):
+                g, i = script(i + 1)
+                base = ("\\bar" if tk == "\\overline" else tk) + g
+            else:
+                base = tk
+                i += 1
+        elif tk.isalpha():
+            base = tk
+            i += 1
+            while tk.isupper() and i < n and toks[i].isalpha() and toks[i].islower() and len(base) < 3:
+                base += toks[i]  # an element symbol: He, Li
+                i += 1
+        else:
+            return None
+        post: list[str] = []
+        while i < n and toks[i] in ("^", "_", "'"):
+            if toks[i] == "'":
+                base += "'"
+                i += 1
+                continue
+            op = toks[i]
+            g, i = script(i + 1)
+            post.append(op + g)
+        atoms.append("".join(sorted(pre)) + "|" + base + "".join(sorted(post)))
+    return sorted(atoms) if atoms else None
+
+
+def judge_reaction(gold: str, pred: str) -> SlotResult | None:
+    """A reaction or decay (``\\rho^0 \\to \\pi^+ + \\pi^-``): the same arrow kind (one-way or
+    reversible) and, on each side, the same species in any order, with or without ``+``. ``None``
+    when the gold is no reaction."""
+    gsides = _ARROW.split(gold)
+    if len(gsides) < 2:
+        return None
+    psides = _ARROW.split(pred)
+    if len(psides) != len(gsides):
+        return False, "not the same reaction steps"
+    gk = [any(r in m.group(0) for r in _REVERSIBLE) for m in _ARROW.finditer(gold)]
+    pk = [any(r in m.group(0) for r in _REVERSIBLE) for m in _ARROW.finditer(pred)]
+    if gk != pk:
+        return False, "different arrow (one-way vs reversible)"
+    for gs, ps in zip(gsides, psides, strict=True):
+        a, b = _species(gs), _species(ps)
+        if a is None or b is None:
+            return False, "cannot read the species"
+        if a != b:
+            return False, "different species"
+    return True, "same reaction"
+
+
+def judge_ex(gold: str, pred: str, hint: str | None = None) -> SlotResult:
+    """EX: a gold listing several answers is compared part by part (:func:`judge_parts`); a single
+    answer by :func:`_ex_one`. A trailing unit (``(\\ldots)\\ \\mathrm{V}``) is converted to the
+    gold's unit (its own or ``hint``) by a numeric factor, or dropped when the gold states none."""
+    res = judge_reaction(gold, pred)
+    if res is not None:
+        return res
+    res = judge_parts(gold, pred, lambda g, p: _ex_units(g, p, None))
+    if res is not None:
+        return res
+    return _ex_units(_flatten_env(gold), _flatten_env(pred), hint)
+
+
+_UNIT_GAP = re.compile(r"\\[,;: ]|~|\\q?quad(?![A-Za-z])|\\(?=(?:mathrm|text|rm|textrm|mbox)\s*\{)")
+
+
+def split_unit_suffix(s: str) -> tuple[str, str]:
+    """``(body, unit)`` of a symbolic answer that ends in an explicitly spaced or upright unit
+    (``\\frac{q}{4\\pi\\varepsilon_0 r}\\,\\mathrm{V}``); ``(s, "")`` when there is none. The unit
+    must be one pint reads (:func:`studybench.verify.quantity.is_unit`)."""
+    from studybench.verify.quantity import _norm_unit
+
+    for m in _UNIT_GAP.finditer(s):
+        head, tail = s[: m.start()].rstrip(), s[m.end() :].strip()
+        if not head or not tail or head.rstrip().endswith(("=", "+", "-", "\\cdot", "\\times")):
+            continue
+        u = _norm_unit(tail)
+        if not u or not is_unit(u):
+            continue
+        # a bare trailing letter (\\, a^{-1}) is a symbol; a unit is upright or a multi-letter name
+        if re.search(r"\\(?:mathrm|text|rm|textrm|mbox)(?![A-Za-z])", tail) or re.match(r"[A-Za-z]{2,}", u):
+            return head, u
+    return s, ""
+
+
+def _ex_units(gold: str, pred: str, hint: str | None) -> SlotResult:
+    if _plain_quantity(_rhs(pred)) is not None or "\\" not in pred + gold:
+        return _ex_one(gold, pred, hint)
+    gbody, gu = split_unit_suffix(gold)
+    pbody, pu = split_unit_suffix(pred)
+    if not pu:
+        return _ex_one(gbody if gu else gold, pred, hint)
+    target = gu or _hint_unit(hint)[0]
+    if not target:
+        return _ex_one(gbody, pbody, None)
+    if same_unit(pu, target):
+        return _ex_one(gbody, pbody, None)
+    f = convert_unit(1.0, pu, target)
+    if f is None:
+        return False, f"unit mismatch ({pu} vs {target})"
+    ok, why = _ex_one(gbody, f"{f!r} \\cdot \\left({pbody}\\right)", None)
+    return ok, why + f" after {pu}->{target}"
+
+
+def _ex_one(gold: str, pred: str, hint: str | None = None) -> SlotResult:
+    """One EX answer: compare the right-hand side after a top-level ``=`` (any later part of a
+    chained gold ``a = b = c``) with the prediction's last part; plain numbers use NV rules;
+    otherwise SymPy equivalence (:func:`sym_equal`) with one alias table so every symbol must
+    correspond, under every reading of brace-less function arguments and the constant identities."""
     pr = _rhs(pred)
     reason = "not equal"
     for g in _ex_candidates(gold):
         if norm_string(g) == norm_string(pr):
             return True, "same right-hand side"
         gq, pq = _plain_quantity(g, _pred_ops(g)), _plain_quantity(pr, _pred_ops(g))
+        hu = _hint_unit(hint)[0]
+        if gq is not None and hu and not (gq.unit or gq.degrees or gq.percent):
+            gq = replace(gq, unit=hu)
         if gq is not None and pq is not None:
             ok, why = _cmp_quantities(gq, pq)
             if ok:
                 return True, why
             reason = why
             continue
-        try:
-            al = new_aliases()
-            ge = to_sympy(g, al)
-            pe = to_sympy(pr, al)
-        except LatexError as e:
-            reason = str(e)
-            continue
-        ok, why = sym_equal(ge, pe)
+        ok, why = _expr_equal_str(g, pr)
         if ok:
             return True, "symbolic match: " + why
         reason = why
     return False, reason
 
 
-def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any) -> tuple[bool | None, str]:
-    """Whether (g_l - g_r) / (p_l - p_r) is a finite nonzero constant. Any side that is or contains
-    nan / zoo / +-oo never matches; the ratio must be finite and nonzero at every sample point."""
+def _monomial(x: Any) -> bool:
+    """A product of nonzero numbers, symbols and function values with numeric powers (no sum at
+    the top level): a factor that cannot vanish for generic positive symbols."""
+    import sympy
+
+    if x.is_number:
+        return bool(x != 0) and x.is_finite is not False
+    if x.is_Symbol:
+        return True
+    if x.is_Pow:
+        if x.exp.is_Rational and not x.exp.is_Integer:
+            return True  # a root such as sqrt(1 - v^2/c^2): nonzero wherever it is defined
+        return _monomial(x.base) and x.exp.is_number
+    if x.is_Mul:
+        return all(_monomial(a) for a in x.args)
+    if isinstance(x, sympy.Function) and not isinstance(x, sympy.Abs):
+        return True
+    return False
+
+
+def _monomial_factor(dg: Any, dp: Any, forbidden: Any = ()) -> bool:
+    """Whether ``dg / dp`` simplifies to a monomial (:func:`_monomial`) free of ``forbidden``
+    symbols: the two equations differ by a nonzero factor such as ``2m`` or ``T``."""
+    import sympy
+
+    try:
+        ratio = dg / dp
+        roots = sorted(
+            {a for a in ratio.atoms(sympy.Pow) if a.exp.is_Rational and not a.exp.is_Integer and a.base.free_symbols},
+            key=sympy.default_sort_key,
+        )
+        # roots become opaque generators, so that sqrt(1 - v^2/c^2) cancels as a factor
+        variants = [ratio]
+        if roots:
+            variants.append(ratio.xreplace({r: sympy.Symbol(f"_root{i}", positive=True) for i, r in enumerate(roots)}))
+        for r in variants:
+            q = sympy.cancel(sympy.together(r))
+            if forbidden and q.free_symbols & set(forbidden):
+                continue
+            num, den = sympy.fraction(q)
+            if _monomial(num) and _monomial(den):
+                return True
+        return False
+    except Exception:  # sympy raises many types
+        return False
+
+
+def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = ()) -> tuple[bool | None, str]:
+    """Whether (g_l - g_r) / (p_l - p_r) is a finite nonzero constant, or a nonzero monomial factor
+    (``2m``, ``1/T``; never one containing the ``forbidden`` symbols, the gold's isolated left side).
+    Any side that is or contains nan / zoo / +-oo never matches; the ratio must be finite and nonzero
+    at every sample point."""
     import sympy
 
     dg = _replace_undef(g_l - g_r)
@@ -528,6 +842,8 @@ def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any) -> tuple[bool | None,
             return False, "gold equation holds where pred does not"
         if all(_close(r, r0, tol) for r in ratios):
             return True, "equations proportional"
+        if all(abs(r) > 1e-12 for r in ratios) and _monomial_factor(dg, dp, forbidden):
+            return True, "equations equal up to a nonzero factor"
         return False, "equations not proportional"
     try:
         q = sympy.simplify(dg / dp)
@@ -550,16 +866,146 @@ def _single_atom(lhs: str) -> bool:
     return isinstance(e, sympy.Symbol)
 
 
+_ENV = re.compile(
+    r"\\(?:begin|end)\s*\{\s*(?:aligned|align\*?|alignat\*?|gathered|gather\*?|split|eqnarray\*?|array|cases)\s*\}(?:\s*\{[^{}]*\})?"
+)
+_MATRIX_ENV = re.compile(r"\\begin\s*\{\s*[pbBvV]?matrix")
+_QUAD_SPLIT = re.compile(r"\\q?quad(?![A-Za-z])|\\text\s*\{\s*(?:and|,|;)\s*\}|\\(?:text|mbox)\s*\{\s*,?\s*and\s*\}")
+_COLLECTIVE = re.compile(r"_\{\s*([^{}]{1,20}?,[^{}]{1,20}?)\s*\}")
+
+
+def _flatten_env(s: str) -> str:
+    """``\\begin{aligned} a &= b, \\\\ c &= d \\end{aligned}`` -> ``a = b, , c = d``: the rows of an
+    alignment environment are separate answers (matrices keep their rows)."""
+    if "\\begin" not in s or _MATRIX_ENV.search(s):
+        return s
+    t = _ENV.sub(" ", s)
+    t = re.sub(r"\\\\(?:\[[^\]]{0,12}\])?", ",", t)
+    return t.replace("&", " ")
+
+
+def _split_quad(p: str) -> list[str]:
+    """``y' = y \\quad z' = z`` (two equations joined by spacing or "and") -> two parts."""
+    if len(split_relations(p, frozenset({"="}))[0]) < 3 or not _QUAD_SPLIT.search(p):
+        return [p]
+    pieces = [x.strip() for x in _QUAD_SPLIT.split(p) if x.strip().strip(",;")]
+    if len(pieces) > 1 and all("=" in x for x in pieces):
+        return pieces
+    return [p]
+
+
+def answer_parts(s: str) -> list[list[str]]:
+    """The parts one box lists: groups separated by top-level ``;``, each a list of top-level
+    comma-separated parts (alignment rows count as parts; equations joined by ``\\quad`` or "and"
+    are two parts). Brackets keep tuples and intervals whole. Never raises."""
+    t = _flatten_env(s).strip().rstrip(".")
+    out = []
+    for g in split_top_level(t, ";"):
+        ps = []
+        for p in split_top_level(g):
+            p = p.strip().rstrip(".")
+            if p:
+                ps.extend(_split_quad(p))
+        if ps:
+            out.append(ps)
+    return out
+
+
+def _expand_collective(parts: list[str]) -> list[str]:
+    """``^{3}P_{2,1,0}`` -> ``^{3}P_{2}``, ``^{3}P_{1}``, ``^{3}P_{0}`` (a subscript list names several
+    levels)."""
+    out = []
+    for p in parts:
+        m = _COLLECTIVE.search(p)
+        items = m.group(1).split(",") if m else []
+        if m and 1 < len(items) <= 8 and all(0 < len(x.strip()) <= 4 for x in items):
+            out.extend(p[: m.start()] + "_{" + x.strip() + "}" + p[m.end() :] for x in items)
+        else:
+            out.append(p)
+    return out
+
+
+def _label(p: str) -> tuple[str, str] | None:
+    """``(label, value)`` of a part written ``label = value`` whose label is not a number."""
+    segs, _ = split_relations(p, frozenset({"="}))
+    if len(segs) < 2 or not segs[0] or quantity_candidates(segs[0]):
+        return None
+    return segs[0], segs[-1]
+
+
+def _labelled(one: Callable[[str, str], SlotResult], equations: bool) -> Callable[[str, str], SlotResult]:
+    """Wrap a part judge: when both parts carry labels (``E_1 = ...``), the labels must agree
+    (``E_1 = a, E_2 = b`` never matches ``E_1 = b, E_2 = a``)."""
+
+    def fn(g: str, p: str) -> SlotResult:
+        gl, pl = _label(g), _label(p)
+        if not equations and gl is not None and pl is not None and not _same_lhs(gl[0], pl[0]):
+            return False, "different label"
+        return one(g, p)
+
+    return fn
+
+
+def judge_parts(gold: str, pred: str, one: Callable[[str, str], SlotResult], equations: bool = False) -> SlotResult | None:
+    """Compare two boxes part by part (:func:`answer_parts`) when the gold lists several answers;
+    ``None`` when the gold is a single answer (the caller judges it whole).
+
+    Groups (``;``) are matched order-free, parts within a group order-free with labels respected
+    (:func:`_labelled`); a collective subscript (``P_{2,1,0}``) may be written out."""
+    gg, pg = answer_parts(gold), answer_parts(pred)
+    gflat = [x for g in gg for x in g]
+    pflat = [x for g in pg for x in g]
+    if len(gflat) <= 1:
+        return None
+    fn = _labelled(one, equations)
+    if len(gg) > 1 and len(gg) == len(pg):
+        res = _match_unordered(
+            [";".join(g) for g in gg], [";".join(p) for p in pg],
+            lambda a, b: _match_unordered(a.split(";"), b.split(";"), fn) if a.count(";") == b.count(";") else (False, "group sizes differ"),
+        )
+        if res[0] is not False:
+            return res
+    if len(gflat) != len(pflat):
+        gflat, pflat = _expand_collective(gflat), _expand_collective(pflat)
+    if len(gflat) != len(pflat):
+        return False, f"expected {len(gflat)} parts, got {len(pflat)}"
+    res = _match_unordered(gflat, pflat, fn)
+    if res[0] is False and not equations:
+        # labels written differently (\Delta_\psi \hat{x} vs \Delta x): in the gold's order, with
+        # labels equal up to subscripts and vector markup, values compared
+        ordered = _ordered_loose(gflat, pflat, one)
+        if ordered is not None:
+            return ordered
+    return res
+
+
+def _loose_label(s: str) -> str:
+    t = norm_string(s)
+    t = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]+", "", t)
+    t = re.sub(r"\\(?:hat|vec|mathbf|boldsymbol|bm|widehat|overrightarrow)(?![A-Za-z])", "", t)
+    return t.replace("{", "").replace("}", "").replace(" ", "")
+
+
+def _ordered_loose(golds: list[str], preds: list[str], one: Callable[[str, str], SlotResult]) -> SlotResult | None:
+    for g, p in zip(golds, preds, strict=True):
+        gl, pl = _label(g), _label(p)
+        if gl is None or pl is None or _loose_label(gl[0]) != _loose_label(pl[0]):
+            return None
+        ok, why = one(gl[1], pl[1])
+        if not ok:
+            return None
+    return True, f"all {len(golds)} labelled parts match in order"
+
+
 def judge_eq(gold: str, pred: str) -> SlotResult:
     """EQ: same solution set. Several comma-separated equations are matched order-free; a gold
     with a numeric right side compares the left side as a string/expression and the value by NV
     rules; otherwise ``lhs - rhs`` of both must be proportional by a nonzero constant. A prediction
     without ``=`` is compared with the right side when the gold's left side is one symbol."""
-    gparts = split_top_level(gold)
-    pparts = split_top_level(pred)
-    if len(gparts) > 1 and len(gparts) == len(pparts) and all("=" in x for x in gparts):
-        return _match_unordered(gparts, pparts, lambda g, p: _eq_one(g, p))
-    return _eq_one(gold, pred)
+    res = judge_parts(gold, pred, _eq_one, equations=True)
+    if res is not None:
+        return res
+    return _eq_one(_flatten_env(gold), _flatten_env(pred))
 
 
 def _eq_one(gold: str, pred: str) -> SlotResult:
@@ -573,26 +1019,37 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
         return False, "prediction is not an equation"
     if any(not x for x in psegs):
         return False, "empty side in the prediction"
-    if _plain_quantity(gsegs[-1]) is not None:
-        return _eq_valued(gsegs, psegs)
+    gq = _plain_quantity(gsegs[-1])
+    if gq is not None:
+        res = _eq_valued(gsegs, psegs)
+        if res[0] or res[1] != "different left side" or gq.unit:
+            return res
+        # "m x'' - k x = 0" against "m x'' = k x": the same equation with terms moved
     # symbolic: every link the prediction states must be an equation equivalent to a gold link
     reason = "not equivalent"
     for j in range(1, len(psegs)):
         hit = False
         for k in range(1, len(gsegs)):
             try:
-                al = new_aliases()
-                gl, gr = to_sympy(gsegs[0], al), to_sympy(gsegs[k], al)
-                pl, pr = to_sympy(psegs[0], al), to_sympy(psegs[j], al)
+                al = new_aliases(gold, pred)
+                gl, pl = to_sympy(gsegs[0], al), to_sympy(psegs[0], al)
+                grs, prs = to_sympy_readings(gsegs[k], al), to_sympy_readings(psegs[j], al)
             except LatexError as e:
                 reason = str(e)
                 continue
-            ok, why = _eq_diff_ratio(gl, gr, pl, pr)
-            if ok:
-                hit = True
-                reason = why
+            lhs_syms = gl.free_symbols if _single_atom(gsegs[0]) and hasattr(gl, "free_symbols") else set()
+            for gr in grs:
+                for pr in prs:
+                    (gl2, gr2), (pl2, pr2), applied = reconcile([gl, gr], [pl, pr], al)
+                    ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms)
+                    reason = why + (f" (using {', '.join(applied)})" if applied and ok else "")
+                    if ok:
+                        hit = True
+                        break
+                if hit:
+                    break
+            if hit:
                 break
-            reason = why
         if not hit:
             return False, reason if len(psegs) == 2 else f"link {j}: {reason}"
     return True, reason
@@ -654,12 +1111,34 @@ def _eq_valued(gsegs: list[str], psegs: list[str]) -> SlotResult:
     return True, why
 
 
+def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str]]]:
+    """Every (gold reading, prediction reading) pair of two LaTeX strings, built with one alias
+    table and reconciled by the constant identities (:func:`studybench.verify.identities.reconcile`).
+    Raises LatexError when either side has no reading."""
+    al = new_aliases(g, p)
+    gs = to_sympy_readings(g, al)
+    ps = to_sympy_readings(p, al)
+    out = []
+    for ge in gs:
+        for pe in ps:
+            a, b, applied = reconcile([ge], [pe], al)
+            out.append((a[0], b[0], applied))
+    return out
+
+
 def _expr_equal_str(a: str, b: str) -> tuple[bool | None, str]:
+    """SymPy equality of two LaTeX strings under any reading pair (see :func:`_sym_pairs`)."""
     try:
-        al = new_aliases()
-        return sym_equal(to_sympy(a, al), to_sympy(b, al))
+        pairs = _sym_pairs(a, b)
     except LatexError as e:
         return None, str(e)
+    res: tuple[bool | None, str] = (False, "not equal")
+    for x, y, applied in pairs:
+        ok, why = sym_equal(x, y)
+        if ok:
+            return True, why + (f" (using {', '.join(applied)})" if applied else "")
+        res = (ok, why)
+    return res
 
 
 def _interval_parts(obj: Any) -> list[tuple[Any, Any, bool, bool]] | None:
@@ -714,7 +1193,62 @@ def _positive_multiple(a: Any, b: Any) -> bool:
     if not ratios or (syms and len(ratios) < 3):
         return False
     r0 = ratios[0]
-    return abs(r0.imag) < 1e-9 and r0.real > 0 and all(_close(r, r0, tol) for r in ratios)
+    if abs(r0.imag) < 1e-9 and r0.real > 0 and all(_close(r, r0, tol) for r in ratios):
+        return True
+    # scaled by a positive monomial (both sides multiplied by 4 m^2): positive at every sample
+    # point and a product of powers of (positive) symbols
+    if not all(abs(r.imag) < 1e-9 and r.real > 0 for r in ratios):
+        return False
+    if not _monomial_factor(a, b):
+        return False
+    try:
+        q = sympy.cancel(sympy.together(a / b))
+        return not q.atoms(sympy.Function) and (q.as_coeff_Mul()[0] > 0)
+    except Exception:  # sympy raises many types
+        return False
+
+
+def _relation_candidates(obj: Any) -> list[tuple[Any, Any, Any, bool, bool]]:
+    """Readings of an inequality as ``(variable expression, start, end, left_open, right_open)``:
+    ``X >= a`` gives ``(X, a, oo, False, True)`` and also ``(a, -oo, X, True, False)`` (either side
+    may be the variable); a chain ``a < X < b`` gives ``(X, a, b, True, True)``."""
+    import sympy
+
+    out = []
+    rels = list(obj.args) if isinstance(obj, sympy.And) else [obj]
+    norm = []
+    for r in rels:
+        if isinstance(r, (sympy.StrictLessThan, sympy.LessThan)):
+            norm.append((r.lhs, r.rhs, isinstance(r, sympy.StrictLessThan)))  # lhs < rhs
+        elif isinstance(r, (sympy.StrictGreaterThan, sympy.GreaterThan)):
+            norm.append((r.rhs, r.lhs, isinstance(r, sympy.StrictGreaterThan)))
+        else:
+            return []
+    if len(norm) == 1:
+        small, big, strict = norm[0]
+        out.append((big, small, sympy.oo, strict, True))
+        out.append((small, -sympy.oo, big, True, strict))
+    elif len(norm) == 2:
+        (s1, b1, st1), (s2, b2, st2) = norm
+        if b1 == s2:
+            out.append((b1, s1, b2, st1, st2))
+        elif b2 == s1:
+            out.append((b2, s2, b1, st2, st1))
+    return out
+
+
+def _interval_vs_relation(iv: list[tuple[Any, Any, bool, bool]], rel: Any) -> bool:
+    """A single interval against an inequality whose variable side is any expression
+    (``[1/n_1, \\infty)`` against ``r/R \\ge 1/n_1``)."""
+    if len(iv) != 1:
+        return False
+    gs, ge, glo, gro = iv[0]
+    for _, ps, pe, plo, pro in _relation_candidates(rel):
+        if (glo, gro) != (plo, pro):
+            continue
+        if all(x == y or sym_equal(x, y)[0] for x, y in ((gs, ps), (ge, pe))):
+            return True
+    return False
 
 
 def _relation_intervals(obj: Any) -> list[tuple[Any, Any, bool, bool]] | None:
@@ -736,12 +1270,17 @@ def judge_in(gold: str, pred: str) -> SlotResult:
     or inequalities (same strictness; each gold relation matched by a prediction relation whose
     ``big - small`` is a positive multiple)."""
     try:
-        al = new_aliases()
+        al = new_aliases(gold, pred)
         go = to_sympy(gold, al)
         po = to_sympy(pred, al)
     except LatexError as e:
         return False, str(e)
+    (go,), (po,), _ = reconcile([go], [po], al)
     gi, pi = _interval_parts(go), _interval_parts(po)
+    if gi is not None and pi is None and _relations(po) is not None and _interval_vs_relation(gi, po):
+        return True, "interval written as an inequality"
+    if pi is not None and gi is None and _relations(go) is not None and _interval_vs_relation(pi, go):
+        return True, "inequality written as an interval"
     if (gi is None) != (pi is None):
         # interval against inequalities in one variable: x > 2 is (2, oo)
         if gi is None:
@@ -778,9 +1317,10 @@ def judge_in(gold: str, pred: str) -> SlotResult:
     return False, "cannot compare these interval forms"
 
 
-def full_slot(gold: str, pred: str, t: AnswerType) -> SlotResult:
-    """Complete judgement of one slot (fast tier, then the per-type judge). Worker side; never
-    raises (internal errors give ``(False, reason)``)."""
+def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> SlotResult:
+    """Complete judgement of one slot (fast tier, then the per-type judge). ``hint`` is the unit of a
+    unitless gold (:func:`split_hints`). Worker side; never raises (internal errors give
+    ``(False, reason)``)."""
     try:
         ok, why = fast_slot(gold, pred, t)
         if ok is not None:
@@ -788,9 +1328,9 @@ def full_slot(gold: str, pred: str, t: AnswerType) -> SlotResult:
         if len(pred) > MAX_SYMBOLIC_LEN:
             return False, "answer too long for symbolic comparison"
         if t is AnswerType.NV:
-            return judge_nv(gold, pred)
+            return judge_nv(gold, pred, hint)
         if t is AnswerType.EX:
-            return judge_ex(gold, pred)
+            return judge_ex(gold, pred, hint)
         if t is AnswerType.EQ:
             return judge_eq(gold, pred)
         if t is AnswerType.IN:
@@ -808,25 +1348,44 @@ def full_slot(gold: str, pred: str, t: AnswerType) -> SlotResult:
 # compound dispatch
 
 
+def _bipartite(table: list[list[bool]]) -> bool:
+    """Whether a perfect matching exists in a square boolean table (augmenting paths)."""
+    n = len(table)
+    match_col: list[int] = [-1] * n
+
+    def augment(r: int, seen: list[bool]) -> bool:
+        for c in range(n):
+            if table[r][c] and not seen[c]:
+                seen[c] = True
+                if match_col[c] < 0 or augment(match_col[c], seen):
+                    match_col[c] = r
+                    return True
+        return False
+
+    return all(augment(r, [False] * n) for r in range(n))
+
+
 def _match_unordered(golds: list[str], preds: list[str], fn: Callable[[str, str], SlotResult]) -> SlotResult:
-    """Order-free matching of equally many gold and predicted boxes."""
+    """Order-free matching of equally many gold and predicted answers: every gold answer must be
+    matched by a different prediction (a perfect bipartite matching). ``None`` when only undecided
+    pairs could complete the matching."""
     n = len(golds)
     if n != len(preds):
         return False, f"expected {n} answers, got {len(preds)}"
-    table: list[list[SlotResult]] = [[fn(g, p) for p in preds] for g in golds]
-    if n <= 7:
-        perms: Any = itertools.permutations(range(n))
-    else:
-        perms = [tuple(range(n))]
-    undecided = False
-    for perm in perms:
-        vals = [table[i][perm[i]][0] for i in range(n)]
-        if all(v is True for v in vals):
-            return True, f"all {n} answers match"
-        if all(v is not False for v in vals):
-            undecided = True
-    if undecided:
+    table: list[list[SlotResult]] = []
+    for g in golds:
+        row = []
+        for p in preds:
+            row.append(fn(g, p))
+        table.append(row)
+    if _bipartite([[r[0] is True for r in row] for row in table]):
+        return True, f"all {n} answers match"
+    if _bipartite([[r[0] is not False for r in row] for row in table]):
         return None, ""
+    bad = next((i for i, row in enumerate(table) if not any(r[0] for r in row)), None)
+    if bad is not None:
+        reasons = [r[1] for r in table[bad] if r[1]]
+        return False, f"answer {bad + 1} of {n} has no match" + (f" ({reasons[0]})" if reasons else "")
     return False, "answers do not match the gold set"
 
 
@@ -844,11 +1403,51 @@ def _regroup(preds: list[str], n: int) -> list[str]:
     return preds
 
 
+_NO_UNIT = {"", "none", "null", "-", "n/a", "dimensionless", "unitless", "1"}
+
+
+def split_hints(gold_unit: Any, n: int) -> list[str | None]:
+    """Per-box unit hints from a ``gold_unit`` value (PROTOCOL.md section 5, units).
+
+    ``gold_unit`` is ``None``, one string, a comma-separated string with one entry per gold box
+    (``"\\mu\\mathrm{m}, \\hbar"``; ``None`` / ``\\text{None}`` entries mean "no unit"), or a list.
+    With one box and several entries the whole string goes to that box (a box listing several
+    values). Returns ``n`` entries (``None`` = no hint). Never raises."""
+    if gold_unit is None or n <= 0:
+        return [None] * max(n, 0)
+    try:
+        if isinstance(gold_unit, str):
+            items: list[Any] = split_top_level(gold_unit)
+            if n == 1:
+                items = [gold_unit]
+        else:
+            items = list(gold_unit)
+    except Exception:  # a hint of the wrong shape is ignored
+        return [None] * n
+    out: list[str | None] = []
+    for x in items:
+        t = str(x).strip() if x is not None else ""
+        out.append(None if norm_text(t) in _NO_UNIT else t)
+    if len(out) == 1 and n > 1:
+        out = out * n
+    if len(out) != n:
+        return [None] * n
+    return out
+
+
 def combine(
-    gold_boxes: list[str], pred_boxes: list[str], at: AnswerType, ts: list[AnswerType], slot: SlotFn
+    gold_boxes: list[str],
+    pred_boxes: list[str],
+    at: AnswerType,
+    ts: list[AnswerType],
+    slot: SlotFn,
+    hints: list[str | None] | None = None,
 ) -> SlotResult:
-    """Dispatch on the answer type and combine per-slot results (see module docstring)."""
+    """Dispatch on the answer type and combine per-slot results (see module docstring). ``hints``:
+    one unit hint per gold box (:func:`split_hints`)."""
     golds = [g for g in gold_boxes]
+    hs = hints if hints is not None and len(hints) == len(golds) else [None] * len(golds)
+    hint_of = dict(zip(golds, hs, strict=True))
     preds = [p for p in pred_boxes if isinstance(p, str)]
     if not golds:
         return False, "no gold answer"
@@ -861,7 +1460,7 @@ def combine(
             return False, f"expected {len(golds)} answers, got {len(preds)}"
         undecided = False
         for i, (g, p, t) in enumerate(zip(golds, preds, types, strict=True)):
-            ok, why = slot(g, p, t)
+            ok, why = slot(g, p, t, hs[i])
             if ok is False:
                 return False, f"slot {i + 1} ({t.value}): {why}"
             if ok is None:
@@ -870,18 +1469,18 @@ def combine(
     if at is AnswerType.ALT:
         types = ts if len(ts) == len(golds) else [AnswerType.EX] * len(golds)
         undecided = False
-        for g, t in zip(golds, types, strict=True):
+        for g, t, h in zip(golds, types, hs, strict=True):
             for p in preds:
-                ok, why = slot(g, p, t)
+                ok, why = slot(g, p, t, h)
                 if ok:
                     return True, f"matches an alternative ({t.value}): {why}"
                 if ok is None:
                     undecided = True
         return (None, "") if undecided else (False, "matches no alternative")
     if len(golds) == 1:
-        return slot(golds[0], preds[-1], at)
+        return slot(golds[0], preds[-1], at, hs[0])
     preds = _regroup(preds, len(golds))
-    return _match_unordered(golds, preds, lambda g, p: slot(g, p, at))
+    return _match_unordered(golds, preds, lambda g, p: slot(g, p, at, hint_of.get(g)))
 
 
 def _verdict(res: SlotResult, preds: list[str]) -> Verdict:
@@ -891,14 +1490,14 @@ def _verdict(res: SlotResult, preds: list[str]) -> Verdict:
 
 
 def fast_judge(
-    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = ""
+    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = "", gold_unit: Any = None
 ) -> Verdict | None:
     """The in-process fast tier: a :class:`Verdict` when string-level rules decide, else ``None``.
     Never raises (bad types give an incorrect verdict)."""
     try:
         at, ts = normalise_types(answer_type, type_sequence)
         preds = [p for p in pred_boxes if isinstance(p, str)]
-        res = combine(list(gold_boxes), preds, at, ts, fast_slot)
+        res = combine(list(gold_boxes), preds, at, ts, fast_slot, split_hints(gold_unit, len(gold_boxes)))
     except Exception as e:  # malformed types or inputs
         return Verdict(False, f"incorrect: bad input ({type(e).__name__})", tuple(p for p in pred_boxes if isinstance(p, str)))
     if res[0] is None:
@@ -907,13 +1506,13 @@ def fast_judge(
 
 
 def full_judge(
-    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = ""
+    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = "", gold_unit: Any = None
 ) -> Verdict:
-    """The complete judgement (worker side). Never raises."""
+    """The complete judgement (worker side); ``gold_unit`` as in :func:`split_hints`. Never raises."""
     preds = [p for p in pred_boxes if isinstance(p, str)]
     try:
         at, ts = normalise_types(answer_type, type_sequence)
-        res = combine(list(gold_boxes), preds, at, ts, full_slot)
+        res = combine(list(gold_boxes), preds, at, ts, full_slot, split_hints(gold_unit, len(gold_boxes)))
     except Exception as e:  # pragma: no cover - combine/full_slot already guard
         return Verdict(False, f"incorrect: internal error ({type(e).__name__})", tuple(preds))
     if res[0] is None:

@@ -355,6 +355,18 @@ _ACCENTS = {
     "hat", "widehat", "vec", "bar", "overline", "dot", "ddot", "tilde", "widetilde", "check",
     "overrightarrow", "breve", "acute", "grave", "underline", "mathring",
 }
+_MARKUP = {"hat", "widehat", "vec", "overrightarrow", "mathbf", "boldsymbol", "bm", "pmb"}
+"""Vector / unit-vector markup that names the same quantity as the bare symbol (``\\hat{x}``,
+``\\vec{E}``, ``\\mathbf{E}`` are ``x`` and ``E``); other accents (``\\bar``, ``\\dot``, ``\\tilde``)
+change the meaning and stay part of the symbol."""
+_GREEK_VARIANTS = {"varepsilon": "epsilon", "varphi": "phi", "vartheta": "theta", "varrho": "rho", "varsigma": "sigma", "varkappa": "kappa", "varpi": "pi"}
+"""Glyph variants of one Greek letter (``\\varepsilon_0`` and ``\\epsilon_0`` are one symbol)."""
+_UPRIGHT_FUNCS = {
+    "sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "coth", "sech", "csch",
+    "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "ln", "log", "exp",
+}
+"""Function names also written upright (``\\mathrm{sech}``, ``\\operatorname{coth}``)."""
+_RECIPROCAL = {"sech": "cosh", "csch": "sinh", "coth": ("cosh", "sinh")}
 _FONTS = {"mathbf", "boldsymbol", "bm", "mathcal", "mathit", "mathsf", "mathbb", "mathfrak", "mathscr", "pmb"}
 _TEXTS = {"text", "mathrm", "textrm", "rm", "mbox", "textit", "textbf"}
 _DROP = {
@@ -377,11 +389,22 @@ def _key(s: str) -> str:
     return norm_string(s).replace("{", "").replace("}", "")
 
 
-class _Aliaser:
-    """Rewrite LaTeX symbols to ``\\mathrm{vN}`` aliases; one table per comparison."""
+_UPRIGHT_D = re.compile(r"\\(?:mathrm|text|textrm|rm|operatorname|mathrm)\s*\{\s*(?:~|\\[,;: !])*\s*d\s*\}|\\rm\s+d(?![A-Za-z])|\\int|\\oint|\\iint")
+_FUNC_TOKENS = {"\\" + f for f in _UPRIGHT_FUNCS}
+_OPEN = {"(": ")", "[": "]"}
+_ENV_OK = {"pmatrix", "bmatrix", "Bmatrix", "matrix", "vmatrix", "smallmatrix"}
+_MAX_READINGS = 6
 
-    def __init__(self) -> None:
+
+class _Aliaser:
+    """Rewrite LaTeX symbols to ``\\mathrm{vN}`` aliases; one table per comparison.
+
+    ``diff_d``: a bare ``d`` directly before a symbol is a differential (``dx``), set when either
+    side of the comparison writes an upright ``\\mathrm{d}`` or an integral."""
+
+    def __init__(self, diff_d: bool = False) -> None:
         self.table: dict[str, str] = {}
+        self.diff_d = diff_d
 
     def alias(self, key: str) -> str:
         name = self.table.get(key)
@@ -389,6 +412,10 @@ class _Aliaser:
             name = f"v{len(self.table)}"
             self.table[key] = name
         return f"\\mathrm{{{name}}}"
+
+    def keys_by_name(self) -> dict[str, str]:
+        """Alias name (``v3``) -> symbol key (``k_{B}``)."""
+        return {v: k for k, v in self.table.items()}
 
     def group(self, toks: list[str], i: int) -> tuple[list[str], int]:
         """Argument at ``toks[i]``: a braced group's inner tokens, or one token."""
@@ -435,6 +462,52 @@ class _Aliaser:
             break
         return key, i
 
+    @staticmethod
+    def _text_inner(g: list[str]) -> str:
+        return "".join(x for x in g if x not in _SPACE_SYMS).strip()
+
+    def atom_at(self, toks: list[str], i: int) -> tuple[str, int] | None:
+        """The symbol starting at ``toks[i]`` as ``(key, next index)``: a letter, a Greek letter,
+        an accented / bold / upright name, each with subscripts and primes; ``None`` otherwise."""
+        if i >= len(toks):
+            return None
+        t = toks[i]
+        if len(t) == 1 and t.isalpha():
+            return self.atom_suffix(toks, i + 1, t)
+        if not (t.startswith("\\") and t[1:].isalpha()):
+            return None
+        name = t[1:]
+        if name in _GREEK or name in _GREEK_VARIANTS:
+            return self.atom_suffix(toks, i + 1, "\\" + _GREEK_VARIANTS.get(name, name))
+        if name in _ACCENTS or name in _FONTS:
+            g, j = self.group(toks, i + 1)
+            inner = _key(" ".join(g))
+            if name in _FONTS and len(inner) > 12:
+                return None
+            base = inner if name in _MARKUP else f"{name}({inner})"
+            return self.atom_suffix(toks, j, base)
+        if name in _TEXTS or name == "operatorname":
+            g, j = self.group(toks, i + 1)
+            inner = self._text_inner(g)
+            if re.fullmatch(r"[A-Za-z]{1,12}", inner) and inner not in _UPRIGHT_FUNCS and inner not in ("e", "d"):
+                # an upright single letter is the same symbol as the italic one (\mathrm{E} = E)
+                return self.atom_suffix(toks, j, inner if len(inner) == 1 else "rm:" + inner)
+        return None
+
+    def _is_upright_d(self, toks: list[str], i: int) -> int | None:
+        """Index after an upright ``\\mathrm{d}`` at ``toks[i]`` (or a bare ``d`` when differentials
+        are on), else None."""
+        t = toks[i]
+        if t == "d" and self.diff_d:
+            return i + 1
+        if t in ("\\mathrm", "\\text", "\\textrm", "\\operatorname") and i + 1 < len(toks) and toks[i + 1] == "{":
+            g, j = self.group(toks, i + 1)
+            if self._text_inner(g) == "d":
+                return j
+        if t == "\\rm" and i + 1 < len(toks) and toks[i + 1] == "d":
+            return i + 2
+        return None
+
     def convert(self, toks: list[str]) -> list[str]:
         out: list[str] = []
         i = 0
@@ -444,6 +517,28 @@ class _Aliaser:
             if t in _SPACE_SYMS:
                 i += 1
                 continue
+            # differentials: \mathrm{d}x (and dx inside integrals) is one symbol d(x)
+            j = self._is_upright_d(toks, i)
+            if j is not None:
+                at = self.atom_at(toks, j)
+                if at is not None and not (t == "d" and j < n and toks[j] in ("_", "^", "'")):
+                    key, i = at
+                    out.append(self.alias("d(" + key + ")"))
+                    i = self._product_guard(toks, i, out)
+                    continue
+            if t in ("\\{", "\\lbrace"):
+                out.append("(")
+                i += 1
+                continue
+            if t in ("\\}", "\\rbrace"):
+                out.append(")")
+                i += 1
+                continue
+            if t in (")", "]") and i + 1 < n and toks[i + 1] == "_":
+                # (\partial\chi/\partial p)_T: the held-constant subscript is notation, not a factor
+                out.append(t)
+                _, i = self.group(toks, i + 2)
+                continue
             if t.startswith("\\") and len(t) > 1 and t[1:].rstrip("*").isalpha():
                 name = t[1:].rstrip("*")
                 if name in _DROP:
@@ -452,34 +547,62 @@ class _Aliaser:
                 if name in ("frac", "dfrac", "tfrac", "cfrac"):
                     lz = self._leibniz(toks, i)
                     if lz is not None:
-                        key, i = lz
-                        out.append(self.alias(key))
+                        emitted, i = lz
+                        out.extend(emitted)
                         i = self._product_guard(toks, i, out)
                         continue
-                if name in ("dfrac", "tfrac", "cfrac"):
                     out.append("\\frac")
                     i += 1
                     continue
-                if name in _GREEK:
-                    key, i = self.atom_suffix(toks, i + 1, "\\" + name)
-                    out.append(self.alias(key))
-                    i = self._product_guard(toks, i, out)
+                if name == "partial" and i + 1 < n and toks[i + 1] == "_":
+                    # \partial_z A: the derivative of A with respect to z
+                    g, j = self.group(toks, i + 2)
+                    var = self.atom_at(g, 0)
+                    if var is not None and var[1] == len(g):
+                        operand = self._operand(toks, j, var[0], "1")
+                        if operand is not None:
+                            emitted, i = operand
+                            out.extend(emitted)
+                            i = self._product_guard(toks, i, out)
+                            continue
+                if name in ("int", "iint", "iiint", "oint"):
+                    # an integral is linear: its limits become one opaque factor, the integrand and
+                    # the differentials (one symbol each) stay, so that linear rewrites compare equal
+                    self.diff_d = True
+                    j = i + 1
+                    lims = []
+                    while j < n and toks[j] in ("_", "^"):
+                        g, j = self.group(toks, j + 1)
+                        lims.append(toks[j - len(g) - 1] if False else _key(" ".join(g)))
+                    out.append(self.alias(f"{name}(" + "|".join(lims) + ")"))
+                    i = j
                     continue
-                if name in _ACCENTS or name in _FONTS:
+                if name == "begin" or name == "end":
                     g, j = self.group(toks, i + 1)
-                    inner = _key(" ".join(g))
-                    base = inner if name in ("mathbf", "boldsymbol", "bm", "pmb") else f"{name}({inner})"
-                    if name in _FONTS and len(inner) > 12:
+                    env = "".join(g)
+                    if env not in _ENV_OK:
+                        raise LatexError(f"unsupported environment {env[:20]}")
+                    out.append(f"\\{name}{{{'bmatrix' if env != 'vmatrix' else 'vmatrix'}}}")
+                    i = j
+                    continue
+                if name in _GREEK_VARIANTS or name in _GREEK or name in _ACCENTS or name in _FONTS:
+                    at = self.atom_at(toks, i)
+                    if at is None:  # a long bold group: its content
+                        g, j = self.group(toks, i + 1)
                         out.extend(self.convert(g))
                         i = j
                         continue
-                    key, i = self.atom_suffix(toks, j, base)
+                    key, i = at
                     out.append(self.alias(key))
                     i = self._product_guard(toks, i, out)
                     continue
-                if name in _TEXTS:
+                if name in _TEXTS or name == "operatorname":
                     g, j = self.group(toks, i + 1)
-                    inner = "".join(g).strip()
+                    inner = self._text_inner(g)
+                    if inner in _UPRIGHT_FUNCS:
+                        out.append("\\" + inner)
+                        i = j
+                        continue
                     if not inner or not re.fullmatch(r"[A-Za-z]{1,12}", inner):
                         if re.fullmatch(r"[\d.]+", inner):
                             out.append(inner)
@@ -489,8 +612,11 @@ class _Aliaser:
                         out.append("e")  # upright e is Euler's number
                         i = j
                         continue
-                    # an upright single letter is the same symbol as the italic one (\mathrm{E} = E)
-                    key, i = self.atom_suffix(toks, j, inner if len(inner) == 1 else "rm:" + inner)
+                    at = self.atom_at(toks, i)
+                    if at is None:
+                        i = j
+                        continue
+                    key, i = at
                     out.append(self.alias(key))
                     i = self._product_guard(toks, i, out)
                     continue
@@ -513,7 +639,7 @@ class _Aliaser:
                     out.append("\\pi")
                     i += 1
                     continue
-                if name in ("begin", "end", "cases", "ldots", "cdots", "dots", "xrightarrow", "to", "sum", "int", "lim", "prod"):
+                if name in ("cases", "ldots", "cdots", "dots", "xrightarrow", "to", "rightarrow", "sum", "lim", "prod"):
                     raise LatexError(f"unsupported construct \\{name}")
                 out.append(t)
                 i += 1
@@ -531,25 +657,22 @@ class _Aliaser:
                 out.append(_number(t))
                 i += 1
                 continue
-            if t == "\\%":
-                out.append("\\%")
-                i += 1
-                continue
             out.append(t)
             i += 1
         return out
 
-    @staticmethod
-    def _diff_mark(g: list[str]) -> tuple[str, list[str]] | None:
-        """Split ``d X`` / ``\\mathrm{d} X`` / ``\\partial X`` / ``d^2 X`` into (order, X)."""
+    def _diff_mark(self, g: list[str]) -> tuple[str, list[str]] | None:
+        """Split ``d X`` / ``\\mathrm{d} X`` / ``\\partial X`` / ``d^2 X`` into (order, X); X may be
+        empty (the operator ``\\frac{d}{dt}``)."""
         if not g:
             return None
         if g[0] in ("d", "\\partial"):
             rest = g[1:]
-        elif g[0] in ("\\mathrm", "\\text", "\\rm", "\\textrm", "\\operatorname") and g[1:4] == ["{", "d", "}"]:
-            rest = g[4:]
         else:
-            return None
+            j = self._is_upright_d(g, 0) if g[0] != "d" else None
+            if j is None:
+                return None
+            rest = g[j:]
         order = "1"
         if rest[:1] == ["^"]:
             if rest[1:2] and rest[1].isdigit():
@@ -558,30 +681,246 @@ class _Aliaser:
                 order, rest = rest[2], rest[4:]
             else:
                 return None
-        if not rest or rest[0] in ("_", "^", "'", ")", "}", "+", "-", "="):
+        if rest and rest[0] in ("_", "^", "'", ")", "}", "+", "-", "="):
             return None
         return order, rest
 
-    def _leibniz(self, toks: list[str], i: int) -> tuple[str, int] | None:
+    def _atom_key_all(self, g: list[str]) -> str | None:
+        """Key of ``g`` when it is exactly one symbol."""
+        try:
+            at = self.atom_at(g, 0)
+        except LatexError:
+            return None
+        if at is None or at[1] != len(g):
+            return None
+        return at[0]
+
+    def _linear(self, g: list[str], var: str, order: str) -> list[str] | None:
+        """Derivative tokens of ``g``: one symbol, or a bracketed sum / difference of symbols
+        (the derivative is linear); ``None`` otherwise."""
+        key = self._atom_key_all(g)
+        if key is not None:
+            return [self.alias(f"deriv{order}({key}|{var})")]
+        if len(g) >= 3 and g[0] in ("(", "[", "\\left") :
+            inner = g[1:-1] if g[-1] in (")", "]") else None
+            if g[0] == "\\left":
+                inner = g[2:-2] if len(g) >= 5 and g[-2] == "\\right" else None
+            if inner is None:
+                return None
+            out = ["("]
+            piece: list[str] = []
+            sign = ""
+            for tok in [*inner, "+"]:
+                if tok in ("+", "-") and piece:
+                    k = self._atom_key_all(piece)
+                    if k is None:
+                        return None
+                    if sign:
+                        out.append(sign)
+                    out.append(self.alias(f"deriv{order}({k}|{var})"))
+                    piece = []
+                    sign = tok
+                elif tok in ("+", "-"):
+                    sign = tok if tok == "-" else sign
+                else:
+                    piece.append(tok)
+            out.append(")")
+            return out
+        return None
+
+    def _operand(self, toks: list[str], j: int, var: str, order: str) -> tuple[list[str], int] | None:
+        """The operand of a derivative operator at ``toks[j]``: a symbol or a bracketed sum."""
+        at = self.atom_at(toks, j)
+        if at is not None:
+            return [self.alias(f"deriv{order}({at[0]}|{var})")], at[1]
+        if j < len(toks) and toks[j] in ("(", "\\left"):
+            depth = 0
+            k = j
+            while k < len(toks):
+                if toks[k] in ("(", "["):
+                    depth += 1
+                elif toks[k] in (")", "]"):
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k += 1
+            if k >= len(toks):
+                return None
+            lin = self._linear(toks[j : k + 1], var, order)
+            if lin is None:
+                return None
+            return lin, k + 1
+        return None
+
+    def _leibniz(self, toks: list[str], i: int) -> tuple[list[str], int] | None:
         """``\\frac{dX}{dY}`` (also ``\\mathrm{d}``, ``\\partial``, ``d^2``) at ``toks[i]``: one opaque
-        symbol keyed by X and Y, so that ``\\frac{dv}{dt}`` never equals ``\\frac{v}{t}``."""
+        symbol keyed by X and Y, so that ``\\frac{dv}{dt}`` never equals ``\\frac{v}{t}``; a bracketed
+        sum ``\\frac{\\partial (A + B)}{\\partial z}`` and the operator form
+        ``\\frac{\\partial}{\\partial z} X`` give the sum of the derivatives."""
         try:
             num, j = self.group(toks, i + 1)
             den, k = self.group(toks, j)
         except LatexError:
             return None
         a, b = self._diff_mark(num), self._diff_mark(den)
-        if a is None or b is None:
+        if a is None or b is None or not b[1]:
             return None
-        key = f"deriv{a[0]}({_key(' '.join(a[1]))}|{_key(' '.join(b[1]))})"
-        return key, k
+        var = self._atom_key_all(b[1]) or _key(" ".join(b[1]))
+        if not a[1]:
+            return self._operand(toks, k, var, a[0])
+        lin = self._linear(a[1], var, a[0])
+        if lin is not None:
+            return lin, k
+        return [self.alias(f"deriv{a[0]}({_key(' '.join(a[1]))}|{var})")], k
 
     @staticmethod
     def _product_guard(toks: list[str], i: int, out: list[str]) -> int:
-        """An atom directly followed by ``(`` is a product, not a function call."""
+        """An atom directly followed by ``(`` is a product, not a function call; but an argument
+        list with commas (``Y_{00}(\\theta, \\varphi)``, ``\\psi(x, t)``) names the variables of a
+        function and is dropped."""
         if i < len(toks) and toks[i] in ("(", "[", "\\left"):
+            j = i + 1 if toks[i] != "\\left" else i + 2
+            depth = 1
+            k = j
+            commas = 0
+            simple = True
+            while k < len(toks) and depth:
+                tk = toks[k]
+                if tk in ("(", "[", "{"):
+                    depth += 1
+                elif tk in (")", "]", "}"):
+                    depth -= 1
+                elif depth == 1 and tk == ",":
+                    commas += 1
+                elif not (len(tk) == 1 and tk.isalpha() or tk[1:] in _GREEK or tk in ("\\right", "\\left", "_", "'") or tk.isdigit() or tk in _SPACE_SYMS):
+                    simple = False
+                k += 1
+            if commas and simple and depth == 0:
+                return k
             out.append("\\cdot")
         return i
+
+
+def _factor_end(conv: list[str], i: int) -> int | None:
+    """End of one multiplicative factor of converted tokens starting at ``conv[i]`` (a symbol, number,
+    fraction, root or bracketed group, with an optional power), else None."""
+    n = len(conv)
+    if i >= n:
+        return None
+    t = conv[i]
+
+    def grp(j: int) -> int | None:
+        if j >= n:
+            return None
+        if conv[j] != "{":
+            return j + 1
+        depth = 0
+        for k in range(j, n):
+            if conv[k] == "{":
+                depth += 1
+            elif conv[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    return k + 1
+        return None
+
+    if t.startswith("\\mathrm{v") or t in ("\\pi", "e") or _NUMBER_TOKEN.fullmatch(t):
+        j: int | None = i + 1
+    elif t == "\\frac":
+        j = grp(i + 1)
+        j = grp(j) if j is not None else None
+    elif t == "\\sqrt":
+        j = grp(i + 1)
+    elif t in _OPEN:
+        depth = 0
+        j = None
+        for k in range(i, n):
+            if conv[k] in _OPEN:
+                depth += 1
+            elif conv[k] in (")", "]"):
+                depth -= 1
+                if depth == 0:
+                    j = k + 1
+                    break
+    else:
+        return None
+    if j is not None and j < n and conv[j] == "^":
+        j = grp(j + 1)
+    return j
+
+
+def _function_readings(conv: list[str]) -> list[list[str]]:
+    """Readings of brace-less function arguments: ``\\sin \\theta e_\\theta`` may mean
+    ``\\sin(\\theta) e_\\theta`` or ``\\sin(\\theta e_\\theta)``; each reading makes every argument
+    explicit. The first reading is the greedy one (latex2sympy's). At most :data:`_MAX_READINGS`."""
+    out: list[list[str]] = []
+
+    def expand(r: list[str], start: int) -> None:
+        if len(out) >= _MAX_READINGS:
+            return
+        for idx in range(start, len(r)):
+            if r[idx] not in _FUNC_TOKENS:
+                continue
+            j = idx + 1
+            if j < len(r) and r[j] == "^":
+                e = _factor_end(["\\mathrm{v}", *r[j:]], 0)
+                if e is None:
+                    continue
+                j = j + e - 1
+            if j >= len(r) or r[j] in ("(", "[", "{"):
+                continue
+            ends = []
+            k = j
+            while len(ends) < 4:
+                e2 = _factor_end(r, k)
+                if e2 is None:
+                    break
+                ends.append(e2)
+                k = e2
+            if not ends:
+                continue
+            for e2 in reversed(ends):
+                expand(r[:j] + ["("] + r[j:e2] + [")"] + r[e2:], idx + 1)
+            return
+        out.append(r)
+
+    expand(conv, 0)
+    return [_reciprocal_functions(r) for r in out[:_MAX_READINGS]] or [_reciprocal_functions(conv)]
+
+
+def _reciprocal_functions(conv: list[str]) -> list[str]:
+    """``\\sech``, ``\\csch``, ``\\coth`` (which latex2sympy misreads as ``\\sec h``) as quotients of
+    ``\\cosh`` and ``\\sinh``; the argument must be bracketed by then."""
+    if not any(t in ("\\sech", "\\csch", "\\coth") for t in conv):
+        return conv
+    out: list[str] = []
+    i = 0
+    n = len(conv)
+    while i < n:
+        t = conv[i]
+        if t not in ("\\sech", "\\csch", "\\coth"):
+            out.append(t)
+            i += 1
+            continue
+        j = i + 1
+        power: list[str] = []
+        if j < n and conv[j] == "^":
+            e = _factor_end(["\\mathrm{v}", *conv[j:]], 0)
+            if e is None:
+                raise LatexError("bad power")
+            power = conv[j : j - 1 + e]
+            j = j - 1 + e
+        e = _factor_end(conv, j)
+        if e is None or conv[j] not in _OPEN:
+            raise LatexError(f"cannot read the argument of {t}")
+        arg = conv[j:e]
+        f = t[1:]
+        if f == "coth":
+            out += ["\\frac", "{", "\\cosh", *power, *arg, "}", "{", "\\sinh", *power, *arg, "}"]
+        else:
+            out += ["\\frac", "{", "1", "}", "{", "\\" + _RECIPROCAL[f], *power, *arg, "}"]  # type: ignore[operator]
+        i = e
+    return out
 
 
 def _number(t: str) -> str:
@@ -629,22 +968,7 @@ _DIGIT_GROUPS = re.compile(r"(?<![\d.])(\d{1,3})((?:(?:\\,|\{,\})\d{3})+)(?![\d]
 _NUMBER_TOKEN = re.compile(r"\d+(?:\.\d*)?|\.\d+|\(\d[\d.]*\\times 10\^\{-?\d+\}\)")
 
 
-def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
-    """Convert LaTeX to a SymPy object (expression, Equality, relational, set).
-
-    Args:
-        latex: one box's content or a part of it (untrusted).
-        aliases: a shared alias table so that two strings compared with each other map the same
-            symbol to the same SymPy symbol; a fresh one when ``None``.
-
-    Returns:
-        The SymPy object built by ``latex2sympy2_extended`` from the aliased LaTeX.
-
-    Raises:
-        LatexError: input too long, exponent towers, over-long numbers, unsupported constructs, or
-            anything latex2sympy cannot parse.
-    """
-    global _L2S_CONFIG
+def _convert(latex: str, aliases: _Aliaser | None) -> tuple[_Aliaser, list[str]]:
     if not isinstance(latex, str) or not latex.strip():
         raise LatexError("empty")
     if len(latex) > MAX_SYMBOLIC_LEN:
@@ -656,15 +980,19 @@ def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
     toks = tokenize(strip_text_remarks(expand_braceless(text0)))
     if _exponent_depth(toks) > MAX_EXPONENT_DEPTH:
         raise LatexError("exponent tower too deep")
-    al = aliases if aliases is not None else _Aliaser()
+    al = aliases if aliases is not None else new_aliases(latex)
     conv = al.convert(toks)
     for x, y in zip(conv, conv[1:], strict=False):
         if _NUMBER_TOKEN.fullmatch(x) and _NUMBER_TOKEN.fullmatch(y):
             # "2 3" (latex2sympy would add them) or "2 \text{ or } 3": not one expression
             raise LatexError("juxtaposed numbers")
-    text = " ".join(conv).strip()
-    if not text:
+    if not conv:
         raise LatexError("nothing to convert")
+    return al, conv
+
+
+def _l2s(conv: list[str]) -> Any:
+    global _L2S_CONFIG
     from latex2sympy2_extended import latex2sympy
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 
@@ -674,6 +1002,7 @@ def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
             interpret_as_mixed_fractions=False,
             interpret_simple_eq_as_assignment=False,
         )
+    text = " ".join(conv).strip()
     try:
         result = latex2sympy(text, conversion_config=_L2S_CONFIG)
     except Exception as e:  # latex2sympy raises bare Exception on syntax errors
@@ -683,6 +1012,46 @@ def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
     return result
 
 
-def new_aliases() -> _Aliaser:
-    """A fresh alias table to share between the two sides of one comparison."""
-    return _Aliaser()
+def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
+    """Convert LaTeX to a SymPy object (expression, Equality, relational, set, matrix).
+
+    Args:
+        latex: one box's content or a part of it (untrusted).
+        aliases: a shared alias table (:func:`new_aliases`) so that two strings compared with each
+            other map the same symbol to the same SymPy symbol; a fresh one when ``None``.
+
+    Returns:
+        The SymPy object built by ``latex2sympy2_extended`` from the aliased LaTeX (the greedy
+        reading of brace-less function arguments; see :func:`to_sympy_readings`).
+
+    Raises:
+        LatexError: input too long, exponent towers, over-long numbers, unsupported constructs, or
+            anything latex2sympy cannot parse.
+    """
+    return to_sympy_readings(latex, aliases)[0]
+
+
+def to_sympy_readings(latex: str, aliases: _Aliaser | None = None) -> list[Any]:
+    """Every reading of ``latex`` that parses: ``\\sin \\theta\\, e_\\theta`` is read both as
+    ``sin(theta) e_theta`` and as ``sin(theta e_theta)`` (brace-less function arguments are
+    ambiguous in LaTeX); the first element is latex2sympy's greedy reading when it parses. At most
+    six readings. Raises :class:`LatexError` when no reading parses (same causes as
+    :func:`to_sympy`)."""
+    _, conv = _convert(latex, aliases)
+    out: list[Any] = []
+    err: LatexError | None = None
+    for r in _function_readings(conv):
+        try:
+            out.append(_l2s(r))
+        except LatexError as e:
+            err = err or e
+    if not out:
+        raise err or LatexError("unparsable LaTeX")
+    return out
+
+
+def new_aliases(*texts: str) -> _Aliaser:
+    """A fresh alias table to share between the two sides of one comparison. Pass both sides' text:
+    when either writes an upright differential (``\\mathrm{d}x``) or an integral, a bare ``dx`` on
+    the other side is read as a differential too."""
+    return _Aliaser(diff_d=any(isinstance(t, str) and _UPRIGHT_D.search(t) is not None for t in texts))

@@ -151,8 +151,12 @@ def _norm_unit(u: str) -> str:
     return u
 
 
-_UNIT_TOKEN = r"\(*[A-Za-z]+(?:_[A-Za-z]+)?(?:\s*\^\s*\(?\s*[+-]?\s*\d{1,2}(?:\.\d+)?\s*\)?)?\)*"
-_UNIT_SYNTAX = re.compile(rf"{_UNIT_TOKEN}(?:\s*[/*]?\s*{_UNIT_TOKEN})*")
+# letter runs are matched atomically ((?=(X))\N: no backtracking into a run), so the pattern is
+# linear; a plain [A-Za-z]+ repeated with optional separators backtracks exponentially
+_UNIT_TOKEN = r"\(*(?=(?P<w{n}>[A-Za-z]+))(?P=w{n})(?:_(?=(?P<s{n}>[A-Za-z]+))(?P=s{n}))?(?:\s*\^\s*\(?\s*[+-]?\s*\d{{1,2}}(?:\.\d+)?\s*\)?)?\)*"
+_UNIT_SYNTAX = re.compile(
+    "(?:" + _UNIT_TOKEN.format(n=0) + ")(?:\\s*[/*]?\\s*(?:" + _UNIT_TOKEN.format(n=1) + "))*"
+)
 _DIGIT_GROUPS = re.compile(r"(?<![\d.])(\d{1,3})((?:(?:\\,|\{,\})\d{3})+)(?![\d])")
 _ARC = re.compile(
     r"(?P<sec>''|\"|\\prime\s*\\prime|\^\s*\{\s*\\prime\s*\\prime\s*\}|\^\s*\{?\s*''\s*\}?)"

@@ -41,10 +41,10 @@ class WorkerDied(Exception):
     """The worker exited unexpectedly (e.g. hit its memory limit)."""
 
 
-def _task_judge(gold: list[str], pred: list[str], at: str, ts: str) -> Any:
+def _task_judge(gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any = None) -> Any:
     from studybench.verify.judges import full_judge
 
-    return full_judge(gold, pred, at, ts)
+    return full_judge(gold, pred, at, ts, gold_unit)
 
 
 def _task_parsable(box: str, at: str) -> Any:

@@ -1,0 +1,99 @@
+"""Physical-constant identities applied by substitution (PROTOCOL.md section 5, symbols).
+
+A gold written with ``\\hbar`` and a prediction written with ``h / (2\\pi)`` are the same answer; so
+are ``\\mu_0`` and ``1 / (\\varepsilon_0 c^2)``, ``k`` and ``k_B``, ``\\beta`` and ``1 / (k_B T)``. The
+rule: a symbol ``a`` with a known identity ``a = f(b, ...)`` is replaced by ``f`` on one side only
+when that side uses ``a``, the other side does not, and the other side uses the symbols of ``f``
+(so the substitution is what makes the two sides speak of the same quantities). Constants are
+never deleted or set to 1. Worker side (SymPy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["IDENTITIES", "reconcile"]
+
+Builder = Callable[[Callable[[str], Any]], Any]
+
+
+def _ids() -> list[tuple[str, tuple[str, ...], Builder]]:
+    import sympy
+
+    pi = sympy.pi
+    return [
+        ("h", ("\\hbar",), lambda s: 2 * pi * s("\\hbar")),
+        ("\\hbar", ("h",), lambda s: s("h") / (2 * pi)),
+        ("k", ("k_{B}",), lambda s: s("k_{B}")),
+        ("k_{B}", ("k",), lambda s: s("k")),
+        ("\\mu_{0}", ("\\epsilon_{0}", "c"), lambda s: 1 / (s("\\epsilon_{0}") * s("c") ** 2)),
+        ("\\epsilon_{0}", ("\\mu_{0}", "c"), lambda s: 1 / (s("\\mu_{0}") * s("c") ** 2)),
+        ("c", ("\\mu_{0}", "\\epsilon_{0}"), lambda s: 1 / sympy.sqrt(s("\\mu_{0}") * s("\\epsilon_{0}"))),
+        ("\\beta", ("k_{B}", "T"), lambda s: 1 / (s("k_{B}") * s("T"))),
+        ("\\beta", ("k", "T"), lambda s: 1 / (s("k") * s("T"))),
+        ("\\beta", ("v", "c"), lambda s: s("v") / s("c")),
+        ("\\gamma", ("v", "c"), lambda s: 1 / sympy.sqrt(1 - s("v") ** 2 / s("c") ** 2)),
+        ("k_{e}", ("\\epsilon_{0}",), lambda s: 1 / (4 * pi * s("\\epsilon_{0}"))),
+        ("\\mu_{B}", ("e", "\\hbar", "m_{e}"), lambda s: s("e") * s("\\hbar") / (2 * s("m_{e}"))),
+        ("\\mu_{B}", ("e", "h", "m_{e}"), lambda s: s("e") * s("h") / (4 * pi * s("m_{e}"))),
+        ("R", ("N_{A}", "k_{B}"), lambda s: s("N_{A}") * s("k_{B}")),
+        ("Y_{00}", (), lambda s: 1 / (2 * sympy.sqrt(pi))),
+    ]
+
+
+IDENTITIES: list[tuple[str, tuple[str, ...], Builder]] | None = None
+"""``(symbol key, keys the other side must use, builder)``; built on first use."""
+
+
+def _keys(exprs: list[Any], names: dict[str, str]) -> set[str]:
+    out: set[str] = set()
+    for e in exprs:
+        for s in getattr(e, "free_symbols", ()):
+            k = names.get(str(s))
+            if k is not None:
+                out.add(k)
+    return out
+
+
+def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any], list[Any], list[str]]:
+    """Apply the identities between the two sides of one comparison.
+
+    Args:
+        gold, pred: SymPy objects built with the shared alias table ``aliases``.
+        aliases: the :func:`studybench.verify.latex.new_aliases` table both sides were built with.
+
+    Returns:
+        ``(gold, pred, applied)``: the rewritten objects and the identities used (``"h -> ..."``).
+    """
+    import sympy
+
+    global IDENTITIES
+    if IDENTITIES is None:
+        IDENTITIES = _ids()
+    applied: list[str] = []
+
+    def sym(key: str) -> Any:
+        return sympy.Symbol(aliases.alias(key)[len("\\mathrm{") : -1])
+
+    for _ in range(3):
+        names = aliases.keys_by_name()
+        gk, pk = _keys(gold, names), _keys(pred, names)
+        changed = False
+        for key, needs, build in IDENTITIES:
+            for mine, other, is_gold in ((gk, pk, True), (pk, gk, False)):
+                if key in mine and key not in other and all(n in other for n in needs) and not any(n in mine and n == key for n in needs):
+                    target = sym(key)
+                    value = build(sym)
+                    if is_gold:
+                        gold = [e.xreplace({target: value}) if hasattr(e, "xreplace") else e for e in gold]
+                    else:
+                        pred = [e.xreplace({target: value}) if hasattr(e, "xreplace") else e for e in pred]
+                    applied.append(f"{key} -> identity")
+                    changed = True
+                    break
+            if changed:
+                break
+        if not changed:
+            break
+    return gold, pred, applied
