@@ -104,6 +104,18 @@ class Verifier:
         self._threads: ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         self.stats = {"fast": 0, "worker": 0, "memo": 0, "timeouts": 0}
+        self._warm_lock = threading.Lock()
+        self._warmed = False
+
+    def _ensure_warm(self) -> None:
+        """Boot all workers (in parallel) before the first symbolic judgement, so that interpreter
+        start-up never counts against a judgement's timeout."""
+        if self._warmed:
+            return
+        with self._warm_lock:
+            if not self._warmed:
+                self._pool.warm()
+                self._warmed = True
 
     # -- memo
     def _get(self, key: tuple[Any, ...]) -> Verdict | None:
@@ -160,6 +172,7 @@ class Verifier:
     def _run_worker(self, key: tuple[Any, ...], timeout: float | None = None) -> Verdict:
         golds, preds, at, ts, unit = key
         t = self.timeout if timeout is None else float(timeout)
+        self._ensure_warm()
         try:
             v = self._pool.call("judge", (list(golds), list(preds), at, ts, list(unit) if isinstance(unit, tuple) else unit), t)
             if not isinstance(v, Verdict):
@@ -262,8 +275,9 @@ class Verifier:
             return f"internal error ({type(e).__name__})"
 
     def warm(self) -> None:
-        """Start all worker processes now (otherwise they start on first need)."""
-        self._pool.warm()
+        """Start all worker processes now (otherwise they start before the first judgement that
+        needs one)."""
+        self._ensure_warm()
 
     @property
     def pool(self) -> SandboxPool:

@@ -199,11 +199,79 @@ def _looks_mathy(s: str) -> bool:
     return not words
 
 
+_ARTICLES = frozenset({"a", "an", "the"})
+_HEDGE_WORDS = re.compile(r"\b(?:or|not|no|nor|but|except|unless|either|neither)\b")
+_SPELLING = [
+    (re.compile(r"(?<=[a-z])is(e|ed|es|ing|ation)\b"), r"iz\1"),
+    (re.compile(r"(?<=[a-z])our\b"), "or"),
+    (re.compile(r"(?<=[a-z])tre\b"), "ter"),
+    (re.compile(r"\bgrey\b"), "gray"),
+]
+_SYNONYMS = {
+    "greater": "larger", "bigger": "larger", "lower": "smaller", "anticlockwise": "counterclockwise",
+    "counter clockwise": "counterclockwise", "doesn't": "does not", "don't": "do not", "can't": "cannot",
+    "isn't": "is not", "won't": "will not",
+}
+
+
+def _ql_words(s: str) -> list[str]:
+    """Normalised words of one clause: case-folded, hyphens as spaces, articles dropped, British
+    spellings and a few synonyms mapped, a plural or third-person ``s`` removed."""
+    t = norm_text(s).replace("-", " ").replace("\u2013", " ").replace("/", " / ")
+    for pat, rep in _SPELLING:
+        t = pat.sub(rep, t)
+    for a, b in _SYNONYMS.items():
+        t = re.sub(r"\b" + re.escape(a) + r"\b", b, t)
+    out = []
+    for w in t.split():
+        if w in _ARTICLES:
+            continue
+        if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+            w = w[:-1]
+        out.append(w)
+    return out
+
+
+def _ql_clauses(s: str, drop_glosses: bool) -> list[tuple[str, ...]] | None:
+    """Clauses (split at ``;``) as word tuples, sorted (clause order is free); parenthetical glosses
+    such as ``synchrotron (radiative)`` are dropped when ``drop_glosses`` unless they hedge
+    (``(or adiabatic)``: then ``None``)."""
+    t = re.sub(r"\\(?:text|mathrm|textrm|textbf|textit|mbox|emph)\s*\{([^{}]*)\}", r"\1", s)
+    if drop_glosses:
+        glosses = re.findall(r"\(([^()]*)\)", t)
+        if any(_HEDGE_WORDS.search(g.lower()) for g in glosses):
+            return None
+        t = re.sub(r"\s*\([^()]*\)", " ", t)
+    return sorted(tuple(_ql_words(c)) for c in re.split(r";", t) if _ql_words(c))
+
+
+def ql_alternatives(gold: str) -> list[str]:
+    """A short gold naming one thing two ways (``Aries (Ari)``, ``Hubble Space Telescope (HST)``)
+    accepts either name; otherwise just the gold."""
+    t = re.sub(r"\\(?:text|mathrm|textrm|textbf|textit|mbox|emph)\s*\{([^{}]*)\}", r"\1", gold).strip()
+    m = re.fullmatch(r"([A-Za-z][\w .'-]{0,40}?)\s*\(([A-Za-z][\w .'-]{0,40})\)", t)
+    if m and len(m.group(1).split()) <= 4 and not _HEDGE_WORDS.search(m.group(2).lower()):
+        return [gold, m.group(1), m.group(2)]
+    return [gold]
+
+
 def judge_ql(gold: str, pred: str) -> SlotResult:
-    """QL fast tier: case-insensitive equality after stripping ``\\text{}``/``\\mathrm{}``,
-    punctuation and extra spaces. Decisive for prose golds; formula-like golds are undecided."""
+    """QL: normalised text equality (PROTOCOL.md section 5): case, punctuation, hyphens, articles,
+    plurals, British spellings and a small synonym lexicon are ignored, clauses separated by ``;``
+    may come in any order, parenthetical glosses in the prediction are ignored unless they hedge,
+    and a short gold written ``Name (Abbreviation)`` accepts either name. Anything else (real
+    paraphrase) is left to the LLM judge: decisive ``False`` for prose golds, undecided for
+    formula-like golds."""
     if norm_text(gold) == norm_text(pred):
         return True, "same text"
+    for g in ql_alternatives(gold):
+        gk = _ql_clauses(g, drop_glosses=False)
+        if not gk:
+            continue
+        for drop in (False, True):
+            pk = _ql_clauses(pred, drop_glosses=drop)
+            if pk is not None and pk == gk:
+                return True, "same text after normalisation" + (" (glosses dropped)" if drop else "")
     if _looks_mathy(gold):
         return None, "formula-like QL"
     return False, "different text"
@@ -278,6 +346,44 @@ def _num(expr: Any, pt: dict[Any, Any]) -> complex | None:
     return c
 
 
+_DECIMAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)")
+
+
+def _simplest_fraction(v: float, tol: float) -> Any:
+    """The fraction with the smallest denominator (at most 1000) within ``tol`` of ``v``, else None."""
+    import sympy
+
+    for den in range(1, 1001):
+        num = round(v * den)
+        if abs(num / den - v) <= tol:
+            return sympy.Rational(num, den)
+    return None
+
+
+def _rationalize(expr: Any, text: str) -> Any:
+    """Decimals in a symbolic prediction read as the simplest fraction within their written
+    precision (``0.33`` -> 1/3, ``1.5`` -> 3/2, ``1.05`` -> 21/20), so that a prediction is compared
+    exactly with a gold that has no decimals. Decimals with no close simple fraction stay floats
+    (and then fail an exact comparison)."""
+    import sympy
+
+    floats = expr.atoms(sympy.Float) if hasattr(expr, "atoms") else set()
+    if not floats:
+        return expr
+    places: dict[float, int] = {}
+    for m in _DECIMAL.finditer(text):
+        places[round(float(m.group(0)), 9)] = len(m.group(2))
+    rep = {}
+    for f in floats:
+        v = float(f)
+        d = places.get(round(abs(v), 9))
+        tol = 0.5 * 10.0 ** (-d) if d else abs(v) * 1e-9
+        r = _simplest_fraction(v, tol)
+        if r is not None:
+            rep[f] = r
+    return expr.xreplace(rep) if rep else expr
+
+
 def _nonfinite(*exprs: Any) -> bool:
     """Whether any expression contains nan, zoo or +-oo (``0/0``, ``1/0``, ``0\\cdot\\infty``)."""
     import sympy
@@ -326,7 +432,7 @@ def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
     if _nonfinite(a) != _nonfinite(b):
         return False, "infinite on one side only"
     a, b = _replace_undef(a), _replace_undef(b)
-    tol = 0.01 if _has_float(a, b) else 1e-6
+    tol = 0.01 if _has_float(a) else 1e-6  # decimals in the gold allow 1%; see _rationalize
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
     good = 0
     for pt in _points(syms):
@@ -374,7 +480,10 @@ def _cmp_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
       gold is a percentage too.
     * units (``^\\circ`` counts as ``deg``): equal strings compare as is; otherwise pint converts
       (angles never to or from non-angles); a prediction whose trailing text is no real unit is not a
-      plain number; a real unit against a unitless gold is accepted (the gold's unit is unknown).
+      plain number (unless it is a count noun: ``15 levels``); a dimensional unit against a unitless
+      nonzero gold is not accepted (the gold's unit is unknown; pass ``gold_unit``).
+    * tolerance: :func:`studybench.verify.quantity.close_enough` (1% plus half a unit in the gold's
+      last written decimal, at most 2%).
     """
     if p.plus_minus and not g.plus_minus:
         return False, "prediction is a +- pair, gold is one value"
@@ -402,7 +511,8 @@ def _cmp_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
             return False, f"gold states no unit; cannot check {pu}"
     for pv in pvals:
         for gv in gvals:
-            if close_enough(pv, gv):
+            res = g.resolution * abs(gv / g.value) if g.value else 0.0
+            if close_enough(pv, gv, resolution=res):
                 err = 0.0 if gv == 0 else abs(pv - gv) / abs(gv)
                 return True, f"numeric match (rel. err {err:.2%}){unit_note}"
     return False, f"numeric mismatch ({pvals[0]:.6g} vs {gvals[0]:.6g}){unit_note}"
@@ -443,9 +553,48 @@ def _plain_quantity(s: str, ops: frozenset[str] = _EQ_ONLY) -> Quantity | None:
     if len(qs) != 1:
         return None
     q = qs[0]
-    if q.unit and not (is_unit(q.unit) and _UNIT_MARK.search(s)):
+    if q.unit and not (is_unit(q.unit, upright=_upright_unit(s, q.unit)) and _UNIT_MARK.search(s)):
         return None
     return q
+
+
+def _upright_unit(s: str, unit: str) -> bool:
+    """Whether ``unit`` is written upright in ``s`` (``\\mathrm{G}``, ``\\text{ T}``)."""
+    return re.search(r"\\(?:mathrm|text|rm|textrm|mbox)\s*\{\s*" + re.escape(unit) + r"\s*\}", s) is not None
+
+
+_REMARK = re.compile(
+    r"\\(?:text|mbox|textrm|textit)\s*\{\s*\([^{}]*\)\s*\}\s*$"  # \text{(both rotating)}
+    r"|\s*\((?=[^()\\^_=]*[A-Za-z]{3,}\s+[A-Za-z]{3,})[^()\\^_=]*\)\s*$"  # (zero outside): prose only
+)
+_TRAILING_SPACE = re.compile(r"(?:\\[,;: ]|~|\\q?quad(?![A-Za-z])|\s)+$")
+_CONDITION = re.compile(r"\\(?:text|mbox|textrm)\s*\{\s*,?\s*(?:for|if|when|where|with)\b")
+
+
+def strip_remark(s: str) -> str:
+    """Drop a trailing parenthetical remark: ``\\text{ (both rotating)}``, ``(axial, zero outside)``."""
+    t = _TRAILING_SPACE.sub("", s)
+    for _ in range(3):
+        t2 = _TRAILING_SPACE.sub("", _REMARK.sub("", t))
+        if t2 == t:
+            break
+        t = t2
+    return t or s
+
+
+def split_condition(s: str) -> tuple[str, str]:
+    """``(value, condition)`` of ``B = 0 \\text{ for } r < r_1``; ``(s, "")`` without a condition."""
+    m = _CONDITION.search(s)
+    if not m or not s[: m.start()].strip():
+        return s, ""
+    return _TRAILING_SPACE.sub("", s[: m.start()]).rstrip(","), s[m.start() :]
+
+
+def _condition_key(c: str) -> list[str]:
+    t = re.sub(r"\\(?:text|mbox|textrm)\s*\{([^{}]*)\}", r" \1 ", c)
+    t = re.sub(r"\b(?:for|if|when|where|with)\b", " ", t)
+    parts = re.split(r"\band\b|,|;|\\quad|\\wedge", t)
+    return sorted(norm_string(x).replace(" ", "") for x in parts if x.strip())
 
 
 # a \mathrm{...} / \text{...} group holding something that is neither letters nor a number: a unit
@@ -544,13 +693,27 @@ def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
         if pv is not None and abs(pv.imag) < 1e-12:
             pq = [Quantity(pv.real)]
     if gq and pq:
+        gsegs, _ = split_relations(gold, _VALUE_RELS)
+        psegs, _ = split_relations(pred, _pred_ops(gold))
+        gl, pl = _value_lhs(gsegs), _value_lhs(psegs)
+        if gl and pl and _loose_label(gl) != _loose_label(pl) and not _same_lhs(gl, pl):
+            return False, f"different left side ({pl[:30]!r} vs {gl[:30]!r})"
+        stated = [x for x in (psegs[1:] if pl else psegs) if re.search(r"\d", x)]
+        if len(pq) < len(stated):
+            return False, "a stated value cannot be read"
         p = pq[-1]
+
+        def golds_for(q: Quantity) -> list[Quantity]:
+            # a gold chain T = 328 K = 55 C: a prediction in C is compared with the C link only
+            same = [g for g in gq if _eff_unit(g) and _eff_unit(q) and same_unit(_eff_unit(g), _eff_unit(q))]
+            return same or gq
+
         for extra in pq[:-1]:
             # a chained prediction (x = 5 = 2): every value it states must match the gold
-            if not any(_cmp_quantities(g, extra)[0] for g in gq):
+            if not any(_cmp_quantities(g, extra)[0] for g in golds_for(extra)):
                 return False, "a stated value does not match"
         reasons = []
-        for g in gq:
+        for g in golds_for(p):
             ok, why = _cmp_quantities(g, p)
             if ok:
                 return True, why
@@ -571,6 +734,16 @@ def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
 def _rhs(s: str) -> str:
     segs, _ = split_relations(s, frozenset({"="}))
     return segs[-1]
+
+
+_VALUE_RELS = frozenset({"=", "<", ">", "<=", ">="})
+
+
+def _value_lhs(segs: list[str]) -> str:
+    """The left side of ``v = 3 m/s`` (a symbolic first segment of a relation chain), else ""."""
+    if len(segs) < 2 or not segs[0] or not re.search(r"[A-Za-z]", segs[0]):
+        return ""
+    return "" if quantity_candidates(segs[0]) else segs[0]
 
 
 def _ex_candidates(gold: str) -> list[str]:
@@ -716,6 +889,84 @@ def split_unit_suffix(s: str) -> tuple[str, str]:
 
 
 def _ex_units(gold: str, pred: str, hint: str | None) -> SlotResult:
+    gold, pred = strip_remark(gold), strip_remark(pred)
+    gv, gc = split_condition(gold)
+    if gc:
+        pv, pc = split_condition(pred)
+        if not pc:
+            return False, "the gold's condition is missing"
+        if _condition_key(gc) != _condition_key(pc):
+            return False, "different condition"
+        gold, pred = gv, pv
+    return _ex_units_plain(gold, pred, hint)
+
+
+_PROSE = re.compile(r"\\(?:text|mbox|textrm|textit|textbf)\s*\{")
+
+
+def prose_segments(s: str) -> list[tuple[bool, str]]:
+    """``s`` cut at prose groups (``\\text{...}`` with a space inside): ``(is_prose, text)`` pieces in
+    order, empty pieces dropped; one-word groups (``\\text{max}``) stay inside the math. Never raises."""
+    from studybench.verify.extract import match_brace
+
+    out: list[tuple[bool, str]] = []
+    i = pos = 0
+    while True:
+        m = _PROSE.search(s, pos)
+        if not m:
+            break
+        end = match_brace(s, m.end() - 1)
+        if end < 0:
+            break
+        content = s[m.end() : end - 1].strip()
+        if " " in content:
+            math = s[i : m.start()].strip()
+            if math:
+                out.append((False, math))
+            out.append((True, content))
+            i = end
+        pos = end
+    tail = s[i:].strip()
+    if tail:
+        out.append((False, tail))
+    return out
+
+
+def _prose_equal(a: str, b: str) -> bool:
+    return _ql_words(a) == _ql_words(b)
+
+
+def _ex_units_plain(gold: str, pred: str, hint: str | None) -> SlotResult:
+    gseg = prose_segments(gold)
+    if _prose_segments_after_math(gseg):
+        # words between formulas ("the omega = 6 mode with vector (4, -3, 0, 1) is absent"): piece by piece
+        pseg = prose_segments(pred)
+        if len(pseg) != len(gseg) or any(a[0] != b[0] for a, b in zip(gseg, pseg, strict=True)):
+            return False, "prose and formulas do not line up with the gold"
+        for (is_p, g), (_, p) in zip(gseg, pseg, strict=True):
+            if is_p:
+                if not _prose_equal(g, p):
+                    return False, "different words between the formulas"
+            else:
+                ok, why = _ex_one(g, p, None)
+                if not ok:
+                    return False, why
+        return True, "formulas and words match piece by piece"
+    return _ex_units_body(gold, pred, hint)
+
+
+def _prose_segments_after_math(seg: list[tuple[bool, str]]) -> bool:
+    """Whether a formula follows some prose (``A \\text{ for } B``), not only trailing words."""
+    seen_prose = False
+    for is_p, _ in seg:
+        if is_p:
+            seen_prose = True
+        elif seen_prose:
+            return True
+    return False
+
+
+def _ex_units_body(gold: str, pred: str, hint: str | None) -> SlotResult:
     if _plain_quantity(_rhs(pred)) is not None or "\\" not in pred + gold:
         return _ex_one(gold, pred, hint)
     gbody, gu = split_unit_suffix(gold)
@@ -821,7 +1072,7 @@ def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = ()) 
         return None, "not expressions"
     if _nonfinite(dg, dp, g_l, g_r, p_l, p_r):
         return False, "equation side not finite"
-    tol = 0.01 if _has_float(dg, dp) else 1e-6
+    tol = 0.01 if _has_float(dg) else 1e-6
     syms = sorted(dg.free_symbols | dp.free_symbols, key=str)
     ratios = []
     for pt in _points(syms, 8):
@@ -1009,6 +1260,21 @@ def judge_eq(gold: str, pred: str) -> SlotResult:
 
 
 def _eq_one(gold: str, pred: str) -> SlotResult:
+    """One EQ answer; a trailing remark is dropped and a stated condition (``\\text{ for } r < R``)
+    must match the gold's (:func:`split_condition`)."""
+    gold, pred = strip_remark(gold), strip_remark(pred)
+    gv, gc = split_condition(gold)
+    pv, pc = split_condition(pred)
+    if gc or pc:
+        if not gc or not pc:
+            return False, "a condition is stated on one side only"
+        if _condition_key(gc) != _condition_key(pc):
+            return False, "different condition"
+        gold, pred = gv, pv
+    return _eq_plain(gold, pred)
+
+
+def _eq_plain(gold: str, pred: str) -> SlotResult:
     gsegs, _ = split_relations(gold, frozenset({"="}))
     psegs, _ = split_relations(pred, frozenset({"="}))
     if len(gsegs) < 2 or not gsegs[0]:
@@ -1041,6 +1307,8 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
             for gr in grs:
                 for pr in prs:
                     (gl2, gr2), (pl2, pr2), applied = reconcile([gl, gr], [pl, pr], al)
+                    if not _has_float(gl2, gr2):
+                        pl2, pr2 = _rationalize(pl2, pred), _rationalize(pr2, pred)
                     ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms)
                     reason = why + (f" (using {', '.join(applied)})" if applied and ok else "")
                     if ok:
@@ -1122,7 +1390,8 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str]]]:
     for ge in gs:
         for pe in ps:
             a, b, applied = reconcile([ge], [pe], al)
-            out.append((a[0], b[0], applied))
+            pe2 = b[0] if _has_float(a[0]) else _rationalize(b[0], p)
+            out.append((a[0], pe2, applied))
     return out
 
 
@@ -1182,7 +1451,7 @@ def _positive_multiple(a: Any, b: Any) -> bool:
 
     if not isinstance(a, sympy.Expr) or not isinstance(b, sympy.Expr):
         return False
-    tol = 0.01 if _has_float(a, b) else 1e-6
+    tol = 0.01 if _has_float(a) else 1e-6
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
     ratios = []
     for pt in _points(syms, 8):

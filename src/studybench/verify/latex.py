@@ -405,6 +405,7 @@ class _Aliaser:
     def __init__(self, diff_d: bool = False) -> None:
         self.table: dict[str, str] = {}
         self.diff_d = diff_d
+        self.vectors: set[str] = set()  # alias strings of symbols written with vector markup
 
     def alias(self, key: str) -> str:
         name = self.table.get(key)
@@ -485,7 +486,10 @@ class _Aliaser:
             if name in _FONTS and len(inner) > 12:
                 return None
             base = inner if name in _MARKUP else f"{name}({inner})"
-            return self.atom_suffix(toks, j, base)
+            key, k = self.atom_suffix(toks, j, base)
+            if name in _MARKUP:
+                self.vectors.add(self.alias(key))
+            return key, k
         if name in _TEXTS or name == "operatorname":
             g, j = self.group(toks, i + 1)
             inner = self._text_inner(g)
@@ -535,10 +539,16 @@ class _Aliaser:
                 i += 1
                 continue
             if t in (")", "]") and i + 1 < n and toks[i + 1] == "_":
-                # (\partial\chi/\partial p)_T: the held-constant subscript is notation, not a factor
-                out.append(t)
-                _, i = self.group(toks, i + 2)
-                continue
+                # (\partial\chi/\partial p)_T: the held-constant subscript belongs to the derivative
+                g, j = self.group(toks, i + 2)
+                names = self.keys_by_name()
+                last = out[-1][len("\\mathrm{") : -1] if len(out) >= 2 and out[-2] == "(" and out[-1].startswith("\\mathrm{v") else ""
+                if last in names and names[last].startswith("deriv"):
+                    out[-1] = self.alias(names[last] + "_{" + _key(" ".join(g)) + "}")
+                    out.append(t)
+                    i = j
+                    continue
+                raise LatexError("subscript after a bracket")
             if t.startswith("\\") and len(t) > 1 and t[1:].rstrip("*").isalpha():
                 name = t[1:].rstrip("*")
                 if name in _DROP:
@@ -606,6 +616,9 @@ class _Aliaser:
                     if not inner or not re.fullmatch(r"[A-Za-z]{1,12}", inner):
                         if re.fullmatch(r"[\d.]+", inner):
                             out.append(inner)
+                        elif inner:
+                            # \mathrm{m\,s^{-1}}, \mathrm{1/s}: a unit or label that must not vanish
+                            raise LatexError("unreadable upright group")
                         i = j
                         continue
                     if inner == "e" and name in ("mathrm", "rm", "text", "textrm") and not (j < n and toks[j] in ("_", "'")):
@@ -635,6 +648,9 @@ class _Aliaser:
                     out.append(self.alias(key))
                     i = self._product_guard(toks, i, out)
                     continue
+                if name == "times" and out and out[-1] in self.vectors:
+                    # \hat z \times \vec v is a cross product, not a commutative product
+                    raise LatexError("cross product of vectors")
                 if name == "pi" and not (i + 1 < n and toks[i + 1] == "_"):
                     out.append("\\pi")
                     i += 1
@@ -773,8 +789,7 @@ class _Aliaser:
             return lin, k
         return [self.alias(f"deriv{a[0]}({_key(' '.join(a[1]))}|{var})")], k
 
-    @staticmethod
-    def _product_guard(toks: list[str], i: int, out: list[str]) -> int:
+    def _product_guard(self, toks: list[str], i: int, out: list[str]) -> int:
         """An atom directly followed by ``(`` is a product, not a function call; but an argument
         list with commas (``Y_{00}(\\theta, \\varphi)``, ``\\psi(x, t)``) names the variables of a
         function and is dropped."""
@@ -796,6 +811,12 @@ class _Aliaser:
                     simple = False
                 k += 1
             if commas and simple and depth == 0:
+                # psi(x, t): a function of the listed variables, one symbol keyed with them
+                names = self.keys_by_name()
+                last = out[-1][len("\\mathrm{") : -1] if out and out[-1].startswith("\\mathrm{v") else ""
+                if last in names:
+                    args = _key(" ".join(x for x in toks[j : k - 1] if x not in ("\\right", "\\left")))
+                    out[-1] = self.alias("call:" + names[last] + "|" + args)
                 return k
             out.append("\\cdot")
         return i

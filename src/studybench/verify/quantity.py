@@ -66,6 +66,9 @@ class Quantity:
     percent: bool = False
     degrees: bool = False
     plus_minus: bool = False
+    resolution: float = 0.0
+    """Half a unit in the last written decimal place, in the value's unit (``1.537`` -> 0.0005,
+    ``2.80\\times10^{5}`` -> 500); 0 for integers and fractions."""
 
 
 _CLEAN = [
@@ -252,7 +255,21 @@ def _parse_quantity(s: str) -> Quantity | None:
         return None  # 45^\circ N, 10\% x: not a plain quantity
     if math.isnan(value) or math.isinf(value):
         return None
-    return Quantity(value, unit, percent, degrees, pm)
+    return Quantity(value, unit, percent, degrees, pm, _resolution(t, value))
+
+
+def _resolution(t: str, value: float) -> float:
+    """Half a unit in the last written decimal place of the leading mantissa, scaled to ``value``."""
+    m = re.match(r"\s*(?:\\pm|\\mp)?\s*[+-]?\s*(\d*)\.(\d+)", t)
+    if not m:
+        return 0.0
+    try:
+        mant = float((m.group(1) or "0") + "." + m.group(2))
+    except ValueError:
+        return 0.0
+    if mant == 0 or value == 0:
+        return 0.0
+    return abs(value) * (0.5 * 10.0 ** (-len(m.group(2)))) / mant
 
 
 _VALUE_OPS = frozenset({"=", "<", ">", "<=", ">="})
@@ -296,13 +313,22 @@ def quantity_candidates(s: str, ops: frozenset[str] = _VALUE_OPS) -> list[Quanti
     return out
 
 
-def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL) -> bool:
-    """NV tolerance policy: ``|pred - gold| <= rel_tol * |gold|``; gold 0 needs ``|pred| <= 1e-9``."""
+MAX_REL_TOL = 0.02
+"""Upper bound of the tolerance when the gold's written precision widens it (the LLM rubric's
+"about 2% for estimates")."""
+
+
+def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL, resolution: float = 0.0) -> bool:
+    """NV tolerance policy (PROTOCOL.md section 5): ``|pred - gold| <= rel_tol * |gold| + resolution``,
+    where ``resolution`` is half a unit in the gold's last written decimal place (the reference
+    rounds the prediction to the gold's decimals first), never more than 2% of the gold; a gold of
+    exactly 0 needs ``|pred| <= 1e-9``. ``rel_tol`` defaults to 1% (Physics-R1's binary reward)."""
     if not (math.isfinite(pred) and math.isfinite(gold)):
         return False
     if gold == 0:
         return abs(pred) <= ABS_TOL_ZERO
-    return abs(pred - gold) <= rel_tol * abs(gold) * (1 + 1e-12)
+    tol = min(rel_tol * abs(gold) + max(resolution, 0.0), max(MAX_REL_TOL, rel_tol) * abs(gold))
+    return abs(pred - gold) <= tol * (1 + 1e-12)
 
 
 _UREG: Any = None
@@ -384,13 +410,14 @@ def _parse_units(u: str) -> Any:
         return None
 
 
-def is_unit(u: str) -> bool:
+def is_unit(u: str, upright: bool = False) -> bool:
     """Whether ``u`` (a normalised unit string from :func:`parse_quantity`) is a real unit: pint (with
     a few astronomy units added) parses it, it names no physical constant (``R``, ``k_B``, ``c``) and
-    it is not a lone symbol that is likelier a variable (``2R``, ``3t``). Never raises."""
+    it is not a lone symbol that is likelier a variable (``2R``, ``3t``) - unless ``upright`` (it was
+    written ``\\mathrm{G}``, as units are). Never raises."""
     if not unit_syntax_ok(u):
         return False
-    if u.strip() in _AMBIGUOUS_TOKENS:
+    if u.strip() in _AMBIGUOUS_TOKENS and not upright:
         return False
     units = _parse_units(u)
     if units is None:

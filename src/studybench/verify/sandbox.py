@@ -244,34 +244,37 @@ class SandboxPool:
         self._closed = False
         self.kills = 0
 
-    def _acquire(self) -> _Worker:
+    def _acquire(self, deadline: float) -> _Worker:
+        """A ready worker, waiting at most until ``deadline`` (``time.monotonic()``) for one to be
+        free or to finish booting; raises :class:`TimedOut` when none is ready in time."""
         while True:
             if self._closed:
                 raise RuntimeError("sandbox pool is closed")
+            remaining = deadline - time.monotonic()
+            w: _Worker | None = None
             try:
                 w = self._idle.get_nowait()
             except queue.Empty:
-                pass
-            else:
-                if w.ready:
-                    return w
-                break  # a replacement started in the background: wait for it below
-            with self._lock:
-                if len(self._all) < self.max_workers:
-                    w = _Worker()
-                    self._all.add(w)
-                    break
-            try:
-                w = self._idle.get(timeout=0.5)
-            except queue.Empty:
-                continue
+                with self._lock:
+                    if len(self._all) < self.max_workers:
+                        w = _Worker()
+                        self._all.add(w)
+            if w is None:
+                if remaining <= 0:
+                    raise TimedOut()
+                try:
+                    w = self._idle.get(timeout=min(0.25, remaining))
+                except queue.Empty:
+                    continue
             if w.ready:
                 return w
-            break
-        if not w.wait_ready(_READY_TIMEOUT):
-            self._discard(w)
-            raise WorkerDied("worker failed to start")
-        return w
+            if w.wait_ready(max(0.0, deadline - time.monotonic())):
+                return w
+            if w.proc.poll() is not None:
+                self._discard(w)
+                raise WorkerDied("worker failed to start")
+            self._idle.put(w)  # still booting: leave it for a later call
+            raise TimedOut()
 
     def _discard(self, w: _Worker) -> None:
         with self._lock:
@@ -300,14 +303,20 @@ class SandboxPool:
     def call(self, name: str, args: tuple[Any, ...], timeout: float) -> Any:
         """Run task ``name`` with ``args`` in a worker under a wall-clock ``timeout`` (seconds).
 
+        The timeout covers the whole call: waiting for a free (or booting) worker and the task
+        itself, so a call returns within about ``timeout`` even when many threads share few
+        workers. Start the workers first with :meth:`warm` so that interpreter start-up does not
+        count against early calls.
+
         Returns the task's result. Raises :class:`TimedOut` (worker killed and replaced),
         :class:`WorkerDied` (worker crashed), or ``RuntimeError`` for a task-side error or a closed
         pool.
         """
-        w = self._acquire()
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        w = self._acquire(deadline)
         try:
             w.send((name, args))
-            if not w.poll(max(0.0, timeout)):
+            if not w.poll(max(0.0, deadline - time.monotonic())):
                 self.kills += 1
                 self._discard(w)
                 self._replace()
@@ -327,15 +336,23 @@ class SandboxPool:
         return value
 
     def warm(self, n: int | None = None) -> None:
-        """Start up to ``n`` workers now (default: all) and wait until they are ready."""
-        got = []
-        for _ in range(min(n or self.max_workers, self.max_workers)):
-            try:
-                got.append(self._acquire())
-            except (WorkerDied, RuntimeError):
-                break
-        for w in got:
-            self._release(w)
+        """Start up to ``n`` workers now (default: all), in parallel, and wait until they are ready
+        (at most two minutes). Never raises for a worker that fails to start."""
+        want = min(n or self.max_workers, self.max_workers)
+        fresh: list[_Worker] = []
+        with self._lock:
+            while not self._closed and len(self._all) < want:
+                try:
+                    w = _Worker()
+                except Exception:  # pragma: no cover - out of processes
+                    break
+                self._all.add(w)
+                fresh.append(w)
+        for w in fresh:
+            if w.wait_ready(_READY_TIMEOUT):
+                self._release(w)
+            else:
+                self._discard(w)
 
     @property
     def size(self) -> int:
