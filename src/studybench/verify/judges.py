@@ -17,15 +17,16 @@ matched order-free.
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from studybench.schema import AnswerType, parse_type_sequence
 from studybench.verify.extract import split_top_level
+from studybench.verify.identities import reconcile
 from studybench.verify.latex import (
     MAX_SYMBOLIC_LEN,
     LatexError,
@@ -36,9 +37,6 @@ from studybench.verify.latex import (
     to_sympy,
     to_sympy_readings,
 )
-from studybench.verify.identities import reconcile
-from dataclasses import replace
-
 from studybench.verify.quantity import (
     Quantity,
     close_enough,
@@ -350,10 +348,10 @@ _DECIMAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)")
 
 
 def _simplest_fraction(v: float, tol: float) -> Any:
-    """The fraction with the smallest denominator (at most 1000) within ``tol`` of ``v``, else None."""
+    """The fraction with the smallest denominator (at most 100) within ``tol`` of ``v``, else None."""
     import sympy
 
-    for den in range(1, 1001):
+    for den in range(1, 101):
         num = round(v * den)
         if abs(num / den - v) <= tol:
             return sympy.Rational(num, den)
@@ -410,7 +408,6 @@ def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
     number), then ``simplify(a - b) == 0`` when the numeric check was inconclusive."""
     import sympy
     from sympy.matrices import MatrixBase
-
     from sympy.matrices.expressions import MatrixExpr
 
     a = a.as_explicit() if isinstance(a, MatrixExpr) else a
@@ -602,7 +599,7 @@ def _condition_key(c: str) -> list[str]:
 _ODD_TEXT_GROUP = re.compile(r"\\(?:mathrm|text|textrm|rm|mbox|operatorname)\s*\{\s*(?![A-Za-z]*\s*\}|[\d.]+\s*\})[^{}]*\}")
 
 
-_NOT_NOUNS = frozenset({"or", "and", "to", "times", "more", "less", "than", "about", "approximately", "approx", "per", "of", "at", "least", "most", "not", "no", "plus", "minus", "times", "percent", "over", "under", "up"})
+_NOT_NOUNS = frozenset({"or", "and", "to", "times", "more", "less", "than", "about", "approximately", "approx", "per", "of", "at", "least", "most", "not", "no", "plus", "minus", "percent", "over", "under", "up"})
 
 
 def _count_noun(u: str) -> bool:
@@ -640,7 +637,7 @@ def _hint_unit(hint: str | None) -> tuple[str | None, str | None]:
 
     if not hint:
         return None, None
-    cands = [_norm_unit(hint)]
+    cands = [_norm_unit(re.sub(r"\\[,;: !]|~", " ", hint))]
     words = norm_text(hint)
     if re.fullmatch(r"[a-z ]+", words):
         cands.append(re.sub(r"\s+", "*", words.replace(" per ", "/")))
@@ -728,6 +725,11 @@ def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
         return judge_ex(gold, pred)
     if any(g.unit and not is_unit(g.unit) for g in gq):
         return judge_ex(gold, pred)
+    gsegs, _ = split_relations(gold, frozenset({"="}))
+    psegs, _ = split_relations(pred, frozenset({"="}))
+    if len(gsegs) == 2 and len(psegs) == 2 and _value_lhs(gsegs) and _value_lhs(psegs):
+        # beta = 1 stated as v = c: the same relation by the identities (EQ rules)
+        return _eq_one(gold, pred)
     return False, "no number found"
 
 
@@ -981,7 +983,10 @@ def _ex_units_body(gold: str, pred: str, hint: str | None) -> SlotResult:
     f = convert_unit(1.0, pu, target)
     if f is None:
         return False, f"unit mismatch ({pu} vs {target})"
-    ok, why = _ex_one(gbody, f"{f!r} \\cdot \\left({pbody}\\right)", None)
+    from fractions import Fraction
+
+    fr = Fraction(f).limit_denominator(10**12)
+    ok, why = _ex_one(gbody, f"\\frac{{{fr.numerator}}}{{{fr.denominator}}} \\cdot \\left({pbody}\\right)", None)
     return ok, why + f" after {pu}->{target}"
 
 
@@ -1132,7 +1137,7 @@ def _flatten_env(s: str) -> str:
         return s
     t = _ENV.sub(" ", s)
     t = re.sub(r"\\\\(?:\[[^\]]{0,12}\])?", ",", t)
-    return t.replace("&", " ")
+    return re.sub(r"[ \t\n]+", " ", t.replace("&", " "))
 
 
 def _split_quad(p: str) -> list[str]:
@@ -1197,6 +1202,37 @@ def _labelled(one: Callable[[str, str], SlotResult], equations: bool) -> Callabl
     return fn
 
 
+_TERM = re.compile(r"^\s*(?:\{\s*\})?\s*\^\s*\{?\s*(\d+)\s*\}?\s*(?:\\mathrm\s*\{\s*)?([SPDFGHIK])\s*\}?\s*_\s*\{?\s*(\d+(?:\s*/\s*2)?)\s*\}?\s*$")
+_L_LETTERS = "SPDFGHIK"
+
+
+def _term_as_quantum_numbers(part: str) -> str | None:
+    """A spectroscopic term ``^{2S+1}L_J`` (``{}^{3}P_{2}``) as ``L=1, S=1, J=2``; else None."""
+    m = _TERM.match(part)
+    if not m:
+        return None
+    mult = int(m.group(1))
+    if mult < 1:
+        return None
+    s2 = mult - 1  # 2S
+    spin = str(s2 // 2) if s2 % 2 == 0 else f"{s2}/2"
+    j = m.group(3).replace(" ", "")
+    return f"L={_L_LETTERS.index(m.group(2))}, S={spin}, J={j}"
+
+
+def _terms_to_groups(gg: list[list[str]], pg: list[list[str]]) -> list[list[str]] | None:
+    """Prediction term symbols rewritten as groups of quantum numbers when the gold lists its
+    states as ``L=.., S=.., J=..`` groups."""
+    labels = {(_label(x) or ("",))[0].strip() for g in gg for x in g}
+    if len(gg) < 1 or not labels or not labels <= {"L", "S", "J"}:
+        return None
+    flat = [x for g in pg for x in g]
+    conv = [_term_as_quantum_numbers(x) for x in flat]
+    if not conv or any(c is None for c in conv):
+        return None
+    return [c.split(", ") for c in conv if c is not None]
+
+
 def judge_parts(gold: str, pred: str, one: Callable[[str, str], SlotResult], equations: bool = False) -> SlotResult | None:
     """Compare two boxes part by part (:func:`answer_parts`) when the gold lists several answers;
     ``None`` when the gold is a single answer (the caller judges it whole).
@@ -1204,18 +1240,20 @@ def judge_parts(gold: str, pred: str, one: Callable[[str, str], SlotResult], equ
     Groups (``;``) are matched order-free, parts within a group order-free with labels respected
     (:func:`_labelled`); a collective subscript (``P_{2,1,0}``) may be written out."""
     gg, pg = answer_parts(gold), answer_parts(pred)
+    terms = _terms_to_groups(gg, pg)
+    if terms is not None:
+        pg = terms
     gflat = [x for g in gg for x in g]
     pflat = [x for g in pg for x in g]
     if len(gflat) <= 1:
         return None
     fn = _labelled(one, equations)
     if len(gg) > 1 and len(gg) == len(pg):
-        res = _match_unordered(
+        # groups (one state per group: "n=1, l=0; n=2, l=1") must match as wholes
+        return _match_unordered(
             [";".join(g) for g in gg], [";".join(p) for p in pg],
             lambda a, b: _match_unordered(a.split(";"), b.split(";"), fn) if a.count(";") == b.count(";") else (False, "group sizes differ"),
         )
-        if res[0] is not False:
-            return res
     if len(gflat) != len(pflat):
         gflat, pflat = _expand_collective(gflat), _expand_collective(pflat)
     if len(gflat) != len(pflat):
@@ -1684,6 +1722,8 @@ def split_hints(gold_unit: Any, n: int) -> list[str | None]:
     values). Returns ``n`` entries (``None`` = no hint). Never raises."""
     if gold_unit is None or n <= 0:
         return [None] * max(n, 0)
+    if isinstance(gold_unit, (int, float)):
+        gold_unit = str(gold_unit)
     try:
         if isinstance(gold_unit, str):
             items: list[Any] = split_top_level(gold_unit)
