@@ -8,7 +8,9 @@ Measures, in one run on the same machine and the same inputs:
     tail, answer_type, type_sequence, label), half correct and half subtly wrong;
   - ``gold-self``: every sub-problem of ``application.json`` and ``transfer.json`` answered with its
     own gold boxes (``Final Answer: \\boxed{b1}, \\boxed{b2}, ...``), label True; every judge
-    should accept all of them.
+    should accept all of them;
+  - ``gold-sol``: every sub-problem whose reference solution has a ``\\boxed{}`` answered with that
+    solution (its final boxes), label True; the exceptions are listed with the verifier's reason.
 
 * **Judges.**
 
@@ -99,6 +101,7 @@ class Pair:
     kind: str = ""
     source: str = ""
     boxes: list[str] | None = None  # gold boxes when the data set already has them
+    gold_unit: Any = None  # the dev pairs' unit hint for a unitless gold
 
 
 @dataclass
@@ -130,7 +133,8 @@ def load_dev(path: Path, limit: int | None) -> list[Pair]:
             r = json.loads(line)
             out.append(Pair(gold=r["gold"], response=r["response"], answer_type=str(r["answer_type"]),
                             type_sequence=str(r.get("type_sequence") or ""), label=bool(r["label"]),
-                            kind=str(r.get("kind") or ""), source=str(r.get("gold_id") or "")))
+                            kind=str(r.get("kind") or ""), source=str(r.get("gold_id") or ""),
+                            gold_unit=r.get("gold_unit")))
             if limit is not None and len(out) >= limit:
                 break
     return out
@@ -155,6 +159,21 @@ def load_self(data_dir: Path, limit: int | None) -> tuple[list[Pair], dict[str, 
     return out, per_split
 
 
+def load_solution(data_dir: Path, limit: int | None) -> list[Pair]:
+    """Gold against the final boxes of its own reference solution (sub-problems whose solution has a box)."""
+    out: list[Pair] = []
+    for split in SPLITS:
+        ds = load_dataset(data_dir / f"{split}.json", name=split)
+        for sl in ds.slots():
+            sub = sl.sub
+            if "\\boxed" not in (sub.solution or "") and "\\fbox" not in (sub.solution or ""):
+                continue
+            out.append(Pair(gold=sub.answer, response=sub.solution, answer_type=str(getattr(sub.answer_type, "value", sub.answer_type)),
+                            type_sequence=sub.type_sequence_str, label=True, kind="gold-sol",
+                            source=f"{split}:{sl.parent.source}:{sl.parent.source_problem_id}:{sub.problem_id}", boxes=list(sub.boxes)))
+    return out[:limit] if limit is not None else out
+
+
 def _golds(p: Pair) -> list[str]:
     if p.boxes is not None:
         return list(p.boxes)
@@ -164,15 +183,15 @@ def _golds(p: Pair) -> list[str]:
         return []
 
 
-def _item(p: Pair) -> tuple[list[str], list[str], str, str]:
+def _item(p: Pair) -> tuple[list[str], list[str], str, str, Any]:
     golds = _golds(p)
     preds = extract_answers(p.response, m=len(golds)) if golds else []
-    return golds, preds, p.answer_type, p.type_sequence
+    return golds, preds, p.answer_type, p.type_sequence, p.gold_unit
 
 
-def _key(item: tuple[list[str], list[str], str, str]) -> tuple[Any, ...]:
-    g, pr, at, ts = item
-    return tuple(g), tuple(pr), at.strip().upper(), ts.replace(" ", "").upper()
+def _key(item: tuple[list[str], list[str], str, str, Any]) -> tuple[Any, ...]:
+    g, pr, at, ts, unit = item
+    return tuple(g), tuple(pr), at.strip().upper(), ts.replace(" ", "").upper(), str(unit)
 
 
 # --------------------------------------------------------------------------- studybench
@@ -389,6 +408,7 @@ def main() -> int:
     sets: dict[str, list[Pair]] = {"dev": load_dev(args.dev_pairs, args.limit)}
     self_pairs, per_split = load_self(data_dir, args.limit)
     sets["gold-self"] = self_pairs
+    sets["gold-sol"] = load_solution(data_dir, args.limit)
 
     mv_version = None
     if not args.no_peer:
@@ -402,6 +422,7 @@ def main() -> int:
           f"math-verify {mv_version or '(skipped)'}")
     print(f"dev pairs: {len(sets['dev'])} from {args.dev_pairs}")
     print(f"gold-self: {len(self_pairs)} from {data_dir} ({', '.join(f'{k} {v}' for k, v in per_split.items())})")
+    print(f"gold-sol: {len(sets['gold-sol'])} sub-problems whose reference solution has a box")
     print(f"repeats per measurement: {args.repeats}; studybench timeout {args.timeout:g} s; "
           f"math-verify guard {args.peer_guard:g} s")
     print()
@@ -465,6 +486,12 @@ def main() -> int:
             slow = [i for i, w in enumerate(m.extra["per_item_wall_s"]) if w > SLOW_S]
             if slow:
                 print(f"    calls > {SLOW_S:g} s: items {slow}")
+    sol = [m for m in results if m.input_set == "gold-sol" and m.judge == "studybench w=1"]
+    if sol:
+        miss = [(p, r) for p, ok, r in zip(sets["gold-sol"], sol[0].verdicts, sol[0].reasons, strict=True) if not ok]
+        print(f"gold-sol exceptions (studybench): {len(miss)} of {sol[0].n}")
+        for p, r in miss:
+            print(f"    {p.source} [{p.answer_type}{',' + p.type_sequence if p.type_sequence else ''}]: {r[:110]}")
     for name in sets:
         a = [m for m in results if m.input_set == name and m.judge.startswith("studybench")]
         if len(a) == 2:

@@ -44,7 +44,6 @@ PAIRS = _load()
 _QL = "QL paraphrase: same meaning in other words, left to the LLM judge (no rule can tell it from a related but different statement)"
 KNOWN_MISSES: dict[int, str] = {
     40: "NV gold 9.9 without unit or gold_unit; a prediction in GeV cannot be checked (the MeV twin is wrong)",
-    297: "IN: interval for b needs the assumption b > 0 to match the squared inequality",
     320: "EQ: alpha = 16 sigma / c is defined in the problem text, not a physical constant",
     361: "EX: omega = sqrt(k/m) is defined in the problem text",
     **{i: _QL for i in (364, 365, 368, 369, 372, 373, 376, 377, 380, 381, 384, 385, 388, 389, 393, 396, 397, 400, 401)},

@@ -347,41 +347,6 @@ def _num(expr: Any, pt: dict[Any, Any]) -> complex | None:
 _DECIMAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)")
 
 
-def _simplest_fraction(v: float, tol: float) -> Any:
-    """The fraction with the smallest denominator (at most 100) within ``tol`` of ``v``, else None."""
-    import sympy
-
-    for den in range(1, 101):
-        num = round(v * den)
-        if abs(num / den - v) <= tol:
-            return sympy.Rational(num, den)
-    return None
-
-
-def _rationalize(expr: Any, text: str) -> Any:
-    """Decimals in a symbolic prediction read as the simplest fraction within their written
-    precision (``0.33`` -> 1/3, ``1.5`` -> 3/2, ``1.05`` -> 21/20), so that a prediction is compared
-    exactly with a gold that has no decimals. Decimals with no close simple fraction stay floats
-    (and then fail an exact comparison)."""
-    import sympy
-
-    floats = expr.atoms(sympy.Float) if hasattr(expr, "atoms") else set()
-    if not floats:
-        return expr
-    places: dict[float, int] = {}
-    for m in _DECIMAL.finditer(text):
-        places[round(float(m.group(0)), 9)] = len(m.group(2))
-    rep = {}
-    for f in floats:
-        v = float(f)
-        d = places.get(round(abs(v), 9))
-        tol = 0.5 * 10.0 ** (-d) if d else abs(v) * 1e-9
-        r = _simplest_fraction(v, tol)
-        if r is not None:
-            rep[f] = r
-    return expr.xreplace(rep) if rep else expr
-
-
 def _nonfinite(*exprs: Any) -> bool:
     """Whether any expression contains nan, zoo or +-oo (``0/0``, ``1/0``, ``0\\cdot\\infty``)."""
     import sympy
@@ -402,10 +367,11 @@ def _close(a: complex, b: complex, tol: float) -> bool:
     return abs(a - b) <= tol * scale + 1e-12
 
 
-def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
+def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, str]:
     """Whether two SymPy expressions are equal: structural equality, then a numeric check at
-    seeded random positive points (relative tolerance 1e-6, or 1% when either contains a decimal
-    number), then ``simplify(a - b) == 0`` when the numeric check was inconclusive."""
+    seeded random positive points (relative tolerance ``tol``; by default 1e-6, or 1% when the gold
+    ``a`` contains a decimal number), then ``simplify(a - b) == 0`` when the numeric check was
+    inconclusive. Matrices are compared entry by entry."""
     import sympy
     from sympy.matrices import MatrixBase
     from sympy.matrices.expressions import MatrixExpr
@@ -416,7 +382,7 @@ def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
         if not (isinstance(a, MatrixBase) and isinstance(b, MatrixBase)) or a.shape != b.shape:
             return False, "matrix against non-matrix or different shapes"
         for x, y in zip(a, b, strict=True):
-            ok, why = sym_equal(x, y)
+            ok, why = sym_equal(x, y, tol)
             if not ok:
                 return ok, "matrix entries: " + why
         return True, "same matrix"
@@ -429,7 +395,8 @@ def sym_equal(a: Any, b: Any) -> tuple[bool | None, str]:
     if _nonfinite(a) != _nonfinite(b):
         return False, "infinite on one side only"
     a, b = _replace_undef(a), _replace_undef(b)
-    tol = 0.01 if _has_float(a) else 1e-6  # decimals in the gold allow 1%; see _rationalize
+    if tol is None:
+        tol = 0.01 if _has_float(a) else 1e-6  # decimals in the gold allow 1%; see _rationalize
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
     good = 0
     for pt in _points(syms):
@@ -695,7 +662,10 @@ def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
         gl, pl = _value_lhs(gsegs), _value_lhs(psegs)
         if gl and pl and _loose_label(gl) != _loose_label(pl) and not _same_lhs(gl, pl):
             return False, f"different left side ({pl[:30]!r} vs {gl[:30]!r})"
-        stated = [x for x in (psegs[1:] if pl else psegs) if re.search(r"\d", x)]
+        stated = [
+            x for x in (psegs[1:] if pl else psegs)
+            if re.match(r"\s*[-+]?\s*(?:\d|\.\d|\\[dt]?frac\s*\{\s*[\d.]+\s*\}\s*\{\s*[\d.]+\s*\})", x)
+        ]
         if len(pq) < len(stated):
             return False, "a stated value cannot be read"
         p = pq[-1]
@@ -893,13 +863,15 @@ def split_unit_suffix(s: str) -> tuple[str, str]:
 def _ex_units(gold: str, pred: str, hint: str | None) -> SlotResult:
     gold, pred = strip_remark(gold), strip_remark(pred)
     gv, gc = split_condition(gold)
+    pv, pc = split_condition(pred)
     if gc:
-        pv, pc = split_condition(pred)
         if not pc:
             return False, "the gold's condition is missing"
         if _condition_key(gc) != _condition_key(pc):
             return False, "different condition"
-        gold, pred = gv, pv
+        gold = gv
+    if pc:
+        pred = pv  # a condition or definition the gold does not state is not judged
     return _ex_units_plain(gold, pred, hint)
 
 
@@ -994,8 +966,30 @@ def _ex_one(gold: str, pred: str, hint: str | None = None) -> SlotResult:
     """One EX answer: compare the right-hand side after a top-level ``=`` (any later part of a
     chained gold ``a = b = c``) with the prediction's last part; plain numbers use NV rules;
     otherwise SymPy equivalence (:func:`sym_equal`) with one alias table so every symbol must
-    correspond, under every reading of brace-less function arguments and the constant identities."""
-    pr = _rhs(pred)
+    correspond, under every reading of brace-less function arguments and the constant identities.
+    A chained prediction ``v = \\frac{180}{181}c \\approx 0.9945c`` also matches when an earlier link
+    is equal and every later link agrees within 1%."""
+    res = _ex_link(gold, _rhs(pred), hint)
+    if res[0]:
+        return res
+    segs, _ = split_relations(pred, frozenset({"="}))
+    for j in range(len(segs) - 1):
+        if not segs[j] or not _ex_link(gold, segs[j], hint)[0]:
+            continue
+        if all(_approx_link(gold, later) for later in segs[j + 1 :]):
+            return True, "an exact link matches and the later links agree within 1%"
+    return res
+
+
+def _approx_link(gold: str, link: str) -> bool:
+    for g in _ex_candidates(gold):
+        ok, _ = _expr_equal_str(g, link, tol=0.01)
+        if ok:
+            return True
+    return False
+
+
+def _ex_link(gold: str, pr: str, hint: str | None = None) -> SlotResult:
     reason = "not equal"
     for g in _ex_candidates(gold):
         if norm_string(g) == norm_string(pr):
@@ -1064,7 +1058,7 @@ def _monomial_factor(dg: Any, dp: Any, forbidden: Any = ()) -> bool:
         return False
 
 
-def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = ()) -> tuple[bool | None, str]:
+def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = (), tol: float | None = None) -> tuple[bool | None, str]:
     """Whether (g_l - g_r) / (p_l - p_r) is a finite nonzero constant, or a nonzero monomial factor
     (``2m``, ``1/T``; never one containing the ``forbidden`` symbols, the gold's isolated left side).
     Any side that is or contains nan / zoo / +-oo never matches; the ratio must be finite and nonzero
@@ -1077,7 +1071,8 @@ def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = ()) 
         return None, "not expressions"
     if _nonfinite(dg, dp, g_l, g_r, p_l, p_r):
         return False, "equation side not finite"
-    tol = 0.01 if _has_float(dg) else 1e-6
+    if tol is None:
+        tol = 0.01 if _has_float(dg) else 1e-6
     syms = sorted(dg.free_symbols | dp.free_symbols, key=str)
     ratios = []
     for pt in _points(syms, 8):
@@ -1303,12 +1298,14 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
     gold, pred = strip_remark(gold), strip_remark(pred)
     gv, gc = split_condition(gold)
     pv, pc = split_condition(pred)
-    if gc or pc:
-        if not gc or not pc:
-            return False, "a condition is stated on one side only"
+    if gc:
+        if not pc:
+            return False, "the gold's condition is missing"
         if _condition_key(gc) != _condition_key(pc):
             return False, "different condition"
-        gold, pred = gv, pv
+        gold = gv
+    if pc:
+        pred = pv  # a condition or definition the gold does not state ("for an ion") is not judged
     return _eq_plain(gold, pred)
 
 
@@ -1345,9 +1342,8 @@ def _eq_plain(gold: str, pred: str) -> SlotResult:
             for gr in grs:
                 for pr in prs:
                     (gl2, gr2), (pl2, pr2), applied = reconcile([gl, gr], [pl, pr], al)
-                    if not _has_float(gl2, gr2):
-                        pl2, pr2 = _rationalize(pl2, pred), _rationalize(pr2, pred)
-                    ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms)
+                    t = 0.01 if _has_float(gl2, gr2) else (written_tolerance(pred) if _has_float(pl2, pr2) else 1e-6)
+                    ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms, t)
                     reason = why + (f" (using {', '.join(applied)})" if applied and ok else "")
                     if ok:
                         hit = True
@@ -1428,20 +1424,34 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str]]]:
     for ge in gs:
         for pe in ps:
             a, b, applied = reconcile([ge], [pe], al)
-            pe2 = b[0] if _has_float(a[0]) else _rationalize(b[0], p)
-            out.append((a[0], pe2, applied))
+            out.append((a[0], b[0], applied))
     return out
 
 
-def _expr_equal_str(a: str, b: str) -> tuple[bool | None, str]:
-    """SymPy equality of two LaTeX strings under any reading pair (see :func:`_sym_pairs`)."""
+def written_tolerance(text: str) -> float:
+    """Relative tolerance a prediction's decimals allow: half a unit in the last written place of
+    its least precise decimal, relative to its value (``0.9945`` -> 5e-5, ``0.33`` -> 1.5%), at most
+    1%; 1e-6 when it writes no decimal. Used when the gold has no decimals, so that a rounded
+    coefficient matches while a changed constant (``1.05`` for ``1``) does not."""
+    tol = 1e-6
+    for m in _DECIMAL.finditer(text):
+        v = float(m.group(0))
+        if v:
+            tol = max(tol, 0.5 * 10.0 ** (-len(m.group(2))) / v)
+    return min(tol, 0.01)
+
+
+def _expr_equal_str(a: str, b: str, tol: float | None = None) -> tuple[bool | None, str]:
+    """SymPy equality of two LaTeX strings under any reading pair (see :func:`_sym_pairs`);
+    ``tol`` overrides the relative tolerance of :func:`sym_equal`."""
     try:
         pairs = _sym_pairs(a, b)
     except LatexError as e:
         return None, str(e)
     res: tuple[bool | None, str] = (False, "not equal")
     for x, y, applied in pairs:
-        ok, why = sym_equal(x, y)
+        t = tol if tol is not None else (None if _has_float(x) or not _has_float(y) else written_tolerance(b))
+        ok, why = sym_equal(x, y, t)
         if ok:
             return True, why + (f" (using {', '.join(applied)})" if applied else "")
         res = (ok, why)
@@ -1572,10 +1582,83 @@ def _relation_intervals(obj: Any) -> list[tuple[Any, Any, bool, bool]] | None:
         return None
 
 
+_IN_SET = re.compile(r"\\in(?![A-Za-z])")
+
+
+def _membership(s: str) -> tuple[str, str] | None:
+    """``(variable, interval)`` of ``b \\in (0, 2m)``, else None."""
+    parts = _IN_SET.split(s)
+    if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+        return None
+    return parts[0].strip(), parts[1].strip()
+
+
+def _in_membership(gold: str, pred: str) -> SlotResult | None:
+    """``b \\in (0, X)`` on one side: its interval against the other side's interval, or against the
+    other side's inequality in ``b``, checked numerically with positive symbols (the inequality
+    must hold inside the interval and fail outside it, for ``b > 0``, at several parameter points).
+    None when neither side is a membership."""
+    import sympy
+
+    gm, pm = _membership(gold), _membership(pred)
+    if gm is None and pm is None:
+        return None
+    if gm is not None and pm is not None:
+        return judge_in(gm[1], pm[1]) if _same_lhs(gm[0], pm[0]) else (False, "different variable")
+    var_text, interval = pm if pm is not None else gm  # type: ignore[misc]
+    other = gold if pm is not None else pred
+    try:
+        al = new_aliases(interval, other, var_text)
+        iv = _interval_parts(to_sympy(interval, al))
+        rel = to_sympy(other, al)
+        var = to_sympy(var_text, al)
+    except LatexError as e:
+        return False, str(e)
+    if iv is None:
+        return False, "not an interval"
+    if _interval_parts(rel) is not None:
+        return judge_in(other, interval) if pm is not None else judge_in(interval, other)
+    if len(iv) != 1 or not isinstance(var, sympy.Symbol) or _relations(rel) is None or var not in rel.free_symbols:
+        return False, "cannot compare the membership with the other side"
+    lo, hi, _, _ = iv[0]
+    params = sorted((rel.free_symbols | lo.free_symbols | hi.free_symbols) - {var}, key=str)
+    checked = 0
+    for pt in _points(params, 4):
+        a = complex(0.0) if lo == -sympy.oo else _num(lo, pt)
+        b = None if hi == sympy.oo else _num(hi, pt)
+        if a is None or abs(a.imag) > 1e-9 or (b is not None and (abs(b.imag) > 1e-9 or not a.real < b.real)):
+            continue
+        a_r = a.real
+        if b is None:  # (a, oo)
+            inside = [a_r + f * (abs(a_r) + 1.0) for f in (0.02, 0.5, 3.0, 100.0)]
+            outside = [a_r * f for f in (0.5, 0.97)] if a_r > 0 else []
+        else:
+            b_r = b.real
+            inside = [a_r + f * (b_r - a_r) for f in (0.02, 0.3, 0.7, 0.98)]
+            outside = [b_r * f for f in (1.03, 1.5, 3.0)] + ([a_r * f for f in (0.5, 0.97)] if a_r > 0 else [])
+        for x, want in [(x, True) for x in inside] + [(x, False) for x in outside]:
+            if not (0 < x < 1e300):
+                continue
+            try:
+                got = rel.xreplace({**pt, var: sympy.Float(x)})
+            except Exception:  # sympy raises many types
+                return False, "cannot evaluate the inequality"
+            if got not in (sympy.true, sympy.false) or bool(got) is not want:
+                return False, "the inequality and the interval differ"
+        checked += 1
+    if checked < 2:
+        return False, "cannot compare the membership with the other side"
+    return True, "same set for positive values (checked numerically)"
+
+
 def judge_in(gold: str, pred: str) -> SlotResult:
     """IN: intervals (bracket types must match, bounds equal by EX rules, unions part-wise in order)
     or inequalities (same strictness; each gold relation matched by a prediction relation whose
-    ``big - small`` is a positive multiple)."""
+    ``big - small`` is a positive multiple); ``b \\in (0, X)`` against an inequality in ``b`` is
+    compared after solving the inequality with positive symbols."""
+    mem = _in_membership(gold, pred)
+    if mem is not None:
+        return mem
     try:
         al = new_aliases(gold, pred)
         go = to_sympy(gold, al)
@@ -1785,11 +1868,35 @@ def combine(
                     return True, f"matches an alternative ({t.value}): {why}"
                 if ok is None:
                     undecided = True
+        # "Aries or Pisces" when both are accepted alternatives: every option named is right
+        for p in preds:
+            parts = _or_parts(p)
+            if len(parts) < 2:
+                continue
+            hits = [any(slot(g, q, t, h)[0] is True for g, t, h in zip(golds, types, hs, strict=True)) for q in parts]
+            if all(hits):
+                return True, f"names {len(parts)} options, each an accepted alternative"
         return (None, "") if undecided else (False, "matches no alternative")
     if len(golds) == 1:
         return slot(golds[0], preds[-1], at, hs[0])
     preds = _regroup(preds, len(golds))
     return _match_unordered(golds, preds, lambda g, p: slot(g, p, at, hint_of.get(g)))
+
+
+_OR_TEXT = re.compile(r"^\s*\\(?:text|mathrm|textrm|mbox)\s*\{([^{}]*)\}\s*$")
+_OR_SPLIT = re.compile(r"\s*\\(?:text|mbox|textrm)\s*\{\s*or\s*\}\s*|\s+or\s+")
+
+
+def _or_parts(p: str) -> list[str]:
+    """The options of ``A or B`` (``\\text{Aries or Pisces}``, ``x = 1 \\text{ or } x = 2``); one
+    part when there is no top-level "or"."""
+    m = _OR_TEXT.match(p)
+    if m:
+        return ["\\text{" + x.strip() + "}" for x in re.split(r"\s+or\s+", m.group(1)) if x.strip()]
+    parts = [x for x in _OR_SPLIT.split(p) if x.strip()]
+    if any(x.count("{") != x.count("}") for x in parts):
+        return [p]
+    return parts
 
 
 def _verdict(res: SlotResult, preds: list[str]) -> Verdict:
