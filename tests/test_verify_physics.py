@@ -82,6 +82,7 @@ CASES: list[tuple[list[str], list[str], str, str, object, bool, str]] = [
     ([r"x \coth x"], [r"x\frac{\cosh x}{\sinh x}"], "EX", "", None, True, "coth is not cot(h x)"),
     ([r"\frac{1}{3} m g"], [r"0.333\, m g"], "EX", "", None, True, "decimal at its written precision"),
     ([r"\frac{1}{3} m g"], [r"0.35\, m g"], "EX", "", None, False, "decimal that is not 1/3"),
+    ([r"\sqrt{a^2 + \sin 2x}"], [r"\sqrt{a^2 + \sin 2.1x}"], "EX", "", None, False, "a diluted decimal constant"),
     ([r"\frac{180}{181} c"], [r"0.9945\, c"], "EX", "", None, True, "decimal within its written precision"),
     ([r"\frac{180}{181} c"], [r"0.9950\, c"], "EX", "", None, False, "decimal beyond its written precision"),
     ([r"\frac{a}{e^{x} - 1}"], [r"\frac{a}{e^{x} - 1.05}"], "EX", "", None, False, "a decimal constant is no rounding"),

@@ -347,6 +347,42 @@ def _num(expr: Any, pt: dict[Any, Any]) -> complex | None:
 _DECIMAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)")
 
 
+def _simplest_fraction(v: float, tol: float) -> Any:
+    """The fraction with the smallest denominator (at most 100) within ``tol`` of ``v``, else None."""
+    import sympy
+
+    for den in range(1, 101):
+        num = round(v * den)
+        if abs(num / den - v) <= tol:
+            return sympy.Rational(num, den)
+    return None
+
+
+def _rationalize(expr: Any, text: str) -> Any:
+    """Decimals of a symbolic prediction read as the simplest fraction (denominator <= 100) within
+    their written precision: ``0.33`` -> 1/3, ``1.5`` -> 3/2, ``2.1`` -> 21/10 (never 2). Decimals
+    with no such fraction (``0.9945`` for 180/181) stay floats and are compared at their written
+    precision (:func:`written_tolerance`)."""
+    import sympy
+
+    floats = expr.atoms(sympy.Float) if hasattr(expr, "atoms") else set()
+    if not floats:
+        return expr
+    places: dict[float, int] = {}
+    for m in _DECIMAL.finditer(text):
+        places[round(float(m.group(0)), 9)] = len(m.group(2))
+    rep = {}
+    for f in floats:
+        v = float(f)
+        d = places.get(round(abs(v), 9))
+        if d is None:
+            continue
+        r = _simplest_fraction(v, 0.5 * 10.0 ** (-d))
+        if r is not None:
+            rep[f] = r
+    return expr.xreplace(rep) if rep else expr
+
+
 def _nonfinite(*exprs: Any) -> bool:
     """Whether any expression contains nan, zoo or +-oo (``0/0``, ``1/0``, ``0\\cdot\\infty``)."""
     import sympy
@@ -1342,6 +1378,8 @@ def _eq_plain(gold: str, pred: str) -> SlotResult:
             for gr in grs:
                 for pr in prs:
                     (gl2, gr2), (pl2, pr2), applied = reconcile([gl, gr], [pl, pr], al)
+                    if not _has_float(gl2, gr2):
+                        pl2, pr2 = _rationalize(pl2, pred), _rationalize(pr2, pred)
                     t = 0.01 if _has_float(gl2, gr2) else (written_tolerance(pred) if _has_float(pl2, pr2) else 1e-6)
                     ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms, t)
                     reason = why + (f" (using {', '.join(applied)})" if applied and ok else "")
@@ -1424,7 +1462,7 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str]]]:
     for ge in gs:
         for pe in ps:
             a, b, applied = reconcile([ge], [pe], al)
-            out.append((a[0], b[0], applied))
+            out.append((a[0], b[0] if _has_float(a[0]) else _rationalize(b[0], p), applied))
     return out
 
 
