@@ -503,6 +503,10 @@ def verify_cmd(
     response: Annotated[str, typer.Argument(help="Model response (boxes on the Final Answer line are extracted) or a bare answer.")],
     answer_type: Annotated[str, typer.Option("--type", help="NV | EX | EQ | TUP | IN | MC | TF | QL | ALT.")],
     type_sequence: Annotated[str | None, typer.Option("--type-sequence", help="Slot types for TUP / ALT, e.g. NV,EX.")] = None,
+    gold_unit: Annotated[
+        str | None,
+        typer.Option("--gold-unit", help="Unit of a unitless gold, e.g. '\\mathrm{km}' (one per box, comma-separated, 'None' for none)."),
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds for the symbolic judgement.")] = 5.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
@@ -516,7 +520,7 @@ def verify_cmd(
         _fail(str(e))
     golds, preds = _pair_boxes(gold, response, at, ts)
     with Verifier(workers=1, timeout=timeout) as v:
-        verdict = v.judge(golds, preds, at, ts) if preds else None
+        verdict = v.judge(golds, preds, at, ts, gold_unit=gold_unit) if preds else None
     correct = bool(verdict and verdict.correct)
     reason = verdict.reason if verdict else "incorrect: no final answer found"
     if as_json:
@@ -529,7 +533,10 @@ def verify_cmd(
 
 @app.command("verify-file")
 def verify_file_cmd(
-    in_path: Annotated[Path, typer.Argument(help="JSONL rows with gold, response, answer_type and optional type_sequence (the dev-pair format).")],
+    in_path: Annotated[
+        Path,
+        typer.Argument(help="JSONL rows with gold, response, answer_type and optional type_sequence and gold_unit (the dev-pair format)."),
+    ],
     out_path: Annotated[Path, typer.Option("-o", "--out", help="Output JSONL: the same rows with correct and reason added.")],
     workers: Annotated[int | None, typer.Option("--workers", help="Verifier worker processes (default: CPU count).")] = None,
     timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic judgement.")] = 5.0,
@@ -564,9 +571,12 @@ def verify_file_cmd(
             at, ts = _parse_types(row["answer_type"], ",".join(ts_raw) if isinstance(ts_raw, list) else ts_raw)
         except ValueError as e:
             _fail(f"{in_path}: line {n}: {e}")
+        unit = row.get("gold_unit")
+        if unit is not None and not isinstance(unit, (str, list)):
+            _fail(f"{in_path}: line {n}: field 'gold_unit': must be a string, a list or null")
         golds, preds = _pair_boxes(row["gold"], row["response"], at, ts)
         rows.append(row)
-        items.append((golds, preds, at, ts))
+        items.append((golds, preds, at, ts, unit))
     if not rows:
         _fail(f"{in_path}: no rows")
     verdicts: list[Any] = []

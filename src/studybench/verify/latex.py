@@ -1071,6 +1071,18 @@ def to_sympy_readings(latex: str, aliases: _Aliaser | None = None) -> list[Any]:
     return out
 
 
+def symbol_keys(latex: str) -> set[str] | None:
+    """The symbols a LaTeX answer uses, as normalised keys (``k_{B}``, ``\\epsilon_{0}``,
+    ``deriv1(x|t)``), without SymPy (pure string work, safe in-process); ``None`` when it cannot be
+    read. Never raises."""
+    try:
+        al = new_aliases(latex)
+        _convert(latex, al)
+    except (LatexError, RecursionError, ValueError, IndexError):
+        return None
+    return set(al.table)
+
+
 def new_aliases(*texts: str) -> _Aliaser:
     """A fresh alias table to share between the two sides of one comparison. Pass both sides' text:
     when either writes an upright differential (``\\mathrm{d}x``) or an integral, a bare ``dx`` on
