@@ -1800,6 +1800,11 @@ def _match_unordered(golds: list[str], preds: list[str], fn: Callable[[str, str]
     n = len(golds)
     if n != len(preds):
         return False, f"expected {n} answers, got {len(preds)}"
+    if n > 1:
+        # the common case first: the answers in the gold's order
+        diagonal = [fn(g, p) for g, p in zip(golds, preds, strict=True)]
+        if all(d[0] is True for d in diagonal):
+            return True, f"all {n} answers match"
     table: list[list[SlotResult]] = []
     for g in golds:
         row = []

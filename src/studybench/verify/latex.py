@@ -18,6 +18,7 @@ Model text never reaches ``eval``, ``exec``, ``sympify`` of a string or ``parse_
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -1013,6 +1014,13 @@ def _convert(latex: str, aliases: _Aliaser | None) -> tuple[_Aliaser, list[str]]
 
 
 def _l2s(conv: list[str]) -> Any:
+    return _l2s_text(" ".join(conv).strip())
+
+
+@functools.lru_cache(maxsize=8192)
+def _l2s_text(text: str) -> Any:
+    """latex2sympy on aliased text, memoised: the ANTLR parse dominates the verifier's cost and the
+    same aliased text recurs across the pairs of one judgement (SymPy objects are immutable)."""
     global _L2S_CONFIG
     from latex2sympy2_extended import latex2sympy
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig
@@ -1023,7 +1031,6 @@ def _l2s(conv: list[str]) -> Any:
             interpret_as_mixed_fractions=False,
             interpret_simple_eq_as_assignment=False,
         )
-    text = " ".join(conv).strip()
     try:
         result = latex2sympy(text, conversion_config=_L2S_CONFIG)
     except Exception as e:  # latex2sympy raises bare Exception on syntax errors
