@@ -18,32 +18,32 @@ __all__ = ["IDENTITIES", "reconcile"]
 Builder = Callable[[Callable[[str], Any]], Any]
 
 
-def _ids() -> list[tuple[str, tuple[str, ...], Builder]]:
+def _ids() -> list[tuple[str, tuple[str, ...], Builder, str]]:
     import sympy
 
     pi = sympy.pi
     return [
-        ("h", ("\\hbar",), lambda s: 2 * pi * s("\\hbar")),
-        ("\\hbar", ("h",), lambda s: s("h") / (2 * pi)),
-        ("k", ("k_{B}",), lambda s: s("k_{B}")),
-        ("k_{B}", ("k",), lambda s: s("k")),
-        ("\\mu_{0}", ("\\epsilon_{0}", "c"), lambda s: 1 / (s("\\epsilon_{0}") * s("c") ** 2)),
-        ("\\epsilon_{0}", ("\\mu_{0}", "c"), lambda s: 1 / (s("\\mu_{0}") * s("c") ** 2)),
-        ("c", ("\\mu_{0}", "\\epsilon_{0}"), lambda s: 1 / sympy.sqrt(s("\\mu_{0}") * s("\\epsilon_{0}"))),
-        ("\\beta", ("k_{B}", "T"), lambda s: 1 / (s("k_{B}") * s("T"))),
-        ("\\beta", ("k", "T"), lambda s: 1 / (s("k") * s("T"))),
-        ("\\beta", ("v", "c"), lambda s: s("v") / s("c")),
-        ("\\gamma", ("v", "c"), lambda s: 1 / sympy.sqrt(1 - s("v") ** 2 / s("c") ** 2)),
-        ("k_{e}", ("\\epsilon_{0}",), lambda s: 1 / (4 * pi * s("\\epsilon_{0}"))),
-        ("\\mu_{B}", ("e", "\\hbar", "m_{e}"), lambda s: s("e") * s("\\hbar") / (2 * s("m_{e}"))),
-        ("\\mu_{B}", ("e", "h", "m_{e}"), lambda s: s("e") * s("h") / (4 * pi * s("m_{e}"))),
-        ("R", ("N_{A}", "k_{B}"), lambda s: s("N_{A}") * s("k_{B}")),
-        ("Y_{00}", (), lambda s: 1 / (2 * sympy.sqrt(pi))),
+        ("h", ("\\hbar",), lambda s: 2 * pi * s("\\hbar"), "h = 2 pi hbar"),
+        ("\\hbar", ("h",), lambda s: s("h") / (2 * pi), "hbar = h/(2 pi)"),
+        ("k", ("k_{B}",), lambda s: s("k_{B}"), "k = k_B"),
+        ("k_{B}", ("k",), lambda s: s("k"), "k_B = k"),
+        ("\\mu_{0}", ("\\epsilon_{0}", "c"), lambda s: 1 / (s("\\epsilon_{0}") * s("c") ** 2), "mu_0 = 1/(eps_0 c^2)"),
+        ("\\epsilon_{0}", ("\\mu_{0}", "c"), lambda s: 1 / (s("\\mu_{0}") * s("c") ** 2), "eps_0 = 1/(mu_0 c^2)"),
+        ("c", ("\\mu_{0}", "\\epsilon_{0}"), lambda s: 1 / sympy.sqrt(s("\\mu_{0}") * s("\\epsilon_{0}")), "c = 1/sqrt(mu_0 eps_0)"),
+        ("\\beta", ("k_{B}", "T"), lambda s: 1 / (s("k_{B}") * s("T")), "beta = 1/(k_B T)"),
+        ("\\beta", ("k", "T"), lambda s: 1 / (s("k") * s("T")), "beta = 1/(k T)"),
+        ("\\beta", ("v", "c"), lambda s: s("v") / s("c"), "beta = v/c"),
+        ("\\gamma", ("v", "c"), lambda s: 1 / sympy.sqrt(1 - s("v") ** 2 / s("c") ** 2), "gamma = 1/sqrt(1 - v^2/c^2)"),
+        ("k_{e}", ("\\epsilon_{0}",), lambda s: 1 / (4 * pi * s("\\epsilon_{0}")), "k_e = 1/(4 pi eps_0)"),
+        ("\\mu_{B}", ("e", "\\hbar", "m_{e}"), lambda s: s("e") * s("\\hbar") / (2 * s("m_{e}")), "mu_B = e hbar/(2 m_e)"),
+        ("\\mu_{B}", ("e", "h", "m_{e}"), lambda s: s("e") * s("h") / (4 * pi * s("m_{e}")), "mu_B = e h/(4 pi m_e)"),
+        ("R", ("N_{A}", "k_{B}"), lambda s: s("N_{A}") * s("k_{B}"), "R = N_A k_B"),
+        ("Y_{00}", (), lambda s: 1 / (2 * sympy.sqrt(pi)), "Y_00 = 1/(2 sqrt(pi))"),
     ]
 
 
-IDENTITIES: list[tuple[str, tuple[str, ...], Builder]] | None = None
-"""``(symbol key, keys the other side must use, builder)``; built on first use."""
+IDENTITIES: list[tuple[str, tuple[str, ...], Builder, str]] | None = None
+"""``(symbol key, keys the other side must use, builder, description)``; built on first use."""
 
 
 def _keys(exprs: list[Any], names: dict[str, str]) -> set[str]:
@@ -93,7 +93,7 @@ def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any]
         names = aliases.keys_by_name()
         gk, pk = _keys(gold, names), _keys(pred, names)
         changed = False
-        for key, needs, build in IDENTITIES:
+        for key, needs, build, desc in IDENTITIES:
             for mine, other, is_gold in ((gk, pk, True), (pk, gk, False)):
                 if key in mine and key not in other and all(n in other for n in needs) and not any(n in mine and n == key for n in needs):
                     target = sym(key)
@@ -102,7 +102,7 @@ def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any]
                         gold = [e.xreplace({target: value}) if hasattr(e, "xreplace") else e for e in gold]
                     else:
                         pred = [e.xreplace({target: value}) if hasattr(e, "xreplace") else e for e in pred]
-                    applied.append(f"{key} -> identity")
+                    applied.append(desc)
                     changed = True
                     break
             if changed:

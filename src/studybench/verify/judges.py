@@ -440,6 +440,8 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
         if va is None or vb is None:
             continue
         if not _close(va, vb, tol):
+            if not syms:
+                return False, f"values differ ({_fmt(vb)} vs {_fmt(va)})"
             return False, "differs at a sample point"
         good += 1
         if not syms:
@@ -453,6 +455,10 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
     except Exception:  # sympy raises many types on odd input
         return None, "simplify failed"
     return False, "not shown equal"
+
+
+def _fmt(v: complex) -> str:
+    return f"{v.real:.6g}" if abs(v.imag) < 1e-12 else f"{v:.4g}"
 
 
 def _value(expr: Any) -> complex | None:
@@ -682,6 +688,14 @@ def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
     if word is not None and word >= 0:
         pred = str(word)
     gq = quantity_candidates(gold)
+    if not gq and _plain_value_text(_rhs(gold)) and not _ODD_TEXT_GROUP.search(gold):
+        # a closed-form gold (\sqrt{2}, 2\pi, \frac{\sqrt3}{2}) is a number: NV rules apply
+        try:
+            gv = _value(to_sympy(_rhs(gold)))
+        except LatexError:
+            gv = None
+        if gv is not None and abs(gv.imag) < 1e-12:
+            gq = [Quantity(gv.real)]
     if unit:
         gq = [replace(q, unit=unit) if not (q.unit or q.degrees or q.percent) else q for q in gq]
     pq = quantity_candidates(pred, _pred_ops(gold))
@@ -1348,6 +1362,8 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
 def _eq_plain(gold: str, pred: str) -> SlotResult:
     gsegs, _ = split_relations(gold, frozenset({"="}))
     psegs, _ = split_relations(pred, frozenset({"="}))
+    if len(psegs) == 2 and _plain_quantity(psegs[0]) is not None and _plain_quantity(psegs[1]) is None:
+        psegs = [psegs[1], psegs[0]]  # 64.1^\circ = \varphi: the value written first
     if len(gsegs) < 2 or not gsegs[0]:
         return judge_ex(gold, pred)
     if len(psegs) < 2:
@@ -1451,7 +1467,7 @@ def _eq_valued(gsegs: list[str], psegs: list[str]) -> SlotResult:
     return True, why
 
 
-def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str]]]:
+def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
     """Every (gold reading, prediction reading) pair of two LaTeX strings, built with one alias
     table and reconciled by the constant identities (:func:`studybench.verify.identities.reconcile`).
     Raises LatexError when either side has no reading."""
@@ -1462,8 +1478,54 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str]]]:
     for ge in gs:
         for pe in ps:
             a, b, applied = reconcile([ge], [pe], al)
-            out.append((a[0], b[0] if _has_float(a[0]) else _rationalize(b[0], p), applied))
+            out.append((a[0], b[0] if _has_float(a[0]) else _rationalize(b[0], p), applied, b[0]))
     return out
+
+
+def _decimals_bracket(gold: Any, pred: Any, text: str) -> bool:
+    """Whether the prediction's decimals, each read as the interval of its written precision
+    (``1.414`` is [1.4135, 1.4145]), bracket the gold: at every sample point the gold's value lies
+    between the prediction's values at the interval corners. ``\\sqrt{2}`` matches ``1.414``;
+    ``\\sin 2\\varphi`` never matches ``\\sin 2.1\\varphi``. At most four decimals."""
+    import itertools
+
+    import sympy
+
+    if not isinstance(gold, sympy.Expr) or not isinstance(pred, sympy.Expr):
+        return False
+    places: dict[float, int] = {}
+    for m in _DECIMAL.finditer(text):
+        places[round(float(m.group(0)), 9)] = len(m.group(2))
+    floats = sorted(pred.atoms(sympy.Float), key=float)
+    if not floats or len(floats) > 4:
+        return False
+    deltas = []
+    for f in floats:
+        d = places.get(round(abs(float(f)), 9))
+        if d is None:
+            return False
+        deltas.append(0.5 * 10.0 ** (-d))
+    corners = [
+        pred.xreplace({f: sympy.Float(float(f) + s * dlt) for f, s, dlt in zip(floats, signs, deltas, strict=True)})
+        for signs in itertools.product((-1, 1), repeat=len(floats))
+    ]
+    syms = sorted(gold.free_symbols | pred.free_symbols, key=str)
+    good = 0
+    for pt in _points(syms):
+        g = _num(gold, pt)
+        vals = [_num(c, pt) for c in corners]
+        if g is None or any(v is None for v in vals) or abs(g.imag) > 1e-9 * max(1.0, abs(g)):
+            continue
+        reals = [v.real for v in vals if v is not None]
+        if any(abs(v.imag) > 1e-9 * max(1.0, abs(v)) for v in vals if v is not None):
+            return False
+        slack = 1e-12 * max(1.0, abs(g.real))
+        if not (min(reals) - slack <= g.real <= max(reals) + slack):
+            return False
+        good += 1
+        if not syms:
+            break
+    return good >= (1 if not syms else 3)
 
 
 def written_tolerance(text: str) -> float:
@@ -1487,8 +1549,10 @@ def _expr_equal_str(a: str, b: str, tol: float | None = None) -> tuple[bool | No
     except LatexError as e:
         return None, str(e)
     res: tuple[bool | None, str] = (False, "not equal")
-    for x, y, applied in pairs:
+    for x, y, applied, y_raw in pairs:
         t = tol if tol is not None else (None if _has_float(x) or not _has_float(y) else written_tolerance(b))
+        if tol is None and not _has_float(x) and _has_float(y_raw) and _decimals_bracket(x, y_raw, b):
+            return True, "the gold lies within the prediction's written precision" + (f" (using {', '.join(applied)})" if applied else "")
         ok, why = sym_equal(x, y, t)
         if ok:
             return True, why + (f" (using {', '.join(applied)})" if applied else "")
@@ -1592,6 +1656,15 @@ def _relation_candidates(obj: Any) -> list[tuple[Any, Any, Any, bool, bool]]:
     return out
 
 
+def _bound_equal(x: Any, y: Any) -> bool:
+    """Interval bounds equal: numbers by the NV tolerance (``\\frac{\\sqrt3}{2}`` vs ``0.866``),
+    expressions by :func:`sym_equal`."""
+    vx, vy = _value(x), _value(y)
+    if vx is not None and vy is not None and abs(vx.imag) < 1e-12 and abs(vy.imag) < 1e-12:
+        return close_enough(vy.real, vx.real)
+    return sym_equal(x, y)[0] is True
+
+
 def _interval_vs_relation(iv: list[tuple[Any, Any, bool, bool]], rel: Any) -> bool:
     """A single interval against an inequality whose variable side is any expression
     (``[1/n_1, \\infty)`` against ``r/R \\ge 1/n_1``)."""
@@ -1601,7 +1674,7 @@ def _interval_vs_relation(iv: list[tuple[Any, Any, bool, bool]], rel: Any) -> bo
     for _, ps, pe, plo, pro in _relation_candidates(rel):
         if (glo, gro) != (plo, pro):
             continue
-        if all(x == y or sym_equal(x, y)[0] for x, y in ((gs, ps), (ge, pe))):
+        if all(x == y or _bound_equal(x, y) for x, y in ((gs, ps), (ge, pe))):
             return True
     return False
 
@@ -1722,11 +1795,17 @@ def judge_in(gold: str, pred: str) -> SlotResult:
             if (glo, gro) != (plo, pro):
                 return False, "bracket types differ"
             for x, y in ((gs, ps), (ge, pe)):
-                if x != y:
-                    ok, _ = sym_equal(x, y)
-                    if not ok:
-                        return False, "bounds differ"
+                if x != y and not _bound_equal(x, y):
+                    return False, "bounds differ"
         return True, "same intervals"
+    gi2, pi2 = _relation_intervals(go), _relation_intervals(po)
+    if gi2 is not None and pi2 is not None and go.free_symbols == po.free_symbols:
+        # x > \frac{\sqrt3}{2} against x > 0.866: the same one-variable set, bounds by NV rules
+        if len(gi2) == len(pi2) and all(
+            (glo, gro) == (plo, pro) and all(a == b or _bound_equal(a, b) for a, b in ((gs, ps), (ge, pe)))
+            for (gs, ge, glo, gro), (ps, pe, plo, pro) in zip(gi2, pi2, strict=True)
+        ):
+            return True, "same set"
     gr, pr = _relations(go), _relations(po)
     if gr is not None and pr is not None:
         if len(gr) != len(pr):

@@ -673,6 +673,8 @@ class _Aliaser:
             if t[0].isdigit() or (t[0] == "." and len(t) > 1):
                 out.append(_number(t))
                 i += 1
+                if i < n and toks[i] in ("(", "\\left", "[") and not (i >= 2 and toks[i - 2] in ("^", "_")):
+                    out.append("\\cdot")  # 2(4) is a product (latex2sympy would add)
                 continue
             out.append(t)
             i += 1
@@ -907,7 +909,56 @@ def _function_readings(conv: list[str]) -> list[list[str]]:
         out.append(r)
 
     expand(conv, 0)
-    return [_reciprocal_functions(r) for r in out[:_MAX_READINGS]] or [_reciprocal_functions(conv)]
+    readings = out[:_MAX_READINGS] or [conv]
+    tight = _tight_division(readings[0])
+    if tight is not None and len(readings) < _MAX_READINGS:
+        readings.append(tight)
+    return [_reciprocal_functions(r) for r in readings]
+
+
+def _tight_division(conv: list[str]) -> list[str] | None:
+    """The reading of ``(a)/(b)\\, c`` as ``\\frac{a}{b} c`` (latex2sympy reads ``a/(b c)``): each
+    ``X / Y`` with single factors X and Y followed by more factors becomes a fraction. None when
+    there is no such division."""
+    out = list(conv)
+    changed = False
+    k = 0
+    while k < len(out):
+        if out[k] != "/" or k == 0:
+            k += 1
+            continue
+        # X: a bracketed group or one token before the slash
+        if out[k - 1] in (")", "]"):
+            depth = 0
+            j = k - 1
+            while j >= 0:
+                depth += out[j] in (")", "]")
+                depth -= out[j] in ("(", "[")
+                if depth == 0:
+                    break
+                j -= 1
+            if j < 0:
+                return None
+            x0 = j
+        elif out[k - 1].startswith("\\mathrm{v") or _NUMBER_TOKEN.fullmatch(out[k - 1]):
+            x0 = k - 1
+        else:
+            k += 1
+            continue
+        y1 = _factor_end(out, k + 1)
+        if y1 is None or y1 >= len(out) or _factor_end(out, y1) is None:
+            k += 1
+            continue
+        x = out[x0:k]
+        y = out[k + 1 : y1]
+        if x[:1] == ["("] and x[-1:] == [")"]:
+            x = x[1:-1]
+        if y[:1] == ["("] and y[-1:] == [")"]:
+            y = y[1:-1]
+        out[x0:y1] = ["\\frac", "{", *x, "}", "{", *y, "}"]
+        changed = True
+        k = x0 + 1
+    return out if changed else None
 
 
 def _reciprocal_functions(conv: list[str]) -> list[str]:
