@@ -32,6 +32,9 @@ CANARY = CANARY_DIR / CANARY_NAME
 
 @pytest.fixture(scope="module")
 def verifier() -> Iterator[Verifier]:
+    import studybench.verify as sv
+
+    sv._default_verifier().warm()  # judge_response uses the shared default verifier: boot it first
     with Verifier(workers=2, timeout=TIMEOUT) as v:
         v.warm()
         yield v
