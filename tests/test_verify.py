@@ -102,7 +102,12 @@ CASES = [
     (["1", "2"], ["1"], "TUP", "NV,NV", False, "missing slot"),
     ([r"7.0\times10^{-8}\ \text{rad}", r"0.014\ \text{arcsec}"], ["0.0140"], "ALT", "NV,NV", True, "any alternative"),
     ([r"7.0\times10^{-8}\ \text{rad}", r"0.014\ \text{arcsec}"], ["0.02"], "ALT", "NV,NV", False, "no alternative"),
-    (["a", "b"], ["b", "a"], "EX", "", True, "atomic multi-box order-free"),
+    # several boxes of an atomic type: order-free only where the gold is a set (equations, labelled
+    # values, states); plain values are parts in order
+    (["a", "b"], ["b", "a"], "EX", "", False, "atomic multi-box plain values in order"),
+    (["a", "b"], ["a", "b"], "EX", "", True, "atomic multi-box plain values"),
+    (["x = a", "y = b"], ["y = b", "x = a"], "EX", "", True, "atomic multi-box labelled values order-free"),
+    (["^{1}S_{0}", "^{3}P_{1}"], ["^{3}P_{1}", "^{1}S_{0}"], "EX", "", True, "atomic multi-box states order-free"),
     (["a", "b"], ["a", "a"], "EX", "", False, "atomic multi-box needs each gold"),
     # brace-less macro arguments (TeX reads one token per argument)
     ([r"e = \frac{1}{2}"], [r"e = \frac12"], "NV", "", True, "frac12 with left side"),

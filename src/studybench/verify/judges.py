@@ -345,6 +345,9 @@ def _num(expr: Any, pt: dict[Any, Any]) -> complex | None:
 
 
 _DECIMAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)")
+MAX_DECIMAL_REL = 0.02
+"""A decimal in a symbolic prediction stands for any value within its written precision, but never
+more than 2% away (the NV policy's bound for coarse numbers)."""
 
 
 def _simplest_fraction(v: float, tol: float) -> Any:
@@ -377,7 +380,7 @@ def _rationalize(expr: Any, text: str) -> Any:
         d = places.get(round(abs(v), 9))
         if d is None:
             continue
-        r = _simplest_fraction(v, 0.5 * 10.0 ** (-d))
+        r = _simplest_fraction(v, min(0.5 * 10.0 ** (-d), MAX_DECIMAL_REL * abs(v)))
         if r is not None:
             rep[f] = r
     return expr.xreplace(rep) if rep else expr
@@ -493,6 +496,8 @@ def _cmp_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
     """
     if p.plus_minus and not g.plus_minus:
         return False, "prediction is a +- pair, gold is one value"
+    if g.plus_minus and not p.plus_minus:
+        return False, "gold is a +- pair, prediction states one value"
     # a gold 50\% accepts 50 or 0.5, but a predicted percentage must state the same percentage
     gvals = [g.value] + ([g.value / 100.0] if g.percent and not p.percent else [])
     pvals = [p.value / 100.0] if p.percent and not g.percent else [p.value]
@@ -608,7 +613,13 @@ def _condition_key(c: str) -> list[str]:
 _ODD_TEXT_GROUP = re.compile(r"\\(?:mathrm|text|textrm|rm|mbox|operatorname)\s*\{\s*(?![A-Za-z]*\s*\}|[\d.]+\s*\})[^{}]*\}")
 
 
-_NOT_NOUNS = frozenset({"or", "and", "to", "times", "more", "less", "than", "about", "approximately", "approx", "per", "of", "at", "least", "most", "not", "no", "plus", "minus", "percent", "over", "under", "up"})
+_NOT_NOUNS = frozenset({
+    "or", "and", "to", "times", "more", "less", "than", "about", "approximately", "approx", "per", "of", "at", "least",
+    "most", "not", "no", "plus", "minus", "percent", "over", "under", "up", "fewer", "thousand", "thousands", "million",
+    "millions", "billion", "billions", "trillion", "hundred", "hundreds", "dozen", "dozens", "squared", "cubed", "halves",
+    "half", "thirds", "quarters", "tenths", "hundredths", "ppm", "ppb", "ppt", "pct", "order", "orders", "magnitude",
+    "powers", "power", "decades", "factor", "fold", "twice", "thrice", "hence", "so", "with", "without", "each", "only",
+})
 
 
 def _count_noun(u: str) -> bool:
@@ -619,12 +630,17 @@ def _count_noun(u: str) -> bool:
 
 
 def _dimensionless(u: str) -> bool:
-    """Whether a unit string is dimensionless for pint (``rad``, ``deg``, ``sr``)."""
-    from studybench.verify.quantity import _parse_units
+    """Whether a unit string is dimensionless with scale 1 (``rad``, ``sr``): ``0.5 rad`` may stand
+    for an unlabelled 0.5, ``0.5 mrad``, ``0.5^\\circ`` or ``5 ppm`` may not."""
+    from studybench.verify.quantity import _parse_units, _registry
 
     units = _parse_units(u)
     try:
-        return units is not None and not dict(units.dimensionality)
+        if units is None or dict(units.dimensionality):
+            return False
+        ureg = _registry()
+        factor, _ = ureg.get_root_units(units)
+        return abs(float(factor) - 1.0) < 1e-12
     except Exception:  # pint internals
         return False
 
@@ -668,7 +684,7 @@ def _strip_symbolic_unit(pred: str, text: str) -> str:
 
 def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
     """NV: numbers with scientific notation, fractions, percent, degrees, optional unit and
-    optional left side; relative tolerance 1% (gold 0: absolute 1e-9). Falls back to a symbolic
+    optional left side; relative tolerance 1% (a gold of 0 needs 0). Falls back to a symbolic
     numeric value (``\\frac{\\sqrt2}{2}``) and then to EX rules for symbolic NV golds.
 
     Units: ``hint`` is the unit of a unitless gold (``gold_unit``); a prediction in a compatible unit
@@ -705,13 +721,17 @@ def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
         except LatexError:
             pv = None
         if pv is not None and abs(pv.imag) < 1e-12:
-            pq = [Quantity(pv.real)]
+            pq = [Quantity(pv.real if abs(pv.real) > 1e-14 else 0.0)]
     if gq and pq:
         gsegs, _ = split_relations(gold, _VALUE_RELS)
         psegs, _ = split_relations(pred, _pred_ops(gold))
         gl, pl = _value_lhs(gsegs), _value_lhs(psegs)
-        if gl and pl and _loose_label(gl) != _loose_label(pl) and not _same_lhs(gl, pl):
+        if gl and pl and not _labels_compatible(gl, pl):
             return False, f"different left side ({pl[:30]!r} vs {gl[:30]!r})"
+        _, gops = split_relations(gold, _VALUE_RELS)
+        _, pops = split_relations(pred, _VALUE_RELS)
+        if {o for o in gops if o != "="} != {o for o in pops if o != "="}:
+            return False, "the gold states a bound; the prediction does not state the same relation"
         stated = [
             x for x in (psegs[1:] if pl else psegs)
             if re.match(r"\s*[-+]?\s*(?:\d|\.\d|\\[dt]?frac\s*\{\s*[\d.]+\s*\}\s*\{\s*[\d.]+\s*\})", x)
@@ -1303,6 +1323,9 @@ def judge_parts(gold: str, pred: str, one: Callable[[str, str], SlotResult], equ
         gflat, pflat = _expand_collective(gflat), _expand_collective(pflat)
     if len(gflat) != len(pflat):
         return False, f"expected {len(gflat)} parts, got {len(pflat)}"
+    if not (equations or set_like(gflat)):
+        # a list of numbers or plain expressions is read in order (parts (a), (b); a ranking)
+        return _match_in_order(gflat, pflat, fn)
     res = _match_unordered(gflat, pflat, fn)
     if res[0] is False and not equations:
         # labels written differently (\Delta_\psi \hat{x} vs \Delta x): in the gold's order, with
@@ -1313,6 +1336,31 @@ def judge_parts(gold: str, pred: str, one: Callable[[str, str], SlotResult], equ
     return res
 
 
+_MARKUP_RE = re.compile(r"\\(?:hat|vec|mathbf|boldsymbol|bm|widehat|overrightarrow)(?![A-Za-z])")
+_SUBSCRIPT_RE = re.compile(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]+")
+
+
+def _labels_compatible(a: str, b: str) -> bool:
+    """Two left sides name the same quantity: equal (as strings or symbolically), equal up to vector
+    markup, or equal once the subscripts of the one side that has them are dropped (``x_0`` and
+    ``x``; never ``v_{max}`` and ``v_{min}``, never ``T_1`` and ``T_2``)."""
+    if _same_lhs(a, b):
+        return True
+
+    def plain(x: str, drop_sub: bool) -> str:
+        t = _MARKUP_RE.sub("", norm_string(x))
+        if drop_sub:
+            t = _SUBSCRIPT_RE.sub("", t)
+        return t.replace("{", "").replace("}", "").replace(" ", "")
+
+    sa, sb = bool(_SUBSCRIPT_RE.search(norm_string(a))), bool(_SUBSCRIPT_RE.search(norm_string(b)))
+    if plain(a, False) == plain(b, False):
+        return True
+    if sa != sb:
+        return plain(a, sa) == plain(b, sb)
+    return False
+
+
 def _loose_label(s: str) -> str:
     t = norm_string(s)
     t = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]+", "", t)
@@ -1321,9 +1369,16 @@ def _loose_label(s: str) -> str:
 
 
 def _ordered_loose(golds: list[str], preds: list[str], one: Callable[[str, str], SlotResult]) -> SlotResult | None:
-    for g, p in zip(golds, preds, strict=True):
-        gl, pl = _label(g), _label(p)
-        if gl is None or pl is None or _loose_label(gl[0]) != _loose_label(pl[0]):
+    glabels = [_label(g) for g in golds]
+    plabels = [_label(p) for p in preds]
+    if any(x is None for x in glabels + plabels):
+        return None
+    gset = sorted(norm_string(x[0]) for x in glabels if x)
+    pset = sorted(norm_string(x[0]) for x in plabels if x)
+    if gset == pset or len({_loose_label(x[0]) for x in glabels if x}) < len(glabels):
+        return None  # the same labels (then they decide) or labels that only subscripts tell apart
+    for g, p, gl, pl in zip(golds, preds, glabels, plabels, strict=True):
+        if gl is None or pl is None or not _labels_compatible(gl[0], pl[0]):
             return None
         ok, why = one(gl[1], pl[1])
         if not ok:
@@ -1504,7 +1559,8 @@ def _decimals_bracket(gold: Any, pred: Any, text: str) -> bool:
         d = places.get(round(abs(float(f)), 9))
         if d is None:
             return False
-        deltas.append(0.5 * 10.0 ** (-d))
+        # written precision, but never more than 2% of the decimal (0.2 is no rounding of 1/4)
+        deltas.append(min(0.5 * 10.0 ** (-d), MAX_DECIMAL_REL * abs(float(f))))
     corners = [
         pred.xreplace({f: sympy.Float(float(f) + s * dlt) for f, s, dlt in zip(floats, signs, deltas, strict=True)})
         for signs in itertools.product((-1, 1), repeat=len(floats))
@@ -1855,6 +1911,34 @@ def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> S
 # compound dispatch
 
 
+_PRESCRIPT = re.compile(r"^\s*(?:\{\s*\})?\s*\^")
+
+
+def set_like(parts: list[str]) -> bool:
+    """Whether several answers form a set that may be listed in any order: every part is an
+    equation or a labelled value (``E_1 = ...``), or a state written with a pre-superscript
+    (``^{3}P_{2}``, ``^{4}_{2}He``). A list of plain numbers, letters or unlabelled expressions is a
+    sequence (parts in order, a ranking)."""
+    if not parts:
+        return False
+    return all(_label(p) is not None or "=" in split_relations(p, frozenset({"="}))[1] for p in parts) or all(
+        _PRESCRIPT.match(p) for p in parts
+    )
+
+
+def _match_in_order(golds: list[str], preds: list[str], fn: Callable[[str, str], SlotResult]) -> SlotResult:
+    if len(golds) != len(preds):
+        return False, f"expected {len(golds)} answers, got {len(preds)}"
+    undecided = False
+    for i, (g, p) in enumerate(zip(golds, preds, strict=True)):
+        ok, why = fn(g, p)
+        if ok is False:
+            return False, f"answer {i + 1} of {len(golds)} (in order): {why}"
+        if ok is None:
+            undecided = True
+    return (None, "") if undecided else (True, f"all {len(golds)} answers match in order")
+
+
 def _bipartite(table: list[list[bool]]) -> bool:
     """Whether a perfect matching exists in a square boolean table (augmenting paths)."""
     n = len(table)
@@ -1983,6 +2067,14 @@ def combine(
     if at is AnswerType.ALT:
         types = ts if len(ts) == len(golds) else [AnswerType.EX] * len(golds)
         undecided = False
+        if len({norm_string(p) for p in preds}) > 1:
+            # several different boxes: each must be an accepted alternative (no hedging)
+            verdicts = [[slot(g, p, t, h)[0] for g, t, h in zip(golds, types, hs, strict=True)] for p in preds]
+            if all(any(v is True for v in row) for row in verdicts):
+                return True, f"each of {len(preds)} answers is an accepted alternative"
+            if all(any(v is not False for v in row) for row in verdicts):
+                return None, ""
+            return False, "an answer matches no alternative"
         for g, t, h in zip(golds, types, hs, strict=True):
             for p in preds:
                 ok, why = slot(g, p, t, h)
@@ -2000,9 +2092,13 @@ def combine(
                 return True, f"names {len(parts)} options, each an accepted alternative"
         return (None, "") if undecided else (False, "matches no alternative")
     if len(golds) == 1:
+        if len({norm_string(p) for p in preds}) > 1:
+            return False, f"{len(preds)} different answers for one slot"
         return slot(golds[0], preds[-1], at, hs[0])
     preds = _regroup(preds, len(golds))
-    return _match_unordered(golds, preds, lambda g, p: slot(g, p, at, hint_of.get(g)))
+    if at is AnswerType.EQ or set_like(golds):
+        return _match_unordered(golds, preds, lambda g, p: slot(g, p, at, hint_of.get(g)))
+    return _match_in_order(golds, preds, lambda g, p: slot(g, p, at, hint_of.get(g)))
 
 
 _OR_TEXT = re.compile(r"^\s*\\(?:text|mathrm|textrm|mbox)\s*\{([^{}]*)\}\s*$")

@@ -7,7 +7,7 @@
 SymPy, linear time, and exponents are capped, so it is safe on untrusted text.
 
 Tolerance policy (:func:`close_enough`): relative error at most 1% of the gold; when the gold is
-exactly 0 the prediction must be within 1e-9 in absolute value.
+exactly 0 the prediction must be 0.
 
 Units: trailing text counts as a unit only when it is shaped like one (:func:`unit_syntax_ok`;
 ``2 - 1``, ``2 \\text{ or } 3``, ``2e99999`` are not plain numbers) and, for a prediction, only
@@ -42,8 +42,10 @@ __all__ = [
 REL_TOL = 0.01
 """Relative tolerance of NV comparisons (1% of the gold value)."""
 
-ABS_TOL_ZERO = 1e-9
-"""Absolute tolerance when the gold value is exactly zero."""
+ABS_TOL_ZERO = 1e-300
+"""Absolute tolerance when the gold value is exactly zero: the prediction must be zero (a tiny
+physical value such as 1.6e-19 is not zero); computed values are rounded to 0 below 1e-14 relative
+noise before they get here."""
 
 MAX_EXP = 400
 
@@ -322,11 +324,11 @@ def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL, resolution:
     """NV tolerance policy (PROTOCOL.md section 5): ``|pred - gold| <= rel_tol * |gold| + resolution``,
     where ``resolution`` is half a unit in the gold's last written decimal place (the reference
     rounds the prediction to the gold's decimals first), never more than 2% of the gold; a gold of
-    exactly 0 needs ``|pred| <= 1e-9``. ``rel_tol`` defaults to 1% (Physics-R1's binary reward)."""
+    exactly 0 needs a prediction of 0. ``rel_tol`` defaults to 1% (Physics-R1's binary reward)."""
     if not (math.isfinite(pred) and math.isfinite(gold)):
         return False
     if gold == 0:
-        return abs(pred) <= ABS_TOL_ZERO
+        return abs(pred) <= ABS_TOL_ZERO  # noise of a computed value only: 1.6e-19 C is not 0
     tol = min(rel_tol * abs(gold) + max(resolution, 0.0), max(MAX_REL_TOL, rel_tol) * abs(gold))
     return abs(pred - gold) <= tol * (1 + 1e-12)
 
