@@ -1377,7 +1377,7 @@ def _ordered_loose(golds: list[str], preds: list[str], one: Callable[[str, str],
     pset = sorted(norm_string(x[0]) for x in plabels if x)
     if gset == pset or len({_loose_label(x[0]) for x in glabels if x}) < len(glabels):
         return None  # the same labels (then they decide) or labels that only subscripts tell apart
-    for g, p, gl, pl in zip(golds, preds, glabels, plabels, strict=True):
+    for _g, _p, gl, pl in zip(golds, preds, glabels, plabels, strict=True):
         if gl is None or pl is None or not _labels_compatible(gl[0], pl[0]):
             return None
         ok, why = one(gl[1], pl[1])
