@@ -173,7 +173,8 @@ CASES: list[tuple[list[str], list[str], str, str, object, bool, str]] = [
     ([r"\frac{3}{7} g"], [r"a = \frac{3}{7} g \approx 0.5 g"], "EX", "", None, False, "exact link then a wrong rounding"),
     ([r"\text{Lyra}", r"\text{Cygnus}"], [r"\text{Lyra or Cygnus}"], "ALT", "QL,QL", None, True, "both accepted options named"),
     ([r"\text{Lyra}", r"\text{Cygnus}"], [r"\text{Lyra or Orion}"], "ALT", "QL,QL", None, False, "a wrong option named"),
-    ([r"F = q v B"], [r"F = q v B \quad \text{for } v \perp B"], "EQ", "", None, True, "a condition the gold does not state"),
+    ([r"F = q v B"], [r"F = q v B \quad \text{for } v \perp B"], "EQ", "", None, False, "a condition the gold does not state"),
+    ([r"U = F x"], [r"U = F x \quad \text{with } F = 10\,\mathrm{N}"], "EQ", "", None, True, "a definition the gold does not state"),
     ([r"t = 3.2\,\mathrm{s}"], [r"t = \frac{2 v_0}{g} = 3.2\,\mathrm{s}"], "NV", "", None, True, "a symbolic link before the value"),
     # --- MC / TF / QL ------------------------------------------------------------------------------
     (["C"], [r"\text{(C) } T = 2\pi\sqrt{L/g}"], "MC", "", None, True, "letter with option formula"),

@@ -95,7 +95,9 @@ def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any]
         changed = False
         for key, needs, build, desc in IDENTITIES:
             for mine, other, is_gold in ((gk, pk, True), (pk, gk, False)):
-                if key in mine and key not in other and all(n in other for n in needs) and not any(n in mine and n == key for n in needs):
+                # k is Boltzmann's k_B only beside a temperature, or when it is the whole answer
+                thermal = key not in ("k", "k_{B}") or ("T" in mine and "T" in other) or mine == {key} or other == {"k", "k_{B}"} - {key}
+                if thermal and key in mine and key not in other and all(n in other for n in needs):
                     target = sym(key)
                     value = build(sym)
                     if is_gold:

@@ -97,7 +97,35 @@ _MC_JOIN = re.compile(r"\s*(?:,|;|/|&|\+|\\&|\b(?:and|or|und|oder|et|ou|y|und/or
 _MC_OTHER = re.compile(r"\(\s*([A-Za-z])\s*\)|([A-Za-z])(?![A-Za-z0-9])")
 
 
+_MC_NEGATION = re.compile(r"\b(?:incorrect|wrong|not|false|neither|none|also|either|maybe|possibly|plausible|or|and)\b", re.IGNORECASE)
+
+
 def _mc_letter(s: str) -> str | None:
+    """The one option letter a box commits to (:func:`_mc_letter_first`), ``None`` when the box
+    also names another option letter (``B (or C)``, ``A is wrong; the answer is C``) or qualifies
+    its choice (``A is incorrect``)."""
+    letter = _mc_letter_first(s)
+    if letter is None or not isinstance(s, str):
+        return letter
+    t = re.sub(r"\\(?:text|mathrm|textbf|textrm|mbox|emph)\s*\{([^{}]*)\}", r" \1 ", s)
+    t = t.replace("$", " ").replace("{", " ").replace("}", " ")
+    # other standalone option letters (A-H, either case) anywhere after the choice
+    m = re.search(r"(?<![A-Za-z\\])\(?([A-Ha-h])\)?(?![A-Za-z0-9_^'=(])", t)
+    rest = t[m.end() :] if m else t
+    cls = "A-H" if letter == (m.group(1) if m else letter) else "a-h"
+    others = {
+        x.upper()
+        for x in re.findall(r"(?<![A-Za-z0-9\\_^/*+=-])\(?([" + cls + r"])\)?(?![A-Za-z0-9_^'=(/*+-])", rest)
+    }
+    if others - {letter}:
+        return None
+    words = re.sub(r"\\[A-Za-z]+", " ", rest)
+    if _MC_NEGATION.search(words) and not re.search(r"[=<>]", rest):
+        return None
+    return letter
+
+
+def _mc_letter_first(s: str) -> str | None:
     """The one option letter a box commits to: ``E``, ``(E)``, ``\\text{E}``, ``\\textbf{E}``,
     ``Option E``, ``E: text``, ``E. text``, ``(E) text``. ``None`` when there is none, and when the
     box hedges between options (``A and C``, ``A or B``, ``A, B``, ``A B``, ``(A) (C)``): a second
@@ -160,6 +188,9 @@ _TRUE = {"true", "yes", "correct", "right", "t", "y", "holds", "valid"}
 _FALSE = {"false", "no", "incorrect", "wrong", "f", "n", "invalid", "not true"}
 
 
+_TF_HEDGE = re.compile(
+    r"\b(?:true|false|yes|no|correct|incorrect|wrong|right|but|except|however|unless|otherwise|fails?|only|depends|sometimes|not)\b"
+)
 _TF_LEAD = re.compile(r"^\s*(true|false|yes|no|correct|incorrect)\s*(?:[,;:.!]|--|\u2014|\u2013)\s*\S", re.IGNORECASE)
 
 
@@ -174,8 +205,10 @@ def _tf_value(s: str) -> bool | None:
     plain = re.sub(r"\\(?:text|mathrm|textrm|textbf|mbox|emph)\s*\{", "", s).replace("}", "").replace("$", "")
     m = _TF_LEAD.match(plain)
     if m:
-        word = m.group(1).lower()
-        return word in _TRUE
+        rest = plain[m.end() - 1 :].lower()
+        if _TF_HEDGE.search(rest):
+            return None  # "True, but only for small angles; otherwise false": no single truth value
+        return m.group(1).lower() in _TRUE
     return None
 
 
@@ -199,77 +232,86 @@ def _looks_mathy(s: str) -> bool:
 
 _ARTICLES = frozenset({"a", "an", "the"})
 _HEDGE_WORDS = re.compile(r"\b(?:or|not|no|nor|but|except|unless|either|neither)\b")
-_SPELLING = [
-    (re.compile(r"(?<=[a-z])is(e|ed|es|ing|ation)\b"), r"iz\1"),
-    (re.compile(r"(?<=[a-z])our\b"), "or"),
-    (re.compile(r"(?<=[a-z])tre\b"), "ter"),
-    (re.compile(r"\bgrey\b"), "gray"),
-]
+_SPELLING_SKIP = frozenset({"wise", "rise", "noise", "precise", "concise", "exercise", "otherwise", "likewise", "expertise", "premise", "promise", "surprise", "raise", "praise", "poise", "arise"})
 _SYNONYMS = {
-    "greater": "larger", "bigger": "larger", "lower": "smaller", "anticlockwise": "counterclockwise",
-    "counter clockwise": "counterclockwise", "doesn't": "does not", "don't": "do not", "can't": "cannot",
-    "isn't": "is not", "won't": "will not",
+    "anticlockwise": "counterclockwise", "counter clockwise": "counterclockwise", "counter-clockwise": "counterclockwise",
+    "doesn't": "does not", "don't": "do not", "can't": "cannot", "isn't": "is not", "won't": "will not",
 }
+MAX_QL_CHARS = 4000
+"""QL texts longer than this are compared by plain normalised equality only (the fast tier runs
+in-process, so every rule here must stay cheap)."""
+
+
+def _spelling(w: str) -> str:
+    """British to American spelling of one word (``polarised`` -> ``polarized``, ``colour`` ->
+    ``color``, ``centre`` -> ``center``); words such as ``clockwise`` or ``noise`` are left alone."""
+    if w in _SPELLING_SKIP or w.endswith("wise"):
+        return w
+    m = re.fullmatch(r"([a-z]{3,})is(e|ed|es|ing|ation|ations)", w)
+    if m:
+        return m.group(1) + "iz" + m.group(2)
+    if re.fullmatch(r"[a-z]{2,}our(s?)", w) and w not in ("four", "hour", "hours", "pour", "tour", "your", "yours", "sour", "flour"):
+        return w[: w.rindex("our")] + "or" + w[w.rindex("our") + 3 :]
+    if re.fullmatch(r"[a-z]{3,}tre(s?)", w):
+        return w[: w.rindex("tre")] + "ter" + w[w.rindex("tre") + 3 :]
+    return "gray" if w == "grey" else w
 
 
 def _ql_words(s: str) -> list[str]:
-    """Normalised words of one clause: case-folded, hyphens as spaces, articles dropped, British
-    spellings and a few synonyms mapped, a plural or third-person ``s`` removed."""
-    t = norm_text(s).replace("-", " ").replace("\u2013", " ").replace("/", " / ")
-    for pat, rep in _SPELLING:
-        t = pat.sub(rep, t)
+    """Normalised words of one clause: case-folded, hyphens as spaces, articles dropped, a few
+    synonyms mapped, British spellings mapped, a plural or third-person ``s`` removed."""
+    t = norm_text(s)
     for a, b in _SYNONYMS.items():
-        t = re.sub(r"\b" + re.escape(a) + r"\b", b, t)
+        t = re.sub(r"(?<![a-z])" + re.escape(a) + r"(?![a-z])", b, t)
+    t = t.replace("-", " ").replace("\u2013", " ").replace("/", " / ")
     out = []
     for w in t.split():
         if w in _ARTICLES:
             continue
+        w = _spelling(w)
         if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
             w = w[:-1]
         out.append(w)
     return out
 
 
-def _ql_clauses(s: str, drop_glosses: bool) -> list[tuple[str, ...]] | None:
-    """Clauses (split at ``;``) as word tuples, sorted (clause order is free); parenthetical glosses
-    such as ``synchrotron (radiative)`` are dropped when ``drop_glosses`` unless they hedge
-    (``(or adiabatic)``: then ``None``)."""
+def _ql_clauses(s: str) -> list[tuple[str, ...]]:
+    """Clauses (split at ``;``) as word tuples. Clauses that all carry a label (``M87: synchrotron
+    cooling``) may come in any order and are sorted; unlabelled clauses keep their order
+    (``increases; decreases`` is not ``decreases; increases``)."""
     t = re.sub(r"\\(?:text|mathrm|textrm|textbf|textit|mbox|emph)\s*\{([^{}]*)\}", r"\1", s)
-    if drop_glosses:
-        glosses = re.findall(r"\(([^()]*)\)", t)
-        if any(_HEDGE_WORDS.search(g.lower()) for g in glosses):
-            return None
-        t = re.sub(r"\s*\([^()]*\)", " ", t)
-    return sorted(tuple(_ql_words(c)) for c in re.split(r";", t) if _ql_words(c))
+    raw = [c for c in t.split(";") if _ql_words(c)]
+    clauses = [tuple(_ql_words(c)) for c in raw]
+    if len(raw) > 1 and all(re.match(r"\s*[^:]{1,40}:\s*\S", c) for c in raw):
+        return sorted(clauses)
+    return clauses
 
 
 def ql_alternatives(gold: str) -> list[str]:
-    """A short gold naming one thing two ways (``Aries (Ari)``, ``Hubble Space Telescope (HST)``)
-    accepts either name; otherwise just the gold."""
+    """A short gold naming one thing two ways (``Aries (Ari)``, ``Orion Nebula (M42)``) accepts
+    either name; the parenthesis must hold a short designation (one token of at most six
+    characters with a capital or a digit), not a description (``Red (longer wavelength)``)."""
     t = re.sub(r"\\(?:text|mathrm|textrm|textbf|textit|mbox|emph)\s*\{([^{}]*)\}", r"\1", gold).strip()
-    m = re.fullmatch(r"([A-Za-z][\w .'-]{0,40}?)\s*\(([A-Za-z][\w .'-]{0,40})\)", t)
-    if m and len(m.group(1).split()) <= 4 and not _HEDGE_WORDS.search(m.group(2).lower()):
+    m = re.fullmatch(r"([A-Za-z][\w .'-]{0,40}?)\s*\(([A-Za-z0-9][\w.-]{0,5})\)", t)
+    if m and len(m.group(1).split()) <= 4 and re.search(r"[A-Z0-9]", m.group(2)):
         return [gold, m.group(1), m.group(2)]
     return [gold]
 
 
 def judge_ql(gold: str, pred: str) -> SlotResult:
     """QL: normalised text equality (PROTOCOL.md section 5): case, punctuation, hyphens, articles,
-    plurals, British spellings and a small synonym lexicon are ignored, clauses separated by ``;``
-    may come in any order, parenthetical glosses in the prediction are ignored unless they hedge,
-    and a short gold written ``Name (Abbreviation)`` accepts either name. Anything else (real
-    paraphrase) is left to the LLM judge: decisive ``False`` for prose golds, undecided for
-    formula-like golds."""
+    plurals, British spellings and a small synonym lexicon are ignored, labelled clauses separated
+    by ``;`` may come in any order, and a short gold written ``Name (M42)`` accepts either name.
+    Anything else (real paraphrase, glosses, hedges) is left to the LLM judge: decisive ``False``
+    for prose golds, undecided for formula-like golds."""
     if norm_text(gold) == norm_text(pred):
         return True, "same text"
+    if len(gold) > MAX_QL_CHARS or len(pred) > MAX_QL_CHARS:
+        return False, "different text (too long for the phrase rules)"
     for g in ql_alternatives(gold):
-        gk = _ql_clauses(g, drop_glosses=False)
-        if not gk:
-            continue
-        for drop in (False, True):
-            pk = _ql_clauses(pred, drop_glosses=drop)
-            if pk is not None and pk == gk:
-                return True, "same text after normalisation" + (" (glosses dropped)" if drop else "")
+        gk = _ql_clauses(g)
+        if gk and _ql_clauses(pred) == gk:
+            return True, "same text after normalisation"
     if _looks_mathy(gold):
         return None, "formula-like QL"
     return False, "different text"
@@ -593,6 +635,9 @@ def strip_remark(s: str) -> str:
     return t or s
 
 
+_DEFINITION = re.compile(r"\\(?:text|mbox|textrm)\s*\{\s*,?\s*(?:with|where)\b")
+
+
 def split_condition(s: str) -> tuple[str, str]:
     """``(value, condition)`` of ``B = 0 \\text{ for } r < r_1``; ``(s, "")`` without a condition."""
     m = _CONDITION.search(s)
@@ -623,10 +668,16 @@ _NOT_NOUNS = frozenset({
 
 
 def _count_noun(u: str) -> bool:
-    """Trailing words after a count that name what is counted (``15 levels``, ``3 energy levels``):
-    one to three lower-case words, none of them a hedge or operator word (``or more``, ``to``)."""
+    """Trailing words after a count that name what is counted (``15 levels``, ``3 bright fringes``):
+    one to three lower-case words ending in a plural noun, none of them a hedge, operator or scale
+    word (``or more``, ``thousand``, ``squared``)."""
     words = u.split()
-    return 1 <= len(words) <= 3 and all(re.fullmatch(r"[a-z]{3,}", w) and w not in _NOT_NOUNS for w in words)
+    return (
+        1 <= len(words) <= 3
+        and all(re.fullmatch(r"[a-z]{3,}", w) and w not in _NOT_NOUNS for w in words)
+        and words[-1].endswith("s")
+        and not words[-1].endswith(("ss", "ths"))
+    )
 
 
 def _dimensionless(u: str) -> bool:
@@ -693,7 +744,12 @@ def judge_nv(gold: str, pred: str, hint: str | None = None) -> SlotResult:
     several values (``1.822, 0.831, 1.8``) is compared value by value."""
     if len(split_top_level(gold)) > 1:
         gparts = split_top_level(gold)
-        hmap = dict(zip(gparts, split_hints(hint, len(gparts)), strict=True))
+        ghints = split_hints(hint, len(gparts))
+        pparts = split_top_level(pred)
+        if len(pparts) == len(gparts) and len(set(gparts)) < len(gparts):
+            # equal gold values with different hints: by position
+            return _match_in_order([str(i) for i in range(len(gparts))], pparts, lambda i, p: judge_nv(gparts[int(i)], p, ghints[int(i)]))
+        hmap = dict(zip(gparts, ghints, strict=True))
         res = judge_parts(gold, pred, lambda g, p: judge_nv(g, p, hmap.get(g)))
         if res is not None:
             return res
@@ -941,7 +997,9 @@ def _ex_units(gold: str, pred: str, hint: str | None) -> SlotResult:
             return False, "different condition"
         gold = gv
     if pc:
-        pred = pv  # a condition or definition the gold does not state is not judged
+        if not gc and not _DEFINITION.match(pc):
+            return False, "the prediction adds a condition the gold does not state"
+        pred = pv  # "with |F| = 10 N", "where k = ...": a definition, not judged
     return _ex_units_plain(gold, pred, hint)
 
 
@@ -1323,8 +1381,9 @@ def judge_parts(gold: str, pred: str, one: Callable[[str, str], SlotResult], equ
         gflat, pflat = _expand_collective(gflat), _expand_collective(pflat)
     if len(gflat) != len(pflat):
         return False, f"expected {len(gflat)} parts, got {len(pflat)}"
-    if not (equations or set_like(gflat)):
-        # a list of numbers or plain expressions is read in order (parts (a), (b); a ranking)
+    if not (equations or (set_like(gflat) and set_like(pflat))):
+        # a list of numbers or plain expressions (or an unlabelled prediction) is read in order
+        # (parts (a), (b); a ranking)
         return _match_in_order(gflat, pflat, fn)
     res = _match_unordered(gflat, pflat, fn)
     if res[0] is False and not equations:
@@ -1410,7 +1469,9 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
             return False, "different condition"
         gold = gv
     if pc:
-        pred = pv  # a condition or definition the gold does not state ("for an ion") is not judged
+        if not gc and not _DEFINITION.match(pc):
+            return False, "the prediction adds a condition the gold does not state"
+        pred = pv  # "with |F| = 10 N", "where k = ...": a definition, not judged
     return _eq_plain(gold, pred)
 
 
@@ -2045,7 +2106,6 @@ def combine(
     one unit hint per gold box (:func:`split_hints`)."""
     golds = [g for g in gold_boxes]
     hs = hints if hints is not None and len(hints) == len(golds) else [None] * len(golds)
-    hint_of = dict(zip(golds, hs, strict=True))
     preds = [p for p in pred_boxes if isinstance(p, str)]
     if not golds:
         return False, "no gold answer"
@@ -2093,12 +2153,23 @@ def combine(
         return (None, "") if undecided else (False, "matches no alternative")
     if len(golds) == 1:
         if len({norm_string(p) for p in preds}) > 1:
+            # several boxes for one slot: accepted only when every one of them is right (3 and 3.0)
+            res = [slot(golds[0], p, at, hs[0]) for p in preds]
+            if all(r[0] is True for r in res):
+                return True, f"all {len(preds)} answers match"
+            if all(r[0] is not False for r in res):
+                return None, ""
             return False, f"{len(preds)} different answers for one slot"
         return slot(golds[0], preds[-1], at, hs[0])
     preds = _regroup(preds, len(golds))
-    if at is AnswerType.EQ or set_like(golds):
-        return _match_unordered(golds, preds, lambda g, p: slot(g, p, at, hint_of.get(g)))
-    return _match_in_order(golds, preds, lambda g, p: slot(g, p, at, hint_of.get(g)))
+    idx = [str(i) for i in range(len(golds))]  # by position: equal gold strings may carry different hints
+
+    def by_index(i: str, p: str) -> SlotResult:
+        return slot(golds[int(i)], p, at, hs[int(i)])
+
+    if at is AnswerType.EQ or (set_like(golds) and set_like(preds)):
+        return _match_unordered(idx, preds, by_index)
+    return _match_in_order(idx, preds, by_index)
 
 
 _OR_TEXT = re.compile(r"^\s*\\(?:text|mathrm|textrm|mbox)\s*\{([^{}]*)\}\s*$")

@@ -356,7 +356,7 @@ _ACCENTS = {
     "hat", "widehat", "vec", "bar", "overline", "dot", "ddot", "tilde", "widetilde", "check",
     "overrightarrow", "breve", "acute", "grave", "underline", "mathring",
 }
-_MARKUP = {"hat", "widehat", "vec", "overrightarrow", "mathbf", "boldsymbol", "bm", "pmb"}
+_MARKUP = {"vec", "overrightarrow", "mathbf", "boldsymbol", "bm", "pmb"}
 """Vector / unit-vector markup that names the same quantity as the bare symbol (``\\hat{x}``,
 ``\\vec{E}``, ``\\mathbf{E}`` are ``x`` and ``E``); other accents (``\\bar``, ``\\dot``, ``\\tilde``)
 change the meaning and stay part of the symbol."""
@@ -486,9 +486,12 @@ class _Aliaser:
             inner = _key(" ".join(g))
             if name in _FONTS and len(inner) > 12:
                 return None
-            base = inner if name in _MARKUP else f"{name}({inner})"
+            if name in ("hat", "widehat") and re.fullmatch(r"e(?:_.*)?", inner):
+                base = inner  # \hat{e}_\theta is the unit vector e_\theta
+            else:
+                base = inner if name in _MARKUP else f"{'hat' if name == 'widehat' else name}({inner})"
             key, k = self.atom_suffix(toks, j, base)
-            if name in _MARKUP:
+            if name in _MARKUP or name in ("hat", "widehat"):
                 self.vectors.add(self.alias(key))
             return key, k
         if name in _TEXTS or name == "operatorname":
