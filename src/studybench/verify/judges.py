@@ -1097,24 +1097,33 @@ def _ex_one(gold: str, pred: str, hint: str | None = None) -> SlotResult:
     correspond, under every reading of brace-less function arguments and the constant identities.
     A chained prediction ``v = \\frac{180}{181}c \\approx 0.9945c`` also matches when an earlier link
     is equal and every later link agrees within 1%."""
-    res = _ex_link(gold, _rhs(pred), hint)
-    if res[0]:
-        return res
     segs, _ = split_relations(pred, frozenset({"="}))
-    for j in range(len(segs) - 1):
-        if not segs[j] or not _ex_link(gold, segs[j], hint)[0]:
-            continue
-        if all(_approx_link(gold, later) for later in segs[j + 1 :]):
-            return True, "an exact link matches and the later links agree within 1%"
-    return res
+    if len(segs) < 2:
+        return _ex_link(gold, pred, hint)
+    gsegs, _ = split_relations(gold, frozenset({"="}))
+    links = segs[1:] if _chain_label(segs[0], gsegs[0] if len(gsegs) > 1 else "") else segs
+    if len(links) == 1:
+        return _ex_link(gold, links[0], hint)
+    # a chain (v = \frac{180}{181}c \approx 0.9945c): every value it states must match the gold
+    for k, link in enumerate(links):
+        ok, why = _ex_link(gold, link, hint)
+        if not ok:
+            return False, f"link {k + 1} of the chain: {why}"
+    return True, f"all {len(links)} links of the chain match"
 
 
-def _approx_link(gold: str, link: str) -> bool:
-    for g in _ex_candidates(gold):
-        ok, _ = _expr_equal_str(g, link, tol=0.01)
-        if ok:
-            return True
-    return False
+def _chain_label(seg: str, gold_lhs: str = "") -> bool:
+    """Whether the first segment of a chain is a label rather than a value: the gold's own left side,
+    a derivative or evaluation bar (``\\frac{dr}{dt}``, ``\\left.f\\right|_{t=0}``), or symbols only
+    (``v``, ``\\Delta V``, ``c(T)``, ``\\mathbf{E}(r)``) - no number, sum, fraction or root."""
+    if not seg.strip():
+        return False
+    if gold_lhs and _labels_compatible(gold_lhs, seg):
+        return True
+    if re.search(r"\\right\s*\||\\[Bb]ig[gl]?\s*\||\|_\{|\\[dt]?frac\s*\{\s*(?:d|\\partial|\\mathrm\s*\{\s*d)", seg):
+        return True
+    bare = _SUBSCRIPT_RE.sub("", seg)
+    return not re.search(r"[0-9+\-]|\\[dt]?frac|\\sqrt|\\cdot|\\times|/", bare)
 
 
 def _ex_link(gold: str, pr: str, hint: str | None = None) -> SlotResult:
@@ -1159,9 +1168,61 @@ def _monomial(x: Any) -> bool:
     return False
 
 
-def _monomial_factor(dg: Any, dp: Any, forbidden: Any = ()) -> bool:
+def _written_denominators(al: Any, *texts: str) -> set[Any]:
+    """Symbols written in a denominator (``\\frac{..}{DEN}`` or after ``/``) of the LaTeX as typed,
+    before SymPy cancels anything (``\\frac{\\Delta V}{V}``), as the shared alias table's symbols."""
+    import sympy
+
+    from studybench.verify.extract import match_brace
+    from studybench.verify.latex import symbol_keys
+
+    keys: set[str] = set()
+    for text in texts:
+        for m in re.finditer(r"\\[dt]?frac\s*\{", text):
+            end = match_brace(text, m.end() - 1)
+            if end < 0 or end >= len(text) or text[end] != "{":
+                continue
+            end2 = match_brace(text, end)
+            if end2 > 0:
+                keys |= symbol_keys(text[end + 1 : end2 - 1]) or set()
+        for m in re.finditer(r"/\s*(\([^()]*\)|\\?[A-Za-z]+(?:_\{[^{}]*\}|_\w)?)", text):
+            keys |= symbol_keys(m.group(1)) or set()
+    return {sympy.Symbol(al.table[k]) for k in keys if k in al.table}
+
+
+def _denominator_symbols(*exprs: Any) -> set[Any]:
+    """Symbols that appear in a denominator of any of ``exprs``."""
+    import sympy
+
+    out: set[Any] = set()
+    for e in exprs:
+        try:
+            den = sympy.fraction(sympy.together(e))[1]
+        except Exception:  # sympy raises many types
+            continue
+        out |= den.free_symbols
+    return out
+
+
+def _factors_allowed(q: Any, allowed: set[Any] | None) -> bool:
+    """Every multiplicative factor of ``q`` is a number or uses only ``allowed`` symbols."""
+    import sympy
+
+    if allowed is None:
+        return True
+    num, den = sympy.fraction(q)
+    for part in (num, den):
+        for f in sympy.Mul.make_args(part):
+            if f.free_symbols and not f.free_symbols <= allowed:
+                return False
+    return True
+
+
+def _monomial_factor(dg: Any, dp: Any, forbidden: Any = (), allowed: set[Any] | None = None) -> bool:
     """Whether ``dg / dp`` simplifies to a monomial (:func:`_monomial`) free of ``forbidden``
-    symbols: the two equations differ by a nonzero factor such as ``2m`` or ``T``."""
+    symbols and built only from ``allowed`` symbols (when given): the two equations differ by a
+    nonzero factor such as ``2m`` or ``T`` that clears a denominator, never by a factor that can
+    vanish such as ``x`` in ``x(x^2 + y^2) = x R^2``."""
     import sympy
 
     try:
@@ -1179,14 +1240,16 @@ def _monomial_factor(dg: Any, dp: Any, forbidden: Any = ()) -> bool:
             if forbidden and q.free_symbols & set(forbidden):
                 continue
             num, den = sympy.fraction(q)
-            if _monomial(num) and _monomial(den):
+            if _monomial(num) and _monomial(den) and _factors_allowed(q.xreplace({v: k for k, v in zip(roots, [sympy.Symbol(f"_root{i}", positive=True) for i in range(len(roots))], strict=True)}) if roots else q, allowed):
                 return True
         return False
     except Exception:  # sympy raises many types
         return False
 
 
-def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = (), tol: float | None = None) -> tuple[bool | None, str]:
+def _eq_diff_ratio(
+    g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = (), tol: float | None = None, extra_allowed: Any = None
+) -> tuple[bool | None, str]:
     """Whether (g_l - g_r) / (p_l - p_r) is a finite nonzero constant, or a nonzero monomial factor
     (``2m``, ``1/T``; never one containing the ``forbidden`` symbols, the gold's isolated left side).
     Any side that is or contains nan / zoo / +-oo never matches; the ratio must be finite and nonzero
@@ -1221,8 +1284,9 @@ def _eq_diff_ratio(g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = (), 
             return False, "gold equation holds where pred does not"
         if all(_close(r, r0, tol) for r in ratios):
             return True, "equations proportional"
-        if all(abs(r) > 1e-12 for r in ratios) and _monomial_factor(dg, dp, forbidden):
-            return True, "equations equal up to a nonzero factor"
+        allowed = _denominator_symbols(g_l, g_r, p_l, p_r) | set(extra_allowed or ())
+        if all(abs(r) > 1e-12 for r in ratios) and _monomial_factor(dg, dp, forbidden, allowed):
+            return True, "equations equal up to a nonzero factor (clearing a denominator)"
         return False, "equations not proportional"
     try:
         q = sympy.simplify(dg / dp)
@@ -1513,7 +1577,7 @@ def _eq_plain(gold: str, pred: str) -> SlotResult:
                     if not _has_float(gl2, gr2):
                         pl2, pr2 = _rationalize(pl2, pred), _rationalize(pr2, pred)
                     t = 0.01 if _has_float(gl2, gr2) else (written_tolerance(pred) if _has_float(pl2, pr2) else 1e-6)
-                    ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms, t)
+                    ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms, t, _written_denominators(al, gold, pred))
                     reason = why + (f" (using {', '.join(applied)})" if applied and ok else "")
                     if ok:
                         hit = True
