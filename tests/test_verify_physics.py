@@ -109,6 +109,14 @@ CASES: list[tuple[list[str], list[str], str, str, object, bool, str]] = [
     (["v_1 = 2, v_2 = 3"], ["2, 3"], "NV", "", None, True, "unlabelled values against labels, in order"),
     (["15"], [r"15\ \text{lakh}"], "NV", "", None, False, "a scale word that is no plural noun"),
     (["2", "2"], [r"2\,\mathrm{s}", r"2\,\mathrm{s}"], "TUP", "NV,NV", r"\mathrm{km}, \mathrm{s}", False, "equal golds keep their own hints"),
+    # adversarial twins, round 3
+    ([r"A\sin kx\cos\omega t"], [r"A\sin(kx)\cos(\omega)\, t"], "EX", "", None, False, "an unintended reading of the gold"),
+    ([r"A\cos\omega t"], [r"A\cos(\omega t)"], "EX", "", None, True, "the conventional reading"),
+    ([r"|q|"], ["q"], "EX", "", None, False, "absolute value sampled with signs"),
+    ([r"x \in [1, 3]"], ["1 < x < 3"], "IN", "", None, False, "closed vs open ends"),
+    ([r"x \in (-1, 2)"], ["0 < x < 2"], "IN", "", None, False, "negative values are not assumed away"),
+    ([r"2H_2 + O_2 \to 2H_2O"], [r"H_2 + 2O_2 \to 2H_2O"], "EX", "", None, False, "coefficients stay with their species"),
+    ([r"\pi^0 \to 2\gamma"], [r"\pi^0 \to \gamma + \gamma"], "EX", "", None, True, "a coefficient written out"),
     # --- symbols, aliases, identities -------------------------------------------------------------
     ([r"\frac{Q}{4\pi\varepsilon_0 R}"], [r"\frac{Q}{4\pi\epsilon_0 R}"], "EX", "", None, True, "epsilon glyphs"),
     ([r"\frac{h}{2 m L}"], [r"\frac{\pi\hbar}{m L}"], "EX", "", None, True, "h = 2 pi hbar"),
@@ -193,7 +201,10 @@ CASES: list[tuple[list[str], list[str], str, str, object, bool, str]] = [
     ([r"\text{Lyra}", r"\text{Cygnus}"], [r"\text{Lyra or Cygnus}"], "ALT", "QL,QL", None, True, "both accepted options named"),
     ([r"\text{Lyra}", r"\text{Cygnus}"], [r"\text{Lyra or Orion}"], "ALT", "QL,QL", None, False, "a wrong option named"),
     ([r"F = q v B"], [r"F = q v B \quad \text{for } v \perp B"], "EQ", "", None, False, "a condition the gold does not state"),
-    ([r"U = F x"], [r"U = F x \quad \text{with } F = 10\,\mathrm{N}"], "EQ", "", None, True, "a definition the gold does not state"),
+    ([r"U = F x"], [r"U = F x \quad \text{with } F = 10\,\mathrm{N}"], "EQ", "", None, False, "a definition the gold does not state"),
+    ([r"2mg \text{ upward}"], [r"2mg \text{ downward}"], "EX", "", None, False, "other direction in words"),
+    ([r"2mg \text{ upward}"], [r"2 m g\ \text{upward}"], "EX", "", None, True, "same direction in words"),
+    ([r"\frac{\mu_0 I}{2\pi r} \text{ (counterclockwise)}"], [r"\frac{\mu_0 I}{2\pi r} \text{ (clockwise)}"], "EX", "", None, False, "other sense in a remark"),
     ([r"t = 3.2\,\mathrm{s}"], [r"t = \frac{2 v_0}{g} = 3.2\,\mathrm{s}"], "NV", "", None, True, "a symbolic link before the value"),
     # --- MC / TF / QL ------------------------------------------------------------------------------
     (["C"], [r"\text{(C) } T = 2\pi\sqrt{L/g}"], "MC", "", None, True, "letter with option formula"),

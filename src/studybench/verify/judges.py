@@ -365,14 +365,23 @@ def _has_float(*exprs: Any) -> bool:
     return any(bool(e.atoms(sympy.Float)) for e in exprs if hasattr(e, "atoms"))
 
 
-def _points(symbols: list[Any], n: int = _N_POINTS) -> list[dict[Any, Any]]:
+def _points(symbols: list[Any], n: int = _N_POINTS, signed: bool = False) -> list[dict[Any, Any]]:
+    """Seeded sample points in [0.3, 2.7] per symbol (physical magnitudes are positive); with
+    ``signed`` each value also gets a random sign (used when an absolute value is involved, so that
+    ``|q|`` never equals ``q``)."""
     import sympy
 
     rng = random.Random(_RNG_SEED)
     pts = []
     for _ in range(n):
-        pts.append({s: sympy.Float(round(rng.uniform(0.3, 2.7), 6)) for s in symbols})
+        pts.append({s: sympy.Float(round(rng.uniform(0.3, 2.7) * (rng.choice((-1, 1)) if signed else 1), 6)) for s in symbols})
     return pts
+
+
+def _has_abs(*exprs: Any) -> bool:
+    import sympy
+
+    return any(hasattr(e, "has") and e.has(sympy.Abs, sympy.sign) for e in exprs)
 
 
 def _num(expr: Any, pt: dict[Any, Any]) -> complex | None:
@@ -480,7 +489,8 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
         tol = 0.01 if _has_float(a) else 1e-6  # decimals in the gold allow 1%; see _rationalize
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
     good = 0
-    for pt in _points(syms):
+    pts = _points(syms) + (_points(syms, signed=True) if _has_abs(a, b) else [])
+    for pt in pts:
         va, vb = _num(a, pt), _num(b, pt)
         if va is None or vb is None:
             continue
@@ -943,12 +953,41 @@ def judge_reaction(gold: str, pred: str) -> SlotResult | None:
     if gk != pk:
         return False, "different arrow (one-way vs reversible)"
     for gs, ps in zip(gsides, psides, strict=True):
-        a, b = _species(gs), _species(ps)
+        a, b = _side_species(gs), _side_species(ps)
         if a is None or b is None:
             return False, "cannot read the species"
         if a != b:
             return False, "different species"
     return True, "same reaction"
+
+
+def _side_species(side: str) -> list[str] | None:
+    """One side of a reaction as a sorted multiset of species: terms separated by top-level ``+``
+    keep their coefficients (``2H_2 + O_2``: H2, H2, O2; ``H_2O`` stays one species), a side
+    written without ``+`` (``\\pi^+\\pi^-``, ``2\\gamma``) is read particle by particle."""
+    terms = [t for t in re.split(r"(?<![\^_{])\+(?![}])", norm_string(side)) if t.strip()]
+    if len(terms) <= 1:
+        atoms = _species(side)
+        if atoms is None:
+            return None
+        out: list[str] = []
+        mult = 1
+        for a in atoms:
+            if a.isdigit():
+                mult = int(a) if int(a) < 100 else 1
+                continue
+            out.extend([a] * mult)
+            mult = 1
+        return sorted(out)
+    result: list[str] = []
+    for t in terms:
+        m = re.match(r"\s*(\d+)\s*(?:\\,|\\cdot)?\s*(.*)$", t)
+        coef, body = (int(m.group(1)), m.group(2)) if m and m.group(2).strip() else (1, t)
+        atoms = _species(body)
+        if atoms is None or any(a.isdigit() for a in atoms):
+            return None
+        result.extend(["+".join(atoms)] * min(coef, 100))
+    return sorted(result)
 
 
 def judge_ex(gold: str, pred: str, hint: str | None = None) -> SlotResult:
@@ -986,8 +1025,22 @@ def split_unit_suffix(s: str) -> tuple[str, str]:
     return s, ""
 
 
+def trailing_words(s: str) -> tuple[str, str]:
+    """``(body, words)``: a trailing remark or phrase (``\\text{ (counterclockwise)}``,
+    ``(outside the sphere)``, ``\\text{ upward}``) split from the formula; ``(s, "")`` when none."""
+    body = strip_remark(s)
+    if body != s:
+        return body, s[len(body) :]
+    m = re.search(r"\\(?:text|mbox|textrm|textit)\s*\{\s*([A-Za-z][A-Za-z \-]*)\}\s*\.?\s*$", s)
+    if m and s[: m.start()].strip() and not _CONDITION.match(s[m.start() :]):
+        return _TRAILING_SPACE.sub("", s[: m.start()]), m.group(1)
+    return s, ""
+
+
 def _ex_units(gold: str, pred: str, hint: str | None) -> SlotResult:
-    gold, pred = strip_remark(gold), strip_remark(pred)
+    (gold, gw), (pred, pw) = trailing_words(gold), trailing_words(pred)
+    if gw and pw and not _prose_equal(re.sub(r"[()]", " ", gw), re.sub(r"[()]", " ", pw)):
+        return False, "the words after the formula differ (direction, region ...)"
     gv, gc = split_condition(gold)
     pv, pc = split_condition(pred)
     if gc:
@@ -997,9 +1050,9 @@ def _ex_units(gold: str, pred: str, hint: str | None) -> SlotResult:
             return False, "different condition"
         gold = gv
     if pc:
-        if not gc and not _DEFINITION.match(pc):
-            return False, "the prediction adds a condition the gold does not state"
-        pred = pv  # "with |F| = 10 N", "where k = ...": a definition, not judged
+        if not gc:
+            return False, "the prediction adds a condition or definition the gold does not state"
+        pred = pv
     return _ex_units_plain(gold, pred, hint)
 
 
@@ -1533,9 +1586,9 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
             return False, "different condition"
         gold = gv
     if pc:
-        if not gc and not _DEFINITION.match(pc):
-            return False, "the prediction adds a condition the gold does not state"
-        pred = pv  # "with |F| = 10 N", "where k = ...": a definition, not judged
+        if not gc:
+            return False, "the prediction adds a condition or definition the gold does not state"
+        pred = pv
     return _eq_plain(gold, pred)
 
 
@@ -1566,7 +1619,7 @@ def _eq_plain(gold: str, pred: str) -> SlotResult:
             try:
                 al = new_aliases(gold, pred)
                 gl, pl = to_sympy(gsegs[0], al), to_sympy(psegs[0], al)
-                grs, prs = to_sympy_readings(gsegs[k], al), to_sympy_readings(psegs[j], al)
+                grs, prs = to_sympy_readings(gsegs[k], al, gold=True), to_sympy_readings(psegs[j], al)
             except LatexError as e:
                 reason = str(e)
                 continue
@@ -1652,7 +1705,7 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
     table and reconciled by the constant identities (:func:`studybench.verify.identities.reconcile`).
     Raises LatexError when either side has no reading."""
     al = new_aliases(g, p)
-    gs = to_sympy_readings(g, al)
+    gs = to_sympy_readings(g, al, gold=True)
     ps = to_sympy_readings(p, al)
     out = []
     for ge in gs:
@@ -1785,7 +1838,7 @@ def _positive_multiple(a: Any, b: Any) -> bool:
     tol = 0.01 if _has_float(a) else 1e-6
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
     ratios = []
-    for pt in _points(syms, 8):
+    for pt in _points(syms, 8) + (_points(syms, 8, signed=True) if _has_abs(a, b) else []):
         x, y = _num(a, pt), _num(b, pt)
         if x is None or y is None or abs(y) < 1e-300:
             continue
@@ -1921,6 +1974,18 @@ def _in_membership(gold: str, pred: str) -> SlotResult | None:
         if a is None or abs(a.imag) > 1e-9 or (b is not None and (abs(b.imag) > 1e-9 or not a.real < b.real)):
             continue
         a_r = a.real
+        if a_r < 0 or lo == -sympy.oo:
+            return False, "cannot compare: the interval reaches negative values"
+        exact = {k: sympy.Rational(str(v)) for k, v in pt.items()}  # exact, so the end point is exact
+        for end, closed, val in ((lo, not iv[0][2], a), (hi, not iv[0][3], b)):
+            if val is None or end in (sympy.oo, -sympy.oo) or val.real <= 0:
+                continue
+            try:
+                at_end = rel.xreplace({**exact, var: end.xreplace(exact)})
+            except Exception:  # sympy raises many types
+                return False, "cannot evaluate the inequality"
+            if at_end in (sympy.true, sympy.false) and bool(at_end) is not closed:
+                return False, "the end points differ (open vs closed)"
         if b is None:  # (a, oo)
             inside = [a_r + f * (abs(a_r) + 1.0) for f in (0.02, 0.5, 3.0, 100.0)]
             outside = [a_r * f for f in (0.5, 0.97)] if a_r > 0 else []

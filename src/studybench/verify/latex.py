@@ -876,7 +876,7 @@ def _factor_end(conv: list[str], i: int) -> int | None:
     return j
 
 
-def _function_readings(conv: list[str]) -> list[list[str]]:
+def _function_readings(conv: list[str], gold: bool = False, stops: frozenset[str] = frozenset()) -> list[list[str]]:
     """Readings of brace-less function arguments: ``\\sin \\theta e_\\theta`` may mean
     ``\\sin(\\theta) e_\\theta`` or ``\\sin(\\theta e_\\theta)``; each reading makes every argument
     explicit. The first reading is the greedy one (latex2sympy's). At most :data:`_MAX_READINGS`."""
@@ -906,14 +906,21 @@ def _function_readings(conv: list[str]) -> list[list[str]]:
                 k = e2
             if not ends:
                 continue
-            for e2 in reversed(ends):
+            choices = list(reversed(ends))
+            if gold:
+                # a gold is read the conventional way: the argument takes the juxtaposed factors,
+                # stopping only before a vector or a subscripted symbol (\sin\theta\,\hat{e}_r,
+                # \sin\frac{\pi}{R} r\, Y_{00}); never \cos(\omega) t
+                stop = next((e for e, nxt in zip(ends, [*ends[1:], None], strict=True) if nxt is not None and r[e] in stops), None)
+                choices = [ends[-1]] + ([stop] if stop is not None and stop != ends[-1] else [])
+            for e2 in choices:
                 expand(r[:j] + ["("] + r[j:e2] + [")"] + r[e2:], idx + 1)
             return
         out.append(r)
 
     expand(conv, 0)
     readings = out[:_MAX_READINGS] or [conv]
-    tight = _tight_division(readings[0])
+    tight = None if gold else _tight_division(readings[0])
     if tight is not None and len(readings) < _MAX_READINGS:
         readings.append(tight)
     return [_reciprocal_functions(r) for r in readings]
@@ -1113,16 +1120,19 @@ def to_sympy(latex: str, aliases: _Aliaser | None = None) -> Any:
     return to_sympy_readings(latex, aliases)[0]
 
 
-def to_sympy_readings(latex: str, aliases: _Aliaser | None = None) -> list[Any]:
+def to_sympy_readings(latex: str, aliases: _Aliaser | None = None, gold: bool = False) -> list[Any]:
     """Every reading of ``latex`` that parses: ``\\sin \\theta\\, e_\\theta`` is read both as
     ``sin(theta) e_theta`` and as ``sin(theta e_theta)`` (brace-less function arguments are
     ambiguous in LaTeX); the first element is latex2sympy's greedy reading when it parses. At most
-    six readings. Raises :class:`LatexError` when no reading parses (same causes as
-    :func:`to_sympy`)."""
-    _, conv = _convert(latex, aliases)
+    six readings. A ``gold`` is read only the conventional way (greedy, or stopping before a vector
+    or subscripted symbol) and never with the tight-slash reading, so that a prediction cannot match
+    an unintended reading of the gold. Raises :class:`LatexError` when no reading parses (same causes
+    as :func:`to_sympy`)."""
+    al, conv = _convert(latex, aliases)
     out: list[Any] = []
     err: LatexError | None = None
-    for r in _function_readings(conv):
+    stops = frozenset(al.vectors) | frozenset(al.alias(k) for k in list(al.table) if "_{" in k)
+    for r in _function_readings(conv, gold, stops):
         try:
             out.append(_l2s(r))
         except LatexError as e:
