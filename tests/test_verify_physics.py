@@ -117,6 +117,8 @@ CASES: list[tuple[list[str], list[str], str, str, object, bool, str]] = [
     ([r"x \in (-1, 2)"], ["0 < x < 2"], "IN", "", None, False, "negative values are not assumed away"),
     ([r"2H_2 + O_2 \to 2H_2O"], [r"H_2 + 2O_2 \to 2H_2O"], "EX", "", None, False, "coefficients stay with their species"),
     ([r"\pi^0 \to 2\gamma"], [r"\pi^0 \to \gamma + \gamma"], "EX", "", None, True, "a coefficient written out"),
+    ([r"v = \pm\sqrt{2gh}"], [r"v = \pm\sqrt{2hg}"], "EQ", "", None, True, "+- equations"),
+    ([r"v = \pm\sqrt{2gh}"], [r"v = \sqrt{2gh}"], "EQ", "", None, False, "one of two +- solutions"),
     # --- symbols, aliases, identities -------------------------------------------------------------
     ([r"\frac{Q}{4\pi\varepsilon_0 R}"], [r"\frac{Q}{4\pi\epsilon_0 R}"], "EX", "", None, True, "epsilon glyphs"),
     ([r"\frac{h}{2 m L}"], [r"\frac{\pi\hbar}{m L}"], "EX", "", None, True, "h = 2 pi hbar"),

@@ -1592,7 +1592,26 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
     return _eq_plain(gold, pred)
 
 
+_PM = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
+
+
+def _pm_variants(s: str) -> list[str]:
+    """``x = \\pm a`` as the two equations ``x = +a`` and ``x = -a`` (first ``\\pm`` only)."""
+    m = _PM.search(s)
+    if not m:
+        return [s]
+    plus, minus = ("+", "-") if m.group(0) == "\\pm" else ("-", "+")
+    return [s[: m.start()] + plus + s[m.end() :], s[: m.start()] + minus + s[m.end() :]]
+
+
 def _eq_plain(gold: str, pred: str) -> SlotResult:
+    if _PM.search(gold) or _PM.search(pred):
+        # x = \pm a: the two solutions, matched as a set (a prediction must state both)
+        gv, pv = _pm_variants(gold), _pm_variants(pred)
+        if len(gv) != len(pv) or len(_PM.findall(gold)) > 1 or len(_PM.findall(pred)) > 1:
+            return False, "the +- solutions differ"
+        res = _match_unordered(gv, pv, _eq_plain)
+        return (res[0], "both +- solutions match") if res[0] else res
     gsegs, _ = split_relations(gold, frozenset({"="}))
     psegs, _ = split_relations(pred, frozenset({"="}))
     if len(psegs) == 2 and _plain_quantity(psegs[0]) is not None and _plain_quantity(psegs[1]) is None:
