@@ -645,15 +645,27 @@ def strip_remark(s: str) -> str:
     return t or s
 
 
-_DEFINITION = re.compile(r"\\(?:text|mbox|textrm)\s*\{\s*,?\s*(?:with|where)\b")
-
-
 def split_condition(s: str) -> tuple[str, str]:
     """``(value, condition)`` of ``B = 0 \\text{ for } r < r_1``; ``(s, "")`` without a condition."""
     m = _CONDITION.search(s)
     if not m or not s[: m.start()].strip():
         return s, ""
     return _TRAILING_SPACE.sub("", s[: m.start()]).rstrip(","), s[m.start() :]
+
+
+def _split_conditions(gold: str, pred: str) -> tuple[str, str] | SlotResult:
+    """The gold and prediction without their conditions (``\\text{ for } r < R``) when the conditions
+    agree, else a failing :data:`SlotResult`: a gold condition must be stated, and a prediction may
+    not add a condition or definition the gold does not state."""
+    gv, gc = split_condition(gold)
+    pv, pc = split_condition(pred)
+    if gc and not pc:
+        return False, "the gold's condition is missing"
+    if pc and not gc:
+        return False, "the prediction adds a condition or definition the gold does not state"
+    if gc and _condition_key(gc) != _condition_key(pc):
+        return False, "different condition"
+    return (gv, pv) if gc else (gold, pred)
 
 
 def _condition_key(c: str) -> list[str]:
@@ -1041,19 +1053,10 @@ def _ex_units(gold: str, pred: str, hint: str | None) -> SlotResult:
     (gold, gw), (pred, pw) = trailing_words(gold), trailing_words(pred)
     if gw and pw and not _prose_equal(re.sub(r"[()]", " ", gw), re.sub(r"[()]", " ", pw)):
         return False, "the words after the formula differ (direction, region ...)"
-    gv, gc = split_condition(gold)
-    pv, pc = split_condition(pred)
-    if gc:
-        if not pc:
-            return False, "the gold's condition is missing"
-        if _condition_key(gc) != _condition_key(pc):
-            return False, "different condition"
-        gold = gv
-    if pc:
-        if not gc:
-            return False, "the prediction adds a condition or definition the gold does not state"
-        pred = pv
-    return _ex_units_plain(gold, pred, hint)
+    res = _split_conditions(gold, pred)
+    if isinstance(res[0], bool):
+        return res  # type: ignore[return-value]
+    return _ex_units_plain(res[0], res[1], hint)
 
 
 _PROSE = re.compile(r"\\(?:text|mbox|textrm|textit|textbf)\s*\{")
@@ -1577,19 +1580,10 @@ def _eq_one(gold: str, pred: str) -> SlotResult:
     """One EQ answer; a trailing remark is dropped and a stated condition (``\\text{ for } r < R``)
     must match the gold's (:func:`split_condition`)."""
     gold, pred = strip_remark(gold), strip_remark(pred)
-    gv, gc = split_condition(gold)
-    pv, pc = split_condition(pred)
-    if gc:
-        if not pc:
-            return False, "the gold's condition is missing"
-        if _condition_key(gc) != _condition_key(pc):
-            return False, "different condition"
-        gold = gv
-    if pc:
-        if not gc:
-            return False, "the prediction adds a condition or definition the gold does not state"
-        pred = pv
-    return _eq_plain(gold, pred)
+    res = _split_conditions(gold, pred)
+    if isinstance(res[0], bool):
+        return res  # type: ignore[return-value]
+    return _eq_plain(res[0], res[1])
 
 
 _PM = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")

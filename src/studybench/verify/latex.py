@@ -390,7 +390,7 @@ def _key(s: str) -> str:
     return norm_string(s).replace("{", "").replace("}", "")
 
 
-_UPRIGHT_D = re.compile(r"\\(?:mathrm|text|textrm|rm|operatorname|mathrm)\s*\{\s*(?:~|\\[,;: !])*\s*d\s*\}|\\rm\s+d(?![A-Za-z])|\\int|\\oint|\\iint")
+_UPRIGHT_D = re.compile(r"\\(?:mathrm|text|textrm|rm|operatorname)\s*\{\s*(?:~|\\[,;: !])*\s*d\s*\}|\\rm\s+d(?![A-Za-z])|\\int|\\oint|\\iint")
 _FUNC_TOKENS = {"\\" + f for f in _UPRIGHT_FUNCS}
 _OPEN = {"(": ")", "[": "]"}
 _ENV_OK = {"pmatrix", "bmatrix", "Bmatrix", "matrix", "vmatrix", "smallmatrix"}
@@ -587,7 +587,7 @@ class _Aliaser:
                     lims = []
                     while j < n and toks[j] in ("_", "^"):
                         g, j = self.group(toks, j + 1)
-                        lims.append(toks[j - len(g) - 1] if False else _key(" ".join(g)))
+                        lims.append(_key(" ".join(g)))
                     out.append(self.alias(f"{name}(" + "|".join(lims) + ")"))
                     i = j
                     continue
