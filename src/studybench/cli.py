@@ -99,6 +99,85 @@ def _seeds(n: int, base: int, seed_list: str | None) -> list[int]:
     return [base + i for i in range(n)]
 
 
+# Options of the LLM judge (paper 2.2, PROTOCOL.md section 6), shared by `eval` and `judge`.
+_JudgeModel = Annotated[
+    str | None,
+    typer.Option("--judge-model", help="LLM judge model at an OpenAI-compatible endpoint; rule rejections go to it (leaderboard mode rule+llm).", rich_help_panel="LLM judge"),
+]
+_JudgeBaseUrl = Annotated[
+    str | None,
+    typer.Option("--judge-base-url", help="Judge endpoint, e.g. http://127.0.0.1:8001/v1 (default $STUDYBENCH_JUDGE_BASE_URL).", rich_help_panel="LLM judge"),
+]
+_JudgePrompt = Annotated[
+    Path | None,
+    typer.Option("--judge-prompt", help="Judge prompt template file with all of {problem} {reference_solution} {reference_answers} {student_solution} {student_answers} (default: ours).", rich_help_panel="LLM judge"),
+]
+_JudgeKeyEnv = Annotated[str, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key (never stored).", rich_help_panel="LLM judge")]
+_JudgeConcurrency = Annotated[int, typer.Option("--judge-concurrency", help="Judge requests in flight.", rich_help_panel="LLM judge")]
+_JudgeRequestTimeout = Annotated[float, typer.Option("--judge-request-timeout", help="Seconds per judge HTTP request.", rich_help_panel="LLM judge")]
+_JudgeMaxRetries = Annotated[int, typer.Option("--judge-max-retries", help="Retries per judge request on 429/5xx/timeouts.", rich_help_panel="LLM judge")]
+_JudgeParseRetries = Annotated[int, typer.Option("--judge-parse-retries", help="Re-asks after a malformed judge reply; still malformed -> unjudgeable.", rich_help_panel="LLM judge")]
+_JudgeMaxTokens = Annotated[int | None, typer.Option("--judge-max-tokens", help="Token budget per judge reply (default: the server's).", rich_help_panel="LLM judge")]
+_JudgeCache = Annotated[Path | None, typer.Option("--judge-cache", help="Verdict cache directory (default $STUDYBENCH_JUDGE_CACHE, then the user cache).", rich_help_panel="LLM judge")]
+_NoJudgeCache = Annotated[bool, typer.Option("--no-judge-cache", help="Neither read nor write the verdict cache.", rich_help_panel="LLM judge")]
+
+
+def _make_judge(model: str, base_url: str | None, prompt: Path | None, api_key_env: str, concurrency: int,
+                request_timeout: float, max_retries: int, parse_retries: int, max_tokens: int | None,
+                cache_dir: Path | None, no_cache: bool, read_cache: bool = True) -> Any:
+    """An :class:`studybench.judge.LLMJudge` from CLI options (fails with a usage error)."""
+    from studybench.judge import JudgeTemplate, LLMJudge, TemplateError, VerdictCache
+
+    _check_ranges(judge_concurrency=(concurrency, 1, 100_000), judge_request_timeout=(request_timeout, 1e-3, 86_400.0),
+                  judge_max_retries=(max_retries, 0, 1000), judge_parse_retries=(parse_retries, 0, 100),
+                  judge_max_tokens=(max_tokens, 1, 10_000_000))
+    if not model.strip():
+        _fail("--judge-model must not be empty")
+    url = base_url or os.environ.get("STUDYBENCH_JUDGE_BASE_URL")
+    if not url:
+        _fail("--judge-base-url is required with --judge-model (or set $STUDYBENCH_JUDGE_BASE_URL), "
+              "e.g. http://127.0.0.1:8001/v1 from `vllm serve`, or https://api.openai.com/v1")
+    try:
+        template = JudgeTemplate.from_file(prompt) if prompt is not None else JudgeTemplate.builtin()
+    except TemplateError as e:
+        _fail(str(e))
+    if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
+        _fail(f"--judge-cache {cache_dir} exists and is not a directory")
+    cache = None if no_cache else VerdictCache(cache_dir)
+    return LLMJudge(model, url, template=template, cache=cache, parse_retries=parse_retries, concurrency=concurrency,
+                    request_timeout=request_timeout, max_retries=max_retries, max_tokens=max_tokens,
+                    api_key_env=api_key_env, read_cache=read_cache)
+
+
+def _run_llm_judge(parents: list[Any], store: Any, cfg: Any, judge: Any, audit: bool = False, refresh: bool = False) -> Any:
+    """Run :func:`studybench.runner.llm_judge_run` with a progress bar and print its counts."""
+    from studybench.runner import llm_judge_run
+
+    async def go() -> Any:
+        try:
+            with _progress() as prog:
+                task = prog.add_task("llm judge", total=None)
+
+                def tick(n: int) -> None:
+                    prog.advance(task, n)
+
+                return await llm_judge_run(parents, store, cfg, judge, audit_rule_accepts=audit, refresh=refresh, progress=tick)
+        finally:
+            await judge.aclose()
+
+    st = asyncio.run(go())
+    v = st.verdicts
+    console.print(
+        f"llm judge {judge.model}: {st.candidates} candidates ({st.reused} already judged in this run), "
+        f"{st.judged} judged now ({st.cache_hits} from the cache, {st.shared} shared with identical inputs, {st.requests} requests): "
+        f"TRUE {v.get('TRUE', 0)}, FALSE {v.get('FALSE', 0)}, unjudgeable {v.get('unjudgeable', 0)}, error {v.get('error', 0)} "
+        f"in {st.seconds:.1f}s"
+    )
+    if st.no_rule_verdict:
+        console.print(f"[yellow]{_plural(st.no_rule_verdict, 'turn')} without a current rule verdict were not sent to the judge[/yellow]")
+    return st
+
+
 @app.command("eval")
 def eval_cmd(
     split: Annotated[str, typer.Option("--split", help="application | transfer | PATH to a test-set JSON file.")] = "transfer",
@@ -134,13 +213,38 @@ def eval_cmd(
     slice_: Annotated[str | None, typer.Option("--slice", help="Parents START:STOP (Python slice of the file order).")] = None,
     judge_timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic judgement.")] = 5.0,
     judge_workers: Annotated[int | None, typer.Option(help="Verifier worker processes (default: CPU count).")] = None,
+    verifier_mode: Annotated[
+        str | None,
+        typer.Option("--verifier-mode", help="rule (reward-safe, never calls an LLM) | rule+llm (leaderboard). Default: rule+llm with --judge-model, else the run's previous mode, else rule.", rich_help_panel="LLM judge"),
+    ] = None,
+    judge_model: _JudgeModel = None,
+    judge_base_url: _JudgeBaseUrl = None,
+    judge_prompt: _JudgePrompt = None,
+    judge_api_key_env: _JudgeKeyEnv = "OPENAI_API_KEY",
+    judge_concurrency: _JudgeConcurrency = 16,
+    judge_request_timeout: _JudgeRequestTimeout = 300.0,
+    judge_max_retries: _JudgeMaxRetries = 6,
+    judge_parse_retries: _JudgeParseRetries = 2,
+    judge_max_tokens: _JudgeMaxTokens = None,
+    judge_cache: _JudgeCache = None,
+    no_judge_cache: _NoJudgeCache = False,
 ) -> None:
-    """Run the StudyBench protocol (generate, judge, report). Resumable: re-run the same command."""
+    """Run the StudyBench protocol (generate, judge, report). Resumable: re-run the same command.
+
+    With --judge-model every answer the rule verifier rejects is also sent to an LLM judge and the
+    report scores rule OR LLM (paper 2.2 leaderboard numbers)."""
     from studybench.datasets import DatasetError, load_dataset, resolve_split
     from studybench.models import PRESETS
     from studybench.protocol import ArtefactError, guidance_coverage, load_artefacts
     from studybench.report import parents_index, write_report
-    from studybench.runner import EvalConfig, generate, judge_run, select_parents, verifier_config
+    from studybench.runner import (
+        VERIFIER_MODES,
+        EvalConfig,
+        generate,
+        judge_run,
+        select_parents,
+        verifier_config,
+    )
     from studybench.store import RunStore
 
     if only_generate and only_judge:
@@ -206,7 +310,27 @@ def eval_cmd(
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
     }
     cfg = EvalConfig(split=ds.name, k=k, seeds=seed_vals, concurrency=concurrency, judge_timeout=judge_timeout, judge_workers=judge_workers)
-    manifest["verifier"] = verifier_config(cfg)
+    if verifier_mode is not None and verifier_mode not in VERIFIER_MODES:
+        _fail(f"--verifier-mode must be one of {', '.join(VERIFIER_MODES)}, got {verifier_mode!r}")
+    llm_judge: Any = None
+    if judge_model is not None and verifier_mode != "rule":
+        llm_judge = _make_judge(judge_model, judge_base_url, judge_prompt, judge_api_key_env, judge_concurrency,
+                                judge_request_timeout, judge_max_retries, judge_parse_retries, judge_max_tokens,
+                                judge_cache, no_judge_cache)
+    elif judge_model is not None:
+        console.print("[yellow]note:[/yellow] --verifier-mode rule never calls an LLM; --judge-model is ignored")
+    old_judge = ((old or {}).get("verifier") or {}).get("judge")
+    if llm_judge is not None:
+        mode, judge_desc = "rule+llm", llm_judge.describe()
+    elif verifier_mode == "rule":
+        mode, judge_desc = "rule", None
+    elif isinstance(old_judge, dict) and ((old or {}).get("verifier") or {}).get("mode") == "rule+llm":
+        mode, judge_desc = "rule+llm", old_judge  # keep the run's judge; its verdicts stay in the report
+    elif verifier_mode == "rule+llm":
+        _fail("--verifier-mode rule+llm needs --judge-model (and --judge-base-url)")
+    else:
+        mode, judge_desc = "rule", None
+    manifest["verifier"] = {**verifier_config(cfg), "mode": mode, "judge": judge_desc}
     if old is not None:
         diff = _identity_diff(old, manifest)
         if diff:
@@ -240,6 +364,8 @@ def eval_cmd(
     console.print(f"run directory: {run_dir}", soft_wrap=True)
     if be is not None and not use_ref:
         _preflight(be)
+    if llm_judge is not None and not only_generate:
+        _preflight(llm_judge.backend, what="judge endpoint")
     store.write_manifest(manifest)
     failed = 0
     try:
@@ -268,10 +394,17 @@ def eval_cmd(
             task = prog.add_task("judge", total=n_turns)
             jstats = judge_run(parents, store, cfg, verifier, lambda n: prog.advance(task, n))
         console.print(f"judged {jstats.judged} turns ({jstats.reused} reused) in {jstats.seconds:.1f}s")
+        if llm_judge is not None:
+            _run_llm_judge(parents, store, cfg, llm_judge)
         rep = write_report(store)
         failed = rep["turns"]["failed"]
     finally:
         store.close()
+        if llm_judge is not None and only_generate:
+            try:
+                asyncio.run(llm_judge.aclose())
+            except Exception:  # noqa: BLE001
+                pass
         if be is not None:
             try:
                 asyncio.run(be.aclose())
@@ -346,7 +479,7 @@ def _identity_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return diff
 
 
-def _preflight(be: Any) -> None:
+def _preflight(be: Any, what: str = "endpoint") -> None:
     """Fail fast when the endpoint is unreachable; warn when it does not list the model."""
     import httpx
 
@@ -355,9 +488,9 @@ def _preflight(be: Any) -> None:
     try:
         r = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=min(30.0, be.request_timeout))
     except httpx.HTTPError as e:
-        _fail(f"cannot reach the endpoint {be.describe().get('base_url')} ({type(e).__name__}); is the server running?")
+        _fail(f"cannot reach the {what} {be.describe().get('base_url')} ({type(e).__name__}); is the server running?")
     if r.status_code in (401, 403):
-        _fail(f"the endpoint refused the API key (HTTP {r.status_code}); set ${be.api_key_env}")
+        _fail(f"the {what} refused the API key (HTTP {r.status_code}); set ${be.api_key_env}")
     if r.status_code != 200:
         return  # some servers do not implement /models
     try:
@@ -365,7 +498,7 @@ def _preflight(be: Any) -> None:
     except (ValueError, AttributeError):
         return
     if ids and be.model not in ids:
-        console.print(f"[yellow]warning:[/yellow] the endpoint lists {', '.join(map(str, ids[:8]))} but not {be.model!r}")
+        console.print(f"[yellow]warning:[/yellow] the {what} lists {', '.join(map(str, ids[:8]))} but not {be.model!r}")
 
 
 def _print_report(rep: dict[str, Any], run_dir: Path) -> None:
@@ -378,6 +511,17 @@ def _print_report(rep: dict[str, Any], run_dir: Path) -> None:
             f"[yellow]{t['failed']} failed turns and {t['missing_judgements']} turns without a current judgement "
             f"(of {t['expected']}) count as incorrect above.[/yellow]"
         )
+    lj = rep.get("llm_judge")
+    if lj:
+        v = lj["verdicts"]
+        rate = "n/a" if lj["unjudgeable_rate"] is None else f"{100 * lj['unjudgeable_rate']:.2f}%"
+        console.print(
+            f"scoring {rep.get('scoring_used')}: LLM judge {lj['judge'].get('model')} on {lj['rule_rejections']} rule rejections: "
+            f"TRUE {v['TRUE']}, FALSE {v['FALSE']}, unjudgeable {v['unjudgeable']} ({rate}), error {v['error']}, not judged {v['not judged']}"
+        )
+        if v["error"] or v["not judged"]:
+            console.print(f"[yellow]{v['error'] + v['not judged']} rule rejections have no LLM verdict and count as incorrect; "
+                          f"run `studybench judge {run_dir}` to judge them.[/yellow]", soft_wrap=True)
     console.print(f"report: {run_dir / 'report.json'}, {run_dir / 'report.md'}", soft_wrap=True)
 
 
@@ -385,14 +529,20 @@ def _print_report(rep: dict[str, Any], run_dir: Path) -> None:
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print report.json to stdout instead of a table.")] = False,
+    scoring: Annotated[
+        str | None,
+        typer.Option("--scoring", help="strict (rule verifier only) | liberal (rule OR LLM judge). Default: liberal for rule+llm runs, else strict."),
+    ] = None,
 ) -> None:
     """Recompute report.json / report.md of a run directory and print the summary."""
-    from studybench.report import write_report
+    from studybench.report import SCORINGS, write_report
     from studybench.store import RunStore
 
+    if scoring is not None and scoring not in SCORINGS:
+        _fail(f"--scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     store = RunStore(run_dir)
     try:
-        rep = write_report(store)
+        rep = write_report(store, scoring)
     except (FileNotFoundError, ValueError) as e:
         _fail(str(e))
     except (KeyError, TypeError) as e:
@@ -401,6 +551,154 @@ def report_cmd(
         out_console.print_json(json.dumps(rep))
     else:
         _print_report(rep, run_dir)
+
+
+def _run_dataset(store: Any, man: dict[str, Any], data_dir: Path | None, split_path: Path | None) -> Any:
+    """The test set a run was made on, checked against the manifest's sha256 (fails with a usage error)."""
+    from studybench.datasets import DatasetError, load_dataset, resolve_split
+
+    split = man.get("split") or {}
+    name, want = split.get("name"), split.get("sha256")
+    candidates: list[Path] = []
+    if split_path is not None:
+        candidates.append(split_path)
+    else:
+        if isinstance(split.get("path"), str):
+            candidates.append(Path(split["path"]))
+        if name in ("application", "transfer"):
+            try:
+                candidates.append(resolve_split(name, data_dir))
+            except (DatasetError, ValueError):
+                pass
+    tried = []
+    for path in candidates:
+        if not path.is_file():
+            tried.append(f"{path} (missing)")
+            continue
+        try:
+            ds = load_dataset(path, name=name if name in ("application", "transfer") else None)
+        except DatasetError as e:
+            _fail(str(e))
+        if want and ds.sha256 != want:
+            tried.append(f"{path} (content differs from the run's test set)")
+            continue
+        return ds
+    _fail(f"{store.manifest_path}: cannot find the test set this run was made on ({'; '.join(tried) or 'no path recorded'}); "
+          "pass --split PATH or --data-dir DIR")
+
+
+@app.command("judge")
+def judge_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
+    judge_model: _JudgeModel = None,
+    judge_base_url: _JudgeBaseUrl = None,
+    judge_prompt: _JudgePrompt = None,
+    judge_api_key_env: _JudgeKeyEnv = "OPENAI_API_KEY",
+    judge_concurrency: _JudgeConcurrency = 16,
+    judge_request_timeout: _JudgeRequestTimeout = 300.0,
+    judge_max_retries: _JudgeMaxRetries = 6,
+    judge_parse_retries: _JudgeParseRetries = 2,
+    judge_max_tokens: _JudgeMaxTokens = None,
+    judge_cache: _JudgeCache = None,
+    no_judge_cache: _NoJudgeCache = False,
+    audit_rule_accepts: Annotated[bool, typer.Option("--audit-rule-accepts", help="Also send rule accepts to the judge (makes the rule verifier's false accepts visible in `studybench consistency`; scores are unchanged).")] = False,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Judge again turns that already hold a verdict of this judge (the cache still answers unless --no-judge-cache).")] = False,
+    activate: Annotated[bool, typer.Option("--activate/--no-activate", help="Make this judge the run's leaderboard judge (mode rule+llm). --no-activate only adds verdicts, e.g. a second judge for Cohen's kappa.")] = True,
+    split_path: Annotated[Path | None, typer.Option("--split", help="The test-set file, when it is no longer where the manifest says.")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding application.json / transfer.json.")] = None,
+    judge_timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic judgement (rule verdicts still missing).")] = 5.0,
+    judge_workers: Annotated[int | None, typer.Option(help="Rule verifier worker processes (default: CPU count).")] = None,
+) -> None:
+    """Add or refresh LLM judge verdicts on an existing run, without generating anything.
+
+    Rule verdicts still missing are computed first; then every rule rejection (and with
+    --audit-rule-accepts every accept) gets an LLM verdict tied to the digest of the completion it
+    judged. Verdicts come from the cache when the same inputs were judged before. Writes report.json /
+    report.md. Exit 1 when some verdicts failed (re-run to retry them)."""
+    from studybench.report import write_report
+    from studybench.runner import EvalConfig, judge_run
+    from studybench.store import RunStore
+
+    _check_ranges(judge_timeout=(judge_timeout, 1e-3, 86_400.0), judge_workers=(judge_workers, 1, 1024))
+    store = RunStore(run_dir)
+    try:
+        man = store.read_manifest()
+        from studybench.report import load_manifest_view
+
+        view = load_manifest_view(store)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    old_v = man.get("verifier") or {}
+    if judge_model is None:
+        prev = old_v.get("judge") if isinstance(old_v.get("judge"), dict) else None
+        if prev is None:
+            _fail("--judge-model is required (this run has no judge yet)")
+        judge_model = str(prev.get("model"))
+        if judge_base_url is None and not os.environ.get("STUDYBENCH_JUDGE_BASE_URL"):
+            judge_base_url = prev.get("base_url")
+        if judge_prompt is None and prev.get("template") not in (None, "builtin"):
+            judge_prompt = Path(str(prev["template"]))
+    llm_judge = _make_judge(judge_model, judge_base_url, judge_prompt, judge_api_key_env, judge_concurrency,
+                            judge_request_timeout, judge_max_retries, judge_parse_retries, judge_max_tokens,
+                            judge_cache, no_judge_cache, read_cache=True)
+    ds = _run_dataset(store, man, data_dir, split_path)
+    by_uid = {p.uid: p for p in ds.parents}
+    missing = [p.uid for p in view.parents if p.uid not in by_uid]
+    if missing:
+        _fail(f"{store.manifest_path}: parents not in the test set: {', '.join(missing[:5])}")
+    parents = [by_uid[p.uid] for p in view.parents]
+    cfg = EvalConfig(split=ds.name, k=view.k, seeds=view.seeds, judge_timeout=float(old_v.get("timeout") or judge_timeout),
+                     judge_workers=judge_workers)
+    _preflight(llm_judge.backend, what="judge endpoint")
+    from studybench.verify import Verifier
+
+    try:
+        with Verifier(workers=judge_workers, timeout=cfg.judge_timeout) as verifier:
+            jstats = judge_run(parents, store, cfg, verifier)
+        if jstats.judged:
+            console.print(f"rule verifier: judged {jstats.judged} turns that had no current rule verdict")
+        st = _run_llm_judge(parents, store, cfg, llm_judge, audit=audit_rule_accepts, refresh=refresh)
+        if activate:
+            man = store.read_manifest()
+            rule_cfg = {k_: v_ for k_, v_ in (man.get("verifier") or {}).items() if k_ not in ("mode", "judge")}
+            man["verifier"] = {**rule_cfg, "mode": "rule+llm", "judge": llm_judge.describe()}
+            store.write_manifest(man)
+        rep = write_report(store)
+    finally:
+        store.close()
+    _print_report(rep, run_dir)
+    if st.verdicts.get("error"):
+        console.print(f"[bold yellow]{_plural(st.verdicts['error'], 'judge request')} failed after retries; "
+                      f"run the same command again to retry them.[/bold yellow]")
+        raise typer.Exit(1)
+
+
+@app.command("consistency")
+def consistency_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory with LLM verdicts (`studybench judge`).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print consistency.json to stdout instead of tables.")] = False,
+) -> None:
+    """Rule verifier vs LLM judge: 2x2 tables overall and per answer type, the rule verifier's precision and
+    recall w.r.t. the cascade (paper Table 11), Cohen's kappa between judge configurations.
+
+    Writes consistency.json and consistency.md into the run directory."""
+    from rich.markdown import Markdown
+
+    from studybench.analysis.consistency import render_consistency_markdown, write_consistency
+    from studybench.store import RunStore
+
+    store = RunStore(run_dir)
+    try:
+        rep = write_consistency(store)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    if as_json:
+        out_console.print_json(json.dumps(rep))
+    else:
+        out_console.print(Markdown(render_consistency_markdown(rep)))
+        console.print(f"written: {run_dir / 'consistency.json'}, {run_dir / 'consistency.md'}", soft_wrap=True)
+    if not rep["judges"]:
+        raise typer.Exit(1)
 
 
 @data_app.command("fetch")

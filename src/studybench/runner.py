@@ -11,6 +11,12 @@ the new row supersedes the old one (readers keep the last row per key).
 
 Judging: every current generation row is judged once per completion digest and verifier
 configuration; a failed turn is recorded as incorrect with its error as the reason.
+
+LLM judging (leaderboard mode ``rule+llm``, PROTOCOL.md section 6): :func:`llm_judge_run` sends every
+current rule rejection (and, with ``audit_rule_accepts``, every rule accept too) to an LLM judge and
+appends one row per (turn, judge configuration) to ``llm_judgements.jsonl``. A row is tied to the
+digest of the completion and of the judge inputs it judged, so it never attaches to a regenerated
+answer; a final row (TRUE, FALSE, unjudgeable) is reused, an ``error`` row is judged again.
 """
 
 from __future__ import annotations
@@ -34,13 +40,16 @@ __all__ = [
     "EvalConfig",
     "GenerationStats",
     "JudgeStats",
+    "LLMJudgeStats",
     "generate",
     "judge_run",
+    "llm_judge_run",
     "request_seed",
     "select_parents",
 ]
 
 VERIFIER_MODE = "rule"
+VERIFIER_MODES = ("rule", "rule+llm")
 RETRYABLE_VERDICT = "incorrect: timed out"
 """Stored verdicts with this reason prefix are judged again on the next run (load may have caused them)."""
 
@@ -311,4 +320,153 @@ def judge_run(
                 progress(1)
     store.judgements.sync()
     stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+@dataclass
+class LLMJudgeStats:
+    """Counts of one :func:`llm_judge_run` pass.
+
+    ``candidates``: turns eligible for the judge (current rule rejections, plus rule accepts when
+    audited); ``reused``: of those, with a current final verdict in the run already; ``judged``:
+    verdicts obtained now (``cache_hits`` of them from the verdict cache, the rest over HTTP with
+    ``requests`` chat requests in all); ``no_rule_verdict``: turns skipped for lack of a current rule
+    judgement; ``verdicts``: counts of TRUE / FALSE / unjudgeable / error among the judged.
+    """
+
+    candidates: int = 0
+    reused: int = 0
+    judged: int = 0
+    cache_hits: int = 0
+    shared: int = 0
+    requests: int = 0
+    no_rule_verdict: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "candidates": self.candidates,
+            "reused": self.reused,
+            "judged": self.judged,
+            "cache_hits": self.cache_hits,
+            "shared": self.shared,
+            "requests": self.requests,
+            "no_rule_verdict": self.no_rule_verdict,
+            "verdicts": dict(self.verdicts),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+async def llm_judge_run(
+    parents: list[Parent],
+    store: RunStore,
+    cfg: EvalConfig,
+    judge: Any,
+    *,
+    audit_rule_accepts: bool = False,
+    refresh: bool = False,
+    progress: ProgressFn | None = None,
+) -> LLMJudgeStats:
+    """Add LLM verdicts for the selection's current rule rejections (paper 2.2, PROTOCOL.md 6).
+
+    Args:
+        judge: an object with ``judge_id`` (str), ``describe()`` and ``async judge(JudgeInputs) ->
+            LLMVerdict`` (:class:`studybench.judge.LLMJudge`).
+        audit_rule_accepts: also judge rule accepts (makes the rule verifier's false accepts
+            observable in the consistency report; the cascade verdict of an accept is unchanged).
+        refresh: judge again even where the run holds a current final verdict (the verdict cache
+            still answers unless the judge was built with ``read_cache=False``).
+        progress: called with 1 per candidate handled.
+
+    Returns:
+        :class:`LLMJudgeStats`. Rule judgements must exist (:func:`judge_run`) for a turn to be judged.
+    """
+    from studybench.judge import FINAL_VERDICTS, inputs_for
+    from studybench.verify.extract import extract_answers
+
+    gens = store.latest_generations()
+    rules = store.latest_judgements()
+    llm_rows = store.latest_llm_judgements()
+    jid = judge.judge_id
+    desc = judge.describe()
+    stats = LLMJudgeStats()
+    t0 = time.perf_counter()
+    todo: list[tuple[TurnKey, Slot, str, bool, Any, list[str]]] = []
+    for parent in parents:
+        for i, sub in enumerate(parent.slots()):
+            slot = Slot(parent, i, sub)
+            for seed in cfg.seeds:
+                for a in range(cfg.k):
+                    key = turn_key(cfg.split, slot, seed, a)
+                    g = gens.get(key)
+                    if g is None or g.get("error") or not isinstance(g.get("completion"), str):
+                        continue
+                    cd = text_digest(g["completion"])
+                    j = rules.get(key)
+                    if j is None or j.get("completion_digest") != cd:
+                        stats.no_rule_verdict += 1
+                        continue
+                    rule_ok = j.get("correct") is True
+                    if rule_ok and not audit_rule_accepts:
+                        continue
+                    stats.candidates += 1
+                    extracted = j.get("extracted")
+                    if not isinstance(extracted, list):
+                        extracted = extract_answers(g["completion"], len(sub.boxes))
+                    extracted = [str(x) for x in extracted]
+                    inputs = inputs_for(slot, g["completion"], extracted)
+                    old = llm_rows.get((key, jid))
+                    if (
+                        not refresh
+                        and old is not None
+                        and old.get("completion_digest") == cd
+                        and old.get("inputs_digest") == inputs.digest
+                        and old.get("verdict") in FINAL_VERDICTS
+                    ):
+                        stats.reused += 1
+                        if progress:
+                            progress(1)
+                        continue
+                    todo.append((key, slot, cd, rule_ok, inputs, extracted))
+    store.llm_judgements.open()
+
+    async def one(key: TurnKey, slot: Slot, cd: str, rule_ok: bool, inputs: Any, extracted: list[str]) -> None:
+        v = await judge.judge(inputs)
+        row = key.to_dict()
+        row.update(
+            {
+                "judge_id": jid,
+                "judge_model": desc.get("model"),
+                "template_digest": desc.get("template_digest"),
+                "completion_digest": cd,
+                "inputs_digest": inputs.digest,
+                "answer_type": slot.sub.answer_type.value,
+                "extracted": extracted,
+                "rule_correct": rule_ok,
+                "verdict": v.verdict,
+                "justification": v.justification,
+                "error": v.error,
+                "cached": v.cached,
+                "shared": v.shared,
+                "requests": v.requests,
+                "time": time.time(),
+            }
+        )
+        store.llm_judgements.append(row)
+        stats.judged += 1
+        stats.requests += v.requests
+        if v.cached:
+            stats.cache_hits += 1
+        if v.shared:
+            stats.shared += 1
+        stats.verdicts[v.verdict] = stats.verdicts.get(v.verdict, 0) + 1
+        if progress:
+            progress(1)
+
+    try:
+        await asyncio.gather(*(one(*t) for t in todo))
+    finally:
+        store.llm_judgements.sync()
+        stats.seconds = time.perf_counter() - t0
     return stats

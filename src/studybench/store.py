@@ -5,7 +5,8 @@
     RUN/
       manifest.json      config, data hash, package version, backend, sampling, verifier mode
       generations.jsonl  one row per generated turn
-      judgements.jsonl   one row per judged turn
+      judgements.jsonl   one row per judged turn (rule verifier)
+      llm_judgements.jsonl  one row per LLM-judged turn and judge configuration
       report.json, report.md
 
 Rows are appended with a single ``write`` of a complete line on a file opened with ``O_APPEND``,
@@ -183,11 +184,13 @@ class RunStore:
     MANIFEST = "manifest.json"
     GENERATIONS = "generations.jsonl"
     JUDGEMENTS = "judgements.jsonl"
+    LLM_JUDGEMENTS = "llm_judgements.jsonl"
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.generations = JsonlLog(self.root / self.GENERATIONS)
         self.judgements = JsonlLog(self.root / self.JUDGEMENTS)
+        self.llm_judgements = JsonlLog(self.root / self.LLM_JUDGEMENTS)
 
     @property
     def manifest_path(self) -> Path:
@@ -231,6 +234,20 @@ class RunStore:
         """Last judgement row per turn key."""
         return self._latest(self.judgements)
 
+    def latest_llm_judgements(self) -> dict[tuple[TurnKey, str], dict[str, Any]]:
+        """Last LLM judgement row per (turn key, judge id)."""
+        out: dict[tuple[TurnKey, str], dict[str, Any]] = {}
+        for row in self.llm_judgements.rows():
+            jid = row.get("judge_id")
+            if not isinstance(jid, str):
+                continue
+            try:
+                out[(TurnKey.from_row(row), jid)] = row
+            except (KeyError, TypeError, ValueError):
+                continue
+        return out
+
     def close(self) -> None:
         self.generations.close()
         self.judgements.close()
+        self.llm_judgements.close()

@@ -1,0 +1,106 @@
+"""The LLM judge fallback (paper 2.2, appendices F-G; PROTOCOL.md section 6).
+
+Leaderboard mode (``rule+llm``) sends every answer the rule verifier rejects to an LLM judge and
+counts it correct when the judge says TRUE; reward mode (``rule``) never calls an LLM.
+
+- :mod:`studybench.judge.prompt`: our prompt template and user templates (five placeholders);
+- :mod:`studybench.judge.parse`: strict two-section verdict parsing;
+- :mod:`studybench.judge.cache`: the on-disk verdict cache;
+- :mod:`studybench.judge.client`: :class:`LLMJudge`, the OpenAI-compatible client.
+
+:func:`inputs_for` builds the five inputs of one sub-problem's judgement; the runner never needs to
+know what they are.
+"""
+
+from __future__ import annotations
+
+from studybench.datasets import Slot
+from studybench.judge.cache import VerdictCache, cache_key, default_cache_root
+from studybench.judge.client import FINAL_VERDICTS, JudgeInputs, JudgeStats, LLMJudge, LLMVerdict, judge_id
+from studybench.judge.parse import MalformedReply, ParsedVerdict, parse_verdict
+from studybench.judge.prompt import DEFAULT_TEMPLATE, PLACEHOLDERS, JudgeTemplate, TemplateError
+from studybench.verify.extract import strip_reasoning
+
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "FINAL_VERDICTS",
+    "MAX_SOLUTION_CHARS",
+    "PLACEHOLDERS",
+    "JudgeInputs",
+    "JudgeStats",
+    "JudgeTemplate",
+    "LLMJudge",
+    "LLMVerdict",
+    "MalformedReply",
+    "ParsedVerdict",
+    "TemplateError",
+    "VerdictCache",
+    "cache_key",
+    "default_cache_root",
+    "inputs_for",
+    "judge_id",
+    "parse_verdict",
+]
+
+MAX_SOLUTION_CHARS = 60_000
+"""Longest student solution sent to the judge; a longer one keeps its first 20,000 and last 40,000
+characters (the final answer is at the end) around a truncation note."""
+
+_TYPE_NAMES = {
+    "NV": "numerical value",
+    "EX": "expression",
+    "EQ": "equation",
+    "TUP": "tuple of answers",
+    "IN": "interval",
+    "MC": "multiple choice",
+    "TF": "true/false",
+    "QL": "answer in words",
+    "ALT": "alternatives, any one suffices",
+}
+
+
+def _numbered(items: list[str]) -> str:
+    if len(items) == 1:
+        return items[0]
+    return "\n".join(f"({i}) {x}" for i, x in enumerate(items, 1))
+
+
+def _truncate(text: str) -> str:
+    if len(text) <= MAX_SOLUTION_CHARS:
+        return text
+    head, tail = 20_000, 40_000
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n\n[... {cut:,} characters omitted ...]\n\n{text[-tail:]}"
+
+
+def inputs_for(slot: Slot, completion: str, extracted: list[str]) -> JudgeInputs:
+    """The judge inputs for sub-problem ``slot`` answered by ``completion``.
+
+    Args:
+        slot: the sub-problem (its parent's stem and its own text make ``problem``).
+        completion: the student's reply for this turn; ``<think>`` reasoning is removed and a reply
+            over :data:`MAX_SOLUTION_CHARS` is shortened in the middle.
+        extracted: the answers extracted from the reply's ``Final Answer:`` line (may be empty).
+
+    Returns:
+        :class:`JudgeInputs` (the reference answers carry the answer type and, for TUP/ALT, the
+        type sequence; several answers are numbered (1), (2), ...).
+    """
+    parent, sub = slot.parent, slot.sub
+    stem = parent.stem.strip()
+    text = sub.problem.strip()
+    problem = "\n\n".join(x for x in (stem, text if text != stem else "") if x) or "(no problem text)"
+    at = sub.answer_type.value
+    kind = f"{at} ({_TYPE_NAMES.get(at, at)})"
+    if sub.type_sequence:
+        kind += f"; slots: {sub.type_sequence_str}"
+    reference_answers = f"Answer type: {kind}\n{_numbered(list(sub.boxes))}"
+    solution = strip_reasoning(completion or "")
+    student_answers = _numbered(list(extracted)) if extracted else "(no final answer was extracted)"
+    return JudgeInputs(
+        problem=problem,
+        reference_solution=sub.solution.strip() or "(no reference solution)",
+        reference_answers=reference_answers,
+        student_solution=_truncate(solution) if solution.strip() else "(empty reply)",
+        student_answers=student_answers,
+    )

@@ -1,0 +1,96 @@
+"""On-disk cache of LLM judge verdicts (PROTOCOL.md section 6).
+
+A verdict is stored under the key ``sha256(json([judge model, template digest, inputs digest]))``:
+the same five inputs judged by the same model with the same template are never sent twice, whether
+they come from a re-run, a refreshed report or another run. The judge's reasoning is not part of
+the inputs, so it never changes a key. Only final outcomes are cached (TRUE, FALSE and
+``unjudgeable`` after the parse retries); transport failures are not, so they are tried again.
+
+Layout: one append-only JSONL file, ``<root>/verdicts.jsonl`` (:class:`studybench.store.JsonlLog`,
+so concurrent writers and a killed process leave it readable; the last row per key wins). The
+default root is ``$STUDYBENCH_JUDGE_CACHE`` or the user cache directory (``.../studybench/judge``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from studybench.store import JsonlLog
+
+__all__ = ["VerdictCache", "cache_key", "default_cache_root"]
+
+
+def default_cache_root() -> Path:
+    """``$STUDYBENCH_JUDGE_CACHE`` if set, else ``<user cache dir>/studybench/judge``."""
+    env = os.environ.get("STUDYBENCH_JUDGE_CACHE")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("studybench")) / "judge"
+
+
+def cache_key(judge_model: str, template_digest: str, inputs_digest: str) -> str:
+    """The cache key of one judgement (sha256 hex)."""
+    blob = json.dumps([judge_model, template_digest, inputs_digest], ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()
+
+
+class VerdictCache:
+    """Verdicts by :func:`cache_key`, loaded lazily from ``<root>/verdicts.jsonl``.
+
+    Thread-safe within a process; several processes may append to the same file.
+    """
+
+    FILE = "verdicts.jsonl"
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_cache_root()
+        self._log = JsonlLog(self.root / self.FILE)
+        self._rows: dict[str, dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        return self._log.path
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self._rows is None:
+            rows: dict[str, dict[str, Any]] = {}
+            for row in self._log.rows():
+                key = row.get("key")
+                if isinstance(key, str) and row.get("verdict") in ("TRUE", "FALSE", "unjudgeable"):
+                    rows[key] = row
+            self._rows = rows
+        return self._rows
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached row for ``key`` (``verdict``, ``justification``, ``reply`` ...) or ``None``."""
+        with self._lock:
+            return self._load().get(key)
+
+    def put(self, key: str, row: dict[str, Any]) -> None:
+        """Store ``row`` (must hold ``verdict`` in TRUE / FALSE / unjudgeable) under ``key``.
+
+        Raises:
+            ValueError: any other verdict (transport errors are never cached).
+        """
+        if row.get("verdict") not in ("TRUE", "FALSE", "unjudgeable"):
+            raise ValueError(f"only final verdicts are cached, got {row.get('verdict')!r}")
+        full = {"key": key, **row}
+        with self._lock:
+            self._load()[key] = full
+            self._log.append(full)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._load())
+
+    def close(self) -> None:
+        with self._lock:
+            self._log.close()

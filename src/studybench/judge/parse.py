@@ -1,0 +1,114 @@
+"""Strict parsing of a judge reply (PROTOCOL.md section 6).
+
+The reply must consist of exactly two sections, in either order, and nothing but whitespace
+outside them::
+
+    ## Justification
+    One sentence.
+    ## Verdict
+    TRUE
+
+A section starts with a header line: optional ``#`` marks, optional ``**`` emphasis, the section
+name (case-insensitive), an optional colon; the header line may carry the section's text after the
+name (``Verdict: FALSE``). The verdict section must hold the single word TRUE or FALSE
+(case-insensitive; surrounding ``*``, backticks and a final full stop are tolerated) and nothing
+else; the justification must be non-empty. Anything else is malformed: a missing or repeated
+section, text outside the sections, a verdict of ``TRUE or FALSE``, both words, or any other
+word. There is deliberately no "first TRUE anywhere" fallback.
+
+Judge reasoning is removed first: closed ``<think>...</think>`` blocks, and everything up to a
+stray ``</think>``. A reply that ends inside an unclosed ``<think>`` is malformed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["MalformedReply", "ParsedVerdict", "parse_verdict", "strip_judge_reasoning"]
+
+_HEADER = re.compile(
+    r"^\s*(?P<hash>#{1,6}\s*)?(?:\*\*|__)?\s*(?P<name>justification|verdict)\s*(?P<emph>\*\*|__)?\s*"
+    r"(?P<colon>:)?\s*(?:\*\*|__)?[ \t]*(?P<rest>.*?)\s*$",
+    re.IGNORECASE,
+)
+_VERDICT_WORD = re.compile(r"^[\s*_`]*(true|false)[\s*_`]*\.?[\s*_`]*$", re.IGNORECASE)
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_MAX_REPLY = 200_000
+
+
+class MalformedReply(ValueError):
+    """A judge reply that does not follow the two-section format (the message says why)."""
+
+
+@dataclass(frozen=True)
+class ParsedVerdict:
+    """A well-formed judge reply: ``correct`` is the TRUE/FALSE verdict."""
+
+    correct: bool
+    justification: str
+
+
+def strip_judge_reasoning(reply: str) -> str:
+    """``reply`` without ``<think>`` reasoning.
+
+    Raises:
+        MalformedReply: the reply ends inside an unclosed ``<think>`` block.
+    """
+    text = _THINK_BLOCK.sub("", reply)
+    low = text.lower()
+    close = low.rfind("</think>")
+    if close >= 0:
+        text = text[close + len("</think>") :]
+        low = text.lower()
+    if "<think>" in low:
+        raise MalformedReply("the reply ends inside an unclosed <think> block")
+    return text
+
+
+def parse_verdict(reply: str) -> ParsedVerdict:
+    """Parse a judge reply strictly (see the module docstring).
+
+    Args:
+        reply: the judge's message content (reasoning returned separately by the server is not
+            part of it).
+
+    Returns:
+        :class:`ParsedVerdict`.
+
+    Raises:
+        MalformedReply: with a short reason, for any reply outside the format.
+    """
+    if not isinstance(reply, str) or not reply.strip():
+        raise MalformedReply("empty reply")
+    if len(reply) > _MAX_REPLY:
+        raise MalformedReply(f"reply of {len(reply):,} characters is too long")
+    text = strip_judge_reasoning(reply)
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        m = _HEADER.match(line)
+        if m and (m.group("hash") or m.group("emph") or m.group("colon") or not m.group("rest")):
+            name = m.group("name").lower()
+            if name in sections:
+                raise MalformedReply(f"the {name} section appears more than once")
+            sections[name] = [m.group("rest")] if m.group("rest") else []
+            current = name
+            continue
+        if current is None:
+            if line.strip():
+                raise MalformedReply("text before the first section")
+            continue
+        sections[current].append(line)
+    for name in ("justification", "verdict"):
+        if name not in sections:
+            raise MalformedReply(f"no {name} section")
+    verdict_text = "\n".join(sections["verdict"]).strip()
+    m = _VERDICT_WORD.match(verdict_text)
+    if not m:
+        shown = verdict_text if len(verdict_text) <= 40 else verdict_text[:37] + "..."
+        raise MalformedReply(f"the verdict section must hold only TRUE or FALSE, got {shown!r}")
+    justification = " ".join("\n".join(sections["justification"]).split())
+    if not justification:
+        raise MalformedReply("the justification section is empty")
+    return ParsedVerdict(m.group(1).lower() == "true", justification)

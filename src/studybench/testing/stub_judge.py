@@ -1,0 +1,89 @@
+"""A scripted LLM judge for the local stub server (tests, demos; never an evaluation run).
+
+:func:`judge_reply_fn` turns a decision function into a stub-server reply function. The decision
+function receives the five judge inputs read back from a prompt built with the builtin template
+(:data:`studybench.judge.DEFAULT_TEMPLATE`) and returns ``True`` / ``False`` (answered in the
+two-section format), a string (sent verbatim, e.g. a malformed reply) or a
+:class:`~studybench.testing.stub_server.Reply`. Re-asks after a malformed reply carry the format
+reminder as the last user message; ``on_reminder`` answers those (default: the same decision).
+
+Example::
+
+    decide = lambda x: x["student_answers"] == x["reference_answers"].split("\\n", 1)[1]
+    with start_stub_server(judge_reply_fn(decide)) as srv:
+        judge = LLMJudge("stub-judge", srv.base_url)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from studybench.judge.prompt import FORMAT_REMINDER
+from studybench.testing.stub_server import Reply
+
+__all__ = ["SECTION_TITLES", "answers_of", "format_verdict", "judge_reply_fn", "read_inputs"]
+
+SECTION_TITLES = {
+    "problem": "### Problem",
+    "reference_solution": "### Reference solution",
+    "reference_answers": "### Reference final answer(s)",
+    "student_solution": "### Student's full solution",
+    "student_answers": "### Student's extracted final answer(s)",
+}
+_END = "Reply with exactly these two sections"
+
+
+def read_inputs(prompt: str) -> dict[str, str]:
+    """The five inputs of a prompt rendered from the builtin template (missing ones are ``""``)."""
+    order = list(SECTION_TITLES.items())
+    out: dict[str, str] = {}
+    for i, (name, title) in enumerate(order):
+        start = prompt.find(title + "\n")
+        if start < 0:
+            out[name] = ""
+            continue
+        start += len(title) + 1
+        nxt = [prompt.find("\n\n" + t + "\n", start) for _, t in order[i + 1 :]] + [prompt.find("\n\n" + _END, start)]
+        ends = [e for e in nxt if e >= 0]
+        out[name] = prompt[start : min(ends) if ends else len(prompt)]
+    return out
+
+
+def format_verdict(correct: bool, justification: str = "Scripted verdict.") -> str:
+    """A well-formed two-section reply."""
+    return f"## Justification\n{justification}\n## Verdict\n{'TRUE' if correct else 'FALSE'}\n"
+
+
+def judge_reply_fn(
+    decide: Callable[[dict[str, str]], bool | str | Reply],
+    on_reminder: Callable[[dict[str, str], int], bool | str | Reply] | None = None,
+) -> Callable[[dict[str, Any]], Reply]:
+    """A stub-server reply function acting as an LLM judge (see the module docstring).
+
+    ``on_reminder(inputs, n)`` answers the n-th re-ask (1-based) after malformed replies.
+    """
+
+    def reply(body: dict[str, Any]) -> Reply:
+        msgs = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        users = [m for m in msgs if m.get("role") == "user"]
+        first = str(users[0].get("content", "")) if users else ""
+        inputs = read_inputs(first)
+        reminders = sum(1 for m in users if str(m.get("content", "")) == FORMAT_REMINDER)
+        out = on_reminder(inputs, reminders) if reminders and on_reminder is not None else decide(inputs)
+        if isinstance(out, Reply):
+            return out
+        if isinstance(out, bool):
+            return Reply(format_verdict(out))
+        return Reply(str(out))
+
+    return reply
+
+
+def answers_of(section: str) -> list[str]:
+    """Numbered answers ``(1) a`` ... of an answers section (one unnumbered answer stays whole)."""
+    lines = [ln for ln in section.splitlines() if not ln.startswith("Answer type:")]
+    text = "\n".join(lines).strip()
+    parts = re.split(r"(?m)^\(\d+\) ", text)
+    return [p.strip() for p in parts if p.strip()] if len(parts) > 1 else [text]

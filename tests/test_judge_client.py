@@ -1,0 +1,163 @@
+"""LLMJudge against the local stub judge: scripted verdicts, malformed replies, 429, slow replies, cache."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from studybench.judge import FINAL_VERDICTS, PLACEHOLDERS, JudgeInputs, JudgeTemplate, LLMJudge, VerdictCache
+from studybench.testing.stub_judge import answers_of, format_verdict, judge_reply_fn
+from studybench.testing.stub_server import Reply, start_stub_server
+
+
+def _inputs(student: str, gold: str = "42") -> JudgeInputs:
+    return JudgeInputs("Find x.", "x = 42 by symmetry.", f"Answer type: NV (numerical value)\n{gold}", f"so x = {student}", student)
+
+
+def _decide(x: dict[str, str]) -> bool:
+    return answers_of(x["student_answers"]) == answers_of(x["reference_answers"])
+
+
+def _judge(srv: Any, cache: VerdictCache | None = None, **kw: Any) -> LLMJudge:
+    kw.setdefault("backoff_initial", 0.01)
+    kw.setdefault("backoff_max", 0.05)
+    return LLMJudge("stub-judge", srv.base_url, cache=cache, **kw)
+
+
+def _run(judge: LLMJudge, items: list[JudgeInputs]) -> list[Any]:
+    async def go() -> list[Any]:
+        try:
+            return await asyncio.gather(*(judge.judge(x) for x in items))
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(go())
+
+
+def test_scripted_verdicts_and_request_shape() -> None:
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        judge = _judge(srv)
+        good, bad = _run(judge, [_inputs("42"), _inputs("41")])
+        assert (good.verdict, bad.verdict) == ("TRUE", "FALSE")
+        assert good.justification == "Scripted verdict."
+        assert srv.count == 2
+        body = srv.requests[0]
+        assert body["temperature"] == 0.0 and body["model"] == "stub-judge"
+        assert len(body["messages"]) == 1 and body["messages"][0]["role"] == "user"
+        assert "x = 42 by symmetry." in body["messages"][0]["content"]
+
+
+def test_malformed_reply_is_retried_with_a_reminder_then_parsed() -> None:
+    fn = judge_reply_fn(lambda x: "The student is right. TRUE", on_reminder=lambda x, n: True)
+    with start_stub_server(fn, model="stub-judge") as srv:
+        (v,) = _run(_judge(srv), [_inputs("42")])
+        assert v.verdict == "TRUE" and v.requests == 2
+        second = srv.requests[1]["messages"]
+        assert [m["role"] for m in second] == ["user", "assistant", "user"]
+        assert second[1]["content"] == "The student is right. TRUE"
+
+
+@pytest.mark.parametrize("parse_retries", [0, 2, 4])
+def test_still_malformed_becomes_unjudgeable_after_the_configured_retries(parse_retries: int) -> None:
+    with start_stub_server(judge_reply_fn(lambda x: "TRUE (first TRUE anywhere must not count)"), model="stub-judge") as srv:
+        (v,) = _run(_judge(srv, parse_retries=parse_retries), [_inputs("42")])
+        assert v.verdict == "unjudgeable"
+        assert not v.correct
+        assert v.requests == parse_retries + 1 == srv.count
+        assert "malformed" in (v.error or "")
+
+
+def test_429_is_retried_and_counted() -> None:
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        srv.rate_limit(retry_after=0.01, times=2)
+        (v,) = _run(_judge(srv), [_inputs("42")])
+        assert v.verdict == "TRUE"
+        assert v.requests == 3 == srv.count
+
+
+def test_slow_reply_times_out_and_is_retried() -> None:
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        srv.slow(2.0, times=1)
+        (v,) = _run(_judge(srv, request_timeout=0.3), [_inputs("41")])
+        assert v.verdict == "FALSE" and v.requests == 2
+
+
+def test_transport_failure_is_an_error_and_is_not_cached(tmp_path: Path) -> None:
+    cache = VerdictCache(tmp_path)
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        srv.fail(500, times=3)
+        (v,) = _run(_judge(srv, cache=cache, max_retries=2), [_inputs("42")])
+        assert v.verdict == "error" and v.verdict not in FINAL_VERDICTS
+        assert "HTTP 500" in (v.error or "")
+        cache2 = VerdictCache(tmp_path)
+        assert len(cache2) == 0
+        (w,) = _run(_judge(srv, cache=cache2), [_inputs("42")])
+        assert w.verdict == "TRUE" and not w.cached
+
+
+def test_cache_second_judge_makes_zero_requests(tmp_path: Path) -> None:
+    items = [_inputs(str(n)) for n in range(40, 45)]
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        first = _run(_judge(srv, cache=VerdictCache(tmp_path)), items)
+        assert srv.count == 5
+        judge2 = _judge(srv, cache=VerdictCache(tmp_path))
+        second = _run(judge2, items)
+        assert srv.count == 5  # zero new requests
+        assert [v.verdict for v in first] == [v.verdict for v in second]
+        assert all(v.cached and v.requests == 0 for v in second)
+        assert judge2.stats.cache_hits == 5 and judge2.stats.requests == 0
+        # another template or another judge model is another key
+        tmpl = JudgeTemplate("Grade.\n" + "\n".join("### " + p + "\n{" + p + "}" for p in PLACEHOLDERS))
+        _run(_judge(srv, cache=VerdictCache(tmp_path), template=tmpl), items[:1])
+        assert srv.count == 6
+        _run(LLMJudge("other-judge", srv.base_url, cache=VerdictCache(tmp_path)), items[:1])
+        assert srv.count == 7
+        # read_cache=False asks again
+        _run(_judge(srv, cache=VerdictCache(tmp_path), read_cache=False), items[:1])
+        assert srv.count == 8
+
+
+def test_unjudgeable_is_cached_too(tmp_path: Path) -> None:
+    with start_stub_server(judge_reply_fn(lambda x: "no format"), model="stub-judge") as srv:
+        _run(_judge(srv, cache=VerdictCache(tmp_path)), [_inputs("42")])
+        n = srv.count
+        (v,) = _run(_judge(srv, cache=VerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "unjudgeable" and v.cached and srv.count == n
+
+
+def test_reasoning_is_kept_out_of_verdict_and_reply(tmp_path: Path) -> None:
+    reply = Reply("<think>Maybe TRUE.</think>\n" + format_verdict(False, "Wrong value."), reasoning="reasoning_content: TRUE TRUE")
+    with start_stub_server(judge_reply_fn(lambda x: reply), model="stub-judge") as srv:
+        (v,) = _run(_judge(srv, cache=VerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "FALSE" and v.justification == "Wrong value."
+        assert "<think>" not in v.reply and "Maybe" not in v.reply
+        row = VerdictCache(tmp_path).get(next(iter(VerdictCache(tmp_path)._load())))
+        assert "Maybe" not in str(row) and "reasoning_content" not in str(row)
+
+
+def test_identical_concurrent_inputs_share_one_request() -> None:
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge", latency=0.05) as srv:
+        judge = _judge(srv)
+        out = _run(judge, [_inputs("42")] * 6)
+        assert srv.count == 1
+        assert all(v.verdict == "TRUE" for v in out)
+        assert judge.stats.shared == 5
+
+
+def test_concurrency_is_bounded() -> None:
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge", latency=0.05) as srv:
+        _run(_judge(srv, concurrency=3), [_inputs(str(n)) for n in range(12)])
+        assert srv.count == 12
+        assert srv.max_concurrent <= 3
+
+
+def test_api_key_comes_from_the_environment_and_is_not_described(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_JUDGE_KEY", "sk-judgesecret123456")
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        judge = _judge(srv, api_key_env="MY_JUDGE_KEY")
+        _run(judge, [_inputs("42")])
+        assert srv.headers[0].get("authorization") == "Bearer sk-judgesecret123456"
+        assert "judgesecret" not in str(judge.describe())

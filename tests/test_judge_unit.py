@@ -1,0 +1,242 @@
+"""LLM judge pieces without a server: template validation, strict verdict parsing, inputs, cache, kappa."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from studybench.analysis.consistency import cohens_kappa
+from studybench.datasets import Slot, load_dataset
+from studybench.judge import (
+    DEFAULT_TEMPLATE,
+    PLACEHOLDERS,
+    JudgeInputs,
+    JudgeTemplate,
+    MalformedReply,
+    TemplateError,
+    VerdictCache,
+    cache_key,
+    inputs_for,
+    parse_verdict,
+)
+from studybench.testing.stub_judge import read_inputs
+
+# ---------------------------------------------------------------- template
+
+
+def _full_template(extra: str = "") -> str:
+    return extra + "\n".join("{" + p + "}" for p in PLACEHOLDERS)
+
+
+def test_builtin_template_has_every_placeholder() -> None:
+    t = JudgeTemplate.builtin()
+    for p in PLACEHOLDERS:
+        assert "{" + p + "}" in DEFAULT_TEMPLATE
+    assert len(t.digest) == 64
+
+
+@pytest.mark.parametrize("missing", PLACEHOLDERS)
+def test_template_missing_a_placeholder_is_refused_naming_it(tmp_path: Path, missing: str) -> None:
+    text = "\n".join("{" + p + "}" for p in PLACEHOLDERS if p != missing)
+    f = tmp_path / "t.txt"
+    f.write_text(text, encoding="utf-8")
+    with pytest.raises(TemplateError) as e:
+        JudgeTemplate.from_file(f)
+    assert "{" + missing + "}" in str(e.value).split("; ")[0]
+    assert str(f) in str(e.value)
+
+
+def test_template_misspelt_placeholder_does_not_count(tmp_path: Path) -> None:
+    f = tmp_path / "t.txt"
+    f.write_text(_full_template().replace("{student_answers}", "{student_answer}"), encoding="utf-8")
+    with pytest.raises(TemplateError, match="student_answers"):
+        JudgeTemplate.from_file(f)
+
+
+@pytest.mark.parametrize("content", [b"", b"   \n", b"\xff\xfe{problem}"])
+def test_template_empty_or_not_utf8_is_refused(tmp_path: Path, content: bytes) -> None:
+    f = tmp_path / "t.txt"
+    f.write_bytes(content)
+    with pytest.raises(TemplateError):
+        JudgeTemplate.from_file(f)
+
+
+def test_template_unreadable_file_is_a_template_error(tmp_path: Path) -> None:
+    with pytest.raises(TemplateError, match="cannot read"):
+        JudgeTemplate.from_file(tmp_path / "nope.txt")
+
+
+def test_render_is_single_pass_and_keeps_latex_braces() -> None:
+    t = JudgeTemplate(r"\frac{a}{b} " + _full_template())
+    values = {p: p.upper() for p in PLACEHOLDERS}
+    values["student_solution"] = "I say {problem} and {reference_answers}"
+    out = t.render(values)
+    assert out.startswith(r"\frac{a}{b} ")
+    assert "I say {problem} and {reference_answers}" in out  # inputs are never rescanned
+    assert out.count("PROBLEM") == 1
+
+
+# ---------------------------------------------------------------- parsing
+
+GOOD = [
+    ("## Justification\nSame number.\n## Verdict\nTRUE", True),
+    ("## Justification\nDifferent.\n## Verdict\nFALSE\n", False),
+    ("## Verdict\nTRUE\n## Justification\nEqual forms.", True),
+    ("Justification: equal within 1%.\nVerdict: TRUE", True),
+    ("**Justification:** off by a factor 2.\n**Verdict:** FALSE", False),
+    ("### Justification\nok\n### Verdict\n**TRUE**", True),
+    ("## Justification\nok\n## Verdict\ntrue.", True),
+    ("<think>TRUE? FALSE? let me think\n## Verdict\nTRUE</think>\n## Justification\nWrong sign.\n## Verdict\nFALSE", False),
+    ("reasoning without an opening tag</think>\n## Justification\nok\n## Verdict\nTRUE", True),
+    ("## Justification\nThe verdict of the grader: values agree.\n## Verdict\nTRUE", True),
+]
+
+BAD = [
+    "",
+    "TRUE",
+    "The answer is correct. TRUE",
+    "## Justification\nok",
+    "## Verdict\nTRUE",
+    "## Justification\n\n## Verdict\nTRUE",
+    "## Justification\nok\n## Verdict\nTRUE or FALSE",
+    "## Justification\nok\n## Verdict\nTRUE\nFALSE",
+    "## Justification\nok\n## Verdict\nYes",
+    "## Justification\nok\n## Verdict\nTRUE, mostly",
+    "## Justification\nok\n## Verdict\nTRUE\n## Verdict\nTRUE",
+    "Here is my grading.\n## Justification\nok\n## Verdict\nTRUE",
+    "## Justification\nok\n## Verdict\n<think>still thinking TRUE",
+    "## Justification\nok\n## Verdict\n",
+]
+
+
+@pytest.mark.parametrize(("reply", "expected"), GOOD)
+def test_well_formed_replies_parse(reply: str, expected: bool) -> None:
+    v = parse_verdict(reply)
+    assert v.correct is expected
+    assert v.justification
+
+
+@pytest.mark.parametrize("reply", BAD)
+def test_malformed_replies_are_refused(reply: str) -> None:
+    with pytest.raises(MalformedReply):
+        parse_verdict(reply)
+
+
+def test_huge_reply_is_refused_quickly() -> None:
+    with pytest.raises(MalformedReply, match="too long"):
+        parse_verdict("## Justification\n" + "x" * 300_000 + "\n## Verdict\nTRUE")
+
+
+# ---------------------------------------------------------------- inputs
+
+SET = """[
+ {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "M", "problem": "A ball of mass m.",
+  "answer": "", "answer_type": "", "type_sequence": "",
+  "sub_problems": [
+   {"problem_id": "a", "problem": "Find v.", "solution": "Energy gives v.", "answer": "\\\\boxed{\\\\sqrt{2gh}}", "answer_type": "EX", "type_sequence": ""},
+   {"problem_id": "b", "problem": "Find t and x.", "solution": "Kinematics.", "answer": "\\\\boxed{1} \\\\boxed{2}", "answer_type": "TUP", "type_sequence": "NV,NV"}]}
+]"""
+
+
+def _slots(tmp_path: Path) -> list[Slot]:
+    f = tmp_path / "s.json"
+    f.write_text(SET, encoding="utf-8")
+    ds = load_dataset(f)
+    return list(ds.slots())
+
+
+def test_inputs_carry_stem_type_and_numbered_answers(tmp_path: Path) -> None:
+    a, b = _slots(tmp_path)
+    x = inputs_for(a, "<think>secret scratch</think>v = sqrt(2gh)\nFinal Answer: \\boxed{\\sqrt{2gh}}", ["\\sqrt{2gh}"])
+    assert x.problem == "A ball of mass m.\n\nFind v."
+    assert x.reference_answers.startswith("Answer type: EX")
+    assert "secret scratch" not in x.student_solution
+    y = inputs_for(b, "Final Answer: \\boxed{1} \\boxed{3}", ["1", "3"])
+    assert "slots: NV,NV" in y.reference_answers
+    assert "(1) 1\n(2) 2" in y.reference_answers
+    assert y.student_answers == "(1) 1\n(2) 3"
+    z = inputs_for(b, "no box here", [])
+    assert "no final answer" in z.student_answers
+    assert x.digest != y.digest != z.digest
+
+
+def test_reasoning_does_not_change_the_inputs_digest(tmp_path: Path) -> None:
+    a, _ = _slots(tmp_path)
+    one = inputs_for(a, "<think>path A</think>answer\nFinal Answer: \\boxed{1}", ["1"])
+    two = inputs_for(a, "<think>a different path B</think>answer\nFinal Answer: \\boxed{1}", ["1"])
+    assert one.digest == two.digest
+
+
+def test_long_solution_keeps_its_end(tmp_path: Path) -> None:
+    a, _ = _slots(tmp_path)
+    text = "x" * 100_000 + "THE END Final Answer: \\boxed{1}"
+    x = inputs_for(a, text, ["1"])
+    assert len(x.student_solution) < 61_000
+    assert x.student_solution.endswith("THE END Final Answer: \\boxed{1}")
+    assert "characters omitted" in x.student_solution
+
+
+def test_stub_judge_reads_back_every_input(tmp_path: Path) -> None:
+    a, _ = _slots(tmp_path)
+    x = inputs_for(a, "Final Answer: \\boxed{\\sqrt{2gh}}", ["\\sqrt{2gh}"])
+    assert read_inputs(JudgeTemplate.builtin().render(x.as_dict())) == x.as_dict()
+
+
+# ---------------------------------------------------------------- cache
+
+
+def test_cache_round_trip_and_only_final_verdicts(tmp_path: Path) -> None:
+    c = VerdictCache(tmp_path / "c")
+    key = cache_key("m", "t", "i")
+    assert c.get(key) is None
+    c.put(key, {"verdict": "TRUE", "justification": "j"})
+    with pytest.raises(ValueError):
+        c.put(cache_key("m", "t", "other"), {"verdict": "error"})
+    c.close()
+    again = VerdictCache(tmp_path / "c")
+    assert again.get(key)["verdict"] == "TRUE"
+    assert len(again) == 1
+    assert cache_key("m", "t", "i") != cache_key("m2", "t", "i") != cache_key("m", "t2", "i")
+
+
+def test_cache_survives_a_torn_last_line(tmp_path: Path) -> None:
+    c = VerdictCache(tmp_path)
+    c.put("k1", {"verdict": "FALSE"})
+    c.close()
+    with open(tmp_path / "verdicts.jsonl", "ab") as f:
+        f.write(b'{"key": "k2", "verd')
+    d = VerdictCache(tmp_path)
+    assert d.get("k1")["verdict"] == "FALSE" and d.get("k2") is None
+    d.put("k3", {"verdict": "TRUE"})
+    d.close()
+    assert VerdictCache(tmp_path).get("k3")["verdict"] == "TRUE"
+
+
+def test_inputs_digest_depends_on_every_field() -> None:
+    base = JudgeInputs("p", "s", "a", "ss", "sa")
+    for i, p in enumerate(PLACEHOLDERS):
+        vals = [getattr(base, q) for q in PLACEHOLDERS]
+        vals[i] = vals[i] + "!"
+        assert JudgeInputs(*vals).digest != base.digest, p
+
+
+# ---------------------------------------------------------------- kappa
+
+
+def test_cohens_kappa_matches_hand_computation() -> None:
+    # 20 items: both yes 8, A yes B no 2, A no B yes 3, both no 7
+    a = [True] * 8 + [True] * 2 + [False] * 3 + [False] * 7
+    b = [True] * 8 + [False] * 2 + [True] * 3 + [False] * 7
+    po = 15 / 20
+    pe = (10 / 20) * (11 / 20) + (10 / 20) * (9 / 20)
+    assert cohens_kappa(a, b) == pytest.approx((po - pe) / (1 - pe))
+    assert cohens_kappa(a, a) == pytest.approx(1.0)
+    assert cohens_kappa(a, [not x for x in a]) == pytest.approx(-1.0)
+
+
+def test_cohens_kappa_undefined_cases() -> None:
+    assert cohens_kappa([], []) is None
+    assert cohens_kappa([True, True], [True, True]) is None
+    with pytest.raises(ValueError):
+        cohens_kappa([True], [])
