@@ -171,7 +171,8 @@ def _run_llm_judge(parents: list[Any], store: Any, cfg: Any, judge: Any, audit: 
         f"llm judge {judge.model}: {st.candidates} candidates ({st.reused} already judged in this run), "
         f"{st.judged} judged now ({st.cache_hits} from the cache, {st.shared} shared with identical inputs, {st.requests} requests): "
         f"TRUE {v.get('TRUE', 0)}, FALSE {v.get('FALSE', 0)}, unjudgeable {v.get('unjudgeable', 0)}, error {v.get('error', 0)} "
-        f"in {st.seconds:.1f}s"
+        f"in {st.seconds:.1f}s",
+        soft_wrap=True,
     )
     if st.no_rule_verdict:
         console.print(f"[yellow]{_plural(st.no_rule_verdict, 'turn')} without a current rule verdict were not sent to the judge[/yellow]")
@@ -517,7 +518,8 @@ def _print_report(rep: dict[str, Any], run_dir: Path) -> None:
         rate = "n/a" if lj["unjudgeable_rate"] is None else f"{100 * lj['unjudgeable_rate']:.2f}%"
         console.print(
             f"scoring {rep.get('scoring_used')}: LLM judge {lj['judge'].get('model')} on {lj['rule_rejections']} rule rejections: "
-            f"TRUE {v['TRUE']}, FALSE {v['FALSE']}, unjudgeable {v['unjudgeable']} ({rate}), error {v['error']}, not judged {v['not judged']}"
+            f"TRUE {v['TRUE']}, FALSE {v['FALSE']}, unjudgeable {v['unjudgeable']} ({rate}), error {v['error']}, not judged {v['not judged']}",
+            soft_wrap=True,
         )
         if v["error"] or v["not judged"]:
             console.print(f"[yellow]{v['error'] + v['not judged']} rule rejections have no LLM verdict and count as incorrect; "
