@@ -98,6 +98,30 @@ def test_transport_failure_is_an_error_and_is_not_cached(tmp_path: Path) -> None
         assert w.verdict == "TRUE" and not w.cached
 
 
+def test_lone_surrogates_are_sent_cleaned() -> None:
+    fn = judge_reply_fn(lambda x: "bad \ud800 reply", on_reminder=lambda x, n: True)
+    with start_stub_server(fn, model="stub-judge") as srv:
+        (v,) = _run(_judge(srv), [_inputs("4\ud8002")])
+        assert v.verdict == "TRUE" and v.requests == 2
+
+
+def test_refused_key_or_model_aborts(tmp_path: Path) -> None:
+    from studybench.judge import JudgeConfigError
+
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        srv.fail(401, times=5)
+        with pytest.raises(JudgeConfigError, match="HTTP 401"):
+            _run(_judge(srv), [_inputs("42")])
+
+
+def test_refused_inputs_are_unjudgeable_not_retried_forever(tmp_path: Path) -> None:
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        srv.fail(400, times=1)
+        (v,) = _run(_judge(srv, cache=VerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "unjudgeable" and "HTTP 400" in (v.error or "")
+        assert VerdictCache(tmp_path).get(next(iter(VerdictCache(tmp_path)._load())))["verdict"] == "unjudgeable"
+
+
 def test_cache_second_judge_makes_zero_requests(tmp_path: Path) -> None:
     items = [_inputs(str(n)) for n in range(40, 45)]
     with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:

@@ -226,6 +226,24 @@ def test_template_missing_placeholder_is_refused(env: dict[str, Any]) -> None:
     assert res.exit_code == 2 and "--judge-base-url" in res.output
 
 
+def test_unusable_cache_dir_and_refused_key_are_clean_errors(env: dict[str, Any], tmp_path: Path) -> None:
+    run = env["tmp"] / "run"
+    assert _eval(env, run).exit_code == 0
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = _judge(run, "http://127.0.0.1:9/v1", "--judge-cache", blocker / "sub")
+    assert res.exit_code == 2 and "verdict cache" in res.output
+    with start_stub_server(judge_reply_fn(oracle), model="stub-judge") as jsrv:
+        jsrv.fail(401, times=100)
+        res = _judge(run, jsrv.base_url)
+        assert res.exit_code == 2
+        assert "HTTP 401" in " ".join(res.output.split())
+    man = json.loads((run / "manifest.json").read_text())
+    assert man["verifier"]["mode"] == "rule"  # not switched to a judge that refused us
+    res = _judge(run, "ftp://[::1")
+    assert res.exit_code == 2 and "not a valid" in " ".join(res.output.split())
+
+
 def test_user_template_is_used_and_keys_the_cache(env: dict[str, Any]) -> None:
     run = env["tmp"] / "run"
     assert _eval(env, run).exit_code == 0
@@ -241,7 +259,7 @@ def test_user_template_is_used_and_keys_the_cache(env: dict[str, Any]) -> None:
         assert jsrv.count == 2 * n  # new template digest: new judge id, new cache keys
         assert jsrv.requests[-1]["messages"][0]["content"].startswith("MY RUBRIC")
     man = json.loads((run / "manifest.json").read_text())
-    assert man["verifier"]["judge"]["template"] == str(tmpl)
+    assert man["verifier"]["judge"]["template"] == str(tmpl.resolve())
 
 
 def _audit_oracle(x: dict[str, str]) -> bool | str:

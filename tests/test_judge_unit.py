@@ -186,13 +186,17 @@ def test_stub_judge_reads_back_every_input(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- cache
 
 
+def _row(inputs: str, verdict: str, **kw: object) -> dict[str, object]:
+    return {"judge_model": "m", "template_digest": "t", "inputs_digest": inputs, "verdict": verdict, **kw}
+
+
 def test_cache_round_trip_and_only_final_verdicts(tmp_path: Path) -> None:
     c = VerdictCache(tmp_path / "c")
     key = cache_key("m", "t", "i")
     assert c.get(key) is None
-    c.put(key, {"verdict": "TRUE", "justification": "j"})
+    c.put(key, _row("i", "TRUE", justification="j"))
     with pytest.raises(ValueError):
-        c.put(cache_key("m", "t", "other"), {"verdict": "error"})
+        c.put(cache_key("m", "t", "other"), _row("other", "error"))
     c.close()
     again = VerdictCache(tmp_path / "c")
     assert again.get(key)["verdict"] == "TRUE"
@@ -202,15 +206,32 @@ def test_cache_round_trip_and_only_final_verdicts(tmp_path: Path) -> None:
 
 def test_cache_survives_a_torn_last_line(tmp_path: Path) -> None:
     c = VerdictCache(tmp_path)
-    c.put("k1", {"verdict": "FALSE"})
+    k1, k3 = cache_key("m", "t", "1"), cache_key("m", "t", "3")
+    c.put(k1, _row("1", "FALSE"))
     c.close()
     with open(tmp_path / "verdicts.jsonl", "ab") as f:
         f.write(b'{"key": "k2", "verd')
     d = VerdictCache(tmp_path)
-    assert d.get("k1")["verdict"] == "FALSE" and d.get("k2") is None
-    d.put("k3", {"verdict": "TRUE"})
+    assert d.get(k1)["verdict"] == "FALSE" and d.get("k2") is None
+    d.put(k3, _row("3", "TRUE"))
     d.close()
-    assert VerdictCache(tmp_path).get("k3")["verdict"] == "TRUE"
+    assert VerdictCache(tmp_path).get(k3)["verdict"] == "TRUE"
+
+
+def test_cache_ignores_rows_that_contradict_their_key_or_type(tmp_path: Path) -> None:
+    import json
+
+    good = cache_key("m", "t", "i")
+    rows = [
+        {"key": good, **_row("other-inputs", "TRUE")},  # fields do not hash to the key
+        {"key": good, **_row("i", 5)},
+        {"key": good, **_row("i", "TRUE", error="HTTP 500")},  # a TRUE that carries an error
+        {"key": None, **_row("i", "TRUE")},
+        [1, 2],
+    ]
+    (tmp_path / "verdicts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert VerdictCache(tmp_path).get(good) is None
+    assert len(VerdictCache(tmp_path)) == 0
 
 
 def test_inputs_digest_depends_on_every_field() -> None:

@@ -144,6 +144,13 @@ def _make_judge(model: str, base_url: str | None, prompt: Path | None, api_key_e
     if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
         _fail(f"--judge-cache {cache_dir} exists and is not a directory")
     cache = None if no_cache else VerdictCache(cache_dir)
+    if cache is not None:
+        try:
+            cache.check_writable()
+        except OSError as e:
+            _fail(f"cannot use the verdict cache {cache.root} ({e.strerror or e}); pass --judge-cache DIR or --no-judge-cache")
+    if not os.environ.get(api_key_env):
+        console.print(f"[dim]note: ${api_key_env} is not set; the judge gets the placeholder key EMPTY (what `vllm serve` accepts)[/dim]")
     return LLMJudge(model, url, template=template, cache=cache, parse_retries=parse_retries, concurrency=concurrency,
                     request_timeout=request_timeout, max_retries=max_retries, max_tokens=max_tokens,
                     api_key_env=api_key_env, read_cache=read_cache)
@@ -151,6 +158,7 @@ def _make_judge(model: str, base_url: str | None, prompt: Path | None, api_key_e
 
 def _run_llm_judge(parents: list[Any], store: Any, cfg: Any, judge: Any, audit: bool = False, refresh: bool = False) -> Any:
     """Run :func:`studybench.runner.llm_judge_run` with a progress bar and print its counts."""
+    from studybench.judge import JudgeConfigError
     from studybench.runner import llm_judge_run
 
     async def go() -> Any:
@@ -165,7 +173,10 @@ def _run_llm_judge(parents: list[Any], store: Any, cfg: Any, judge: Any, audit: 
         finally:
             await judge.aclose()
 
-    st = asyncio.run(go())
+    try:
+        st = asyncio.run(go())
+    except JudgeConfigError as e:
+        _fail(f"{e}. Verdicts obtained so far are kept; nothing else changed.")
     v = st.verdicts
     console.print(
         f"llm judge {judge.model}: {st.candidates} candidates ({st.reused} already judged in this run), "
@@ -320,12 +331,14 @@ def eval_cmd(
                                 judge_cache, no_judge_cache)
     elif judge_model is not None:
         console.print("[yellow]note:[/yellow] --verifier-mode rule never calls an LLM; --judge-model is ignored")
-    old_judge = ((old or {}).get("verifier") or {}).get("judge")
+    old_v = (old or {}).get("verifier")
+    old_v = old_v if isinstance(old_v, dict) else {}
+    old_judge = old_v.get("judge")
     if llm_judge is not None:
         mode, judge_desc = "rule+llm", llm_judge.describe()
     elif verifier_mode == "rule":
         mode, judge_desc = "rule", None
-    elif isinstance(old_judge, dict) and ((old or {}).get("verifier") or {}).get("mode") == "rule+llm":
+    elif isinstance(old_judge, dict) and isinstance(old_judge.get("judge_id"), str) and old_v.get("mode") == "rule+llm":
         mode, judge_desc = "rule+llm", old_judge  # keep the run's judge; its verdicts stay in the report
     elif verifier_mode == "rule+llm":
         _fail("--verifier-mode rule+llm needs --judge-model (and --judge-base-url)")
@@ -488,6 +501,8 @@ def _preflight(be: Any, what: str = "endpoint") -> None:
     key = os.environ.get(be.api_key_env) or "EMPTY"
     try:
         r = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=min(30.0, be.request_timeout))
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as e:
+        _fail(f"the {what} URL {be.describe().get('base_url')!r} is not a valid http(s) URL ({e})")
     except httpx.HTTPError as e:
         _fail(f"cannot reach the {what} {be.describe().get('base_url')} ({type(e).__name__}); is the server running?")
     if r.status_code in (401, 403):
@@ -630,16 +645,21 @@ def judge_cmd(
         view = load_manifest_view(store)
     except (FileNotFoundError, ValueError) as e:
         _fail(str(e))
-    old_v = man.get("verifier") or {}
+    old_v = man.get("verifier") if isinstance(man.get("verifier"), dict) else {}
+    prev = old_v.get("judge") if isinstance(old_v.get("judge"), dict) else None
     if judge_model is None:
-        prev = old_v.get("judge") if isinstance(old_v.get("judge"), dict) else None
-        if prev is None:
+        if prev is None or not isinstance(prev.get("model"), str):
             _fail("--judge-model is required (this run has no judge yet)")
-        judge_model = str(prev.get("model"))
-        if judge_base_url is None and not os.environ.get("STUDYBENCH_JUDGE_BASE_URL"):
-            judge_base_url = prev.get("base_url")
+        judge_model = str(prev["model"])
+        if judge_base_url is None and isinstance(prev.get("base_url"), str):
+            judge_base_url = prev["base_url"]  # the run's judge, not $STUDYBENCH_JUDGE_BASE_URL
         if judge_prompt is None and prev.get("template") not in (None, "builtin"):
             judge_prompt = Path(str(prev["template"]))
+    try:
+        rule_timeout = float(old_v.get("timeout") or judge_timeout)
+    except (TypeError, ValueError):
+        rule_timeout = judge_timeout
+    _check_ranges(rule_timeout=(rule_timeout, 1e-3, 86_400.0))
     llm_judge = _make_judge(judge_model, judge_base_url, judge_prompt, judge_api_key_env, judge_concurrency,
                             judge_request_timeout, judge_max_retries, judge_parse_retries, judge_max_tokens,
                             judge_cache, no_judge_cache, read_cache=True)
@@ -649,8 +669,11 @@ def judge_cmd(
     if missing:
         _fail(f"{store.manifest_path}: parents not in the test set: {', '.join(missing[:5])}")
     parents = [by_uid[p.uid] for p in view.parents]
-    cfg = EvalConfig(split=ds.name, k=view.k, seeds=view.seeds, judge_timeout=float(old_v.get("timeout") or judge_timeout),
-                     judge_workers=judge_workers)
+    cfg = EvalConfig(split=ds.name, k=view.k, seeds=view.seeds, judge_timeout=rule_timeout, judge_workers=judge_workers)
+    if (prev is not None and prev.get("model") == llm_judge.model and prev.get("template") == llm_judge.template.source
+            and prev.get("template_digest") != llm_judge.template.digest):
+        console.print(f"[yellow]note:[/yellow] the judge prompt {llm_judge.template.source} changed since this run was last judged; "
+                      "this is a new judge configuration (its verdicts are judged afresh)", soft_wrap=True)
     _preflight(llm_judge.backend, what="judge endpoint")
     from studybench.verify import Verifier
 

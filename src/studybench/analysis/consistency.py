@@ -57,7 +57,7 @@ def cohens_kappa(a: list[bool], b: list[bool]) -> float | None:
     pe = pa * pb + (1 - pa) * (1 - pb)
     if pe >= 1.0:
         return None
-    return (po - pe) / (1 - pe)
+    return (po - pe) / (1 - pe) + 0.0
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -94,7 +94,7 @@ def _table(cells: list[tuple[bool, str, bool]]) -> dict[str, Any]:
         "llm_accepts_among_rejections": fn,
         "cascade_correct": tp + fn,
         "rule_correct": accepts,
-        "kappa_rule_llm": None if kappa is None else round(kappa, 6),
+        "kappa_rule_llm": None if kappa is None else round(kappa, 6) + 0.0,
         "kappa_pairs": len(observed_pairs),
         "tp": tp,
         "fp": fp,
@@ -178,7 +178,7 @@ def build_consistency(store: RunStore) -> dict[str, Any]:
                 "a_TRUE_b_FALSE": sum(1 for x, y in zip(va, vb, strict=True) if x and not y),
                 "a_FALSE_b_TRUE": sum(1 for x, y in zip(va, vb, strict=True) if not x and y),
                 "both_FALSE": sum(1 for x, y in zip(va, vb, strict=True) if not x and not y),
-                "kappa": None if kappa is None else round(kappa, 6),
+                "kappa": None if kappa is None else round(kappa, 6) + 0.0,
             }
         )
     return {
@@ -196,7 +196,7 @@ def _pct(x: float | None) -> str:
 
 
 def _kappa(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
+    return "n/a" if x is None else f"{x:.3f}".replace("-0.000", "0.000")
 
 
 def render_consistency_markdown(rep: dict[str, Any]) -> str:

@@ -16,7 +16,15 @@ from __future__ import annotations
 
 from studybench.datasets import Slot
 from studybench.judge.cache import VerdictCache, cache_key, default_cache_root
-from studybench.judge.client import FINAL_VERDICTS, JudgeInputs, JudgeStats, LLMJudge, LLMVerdict, judge_id
+from studybench.judge.client import (
+    FINAL_VERDICTS,
+    JudgeConfigError,
+    JudgeInputs,
+    JudgeStats,
+    LLMJudge,
+    LLMVerdict,
+    judge_id,
+)
 from studybench.judge.parse import MalformedReply, ParsedVerdict, parse_verdict
 from studybench.judge.prompt import DEFAULT_TEMPLATE, PLACEHOLDERS, JudgeTemplate, TemplateError
 from studybench.verify.extract import strip_reasoning
@@ -24,6 +32,7 @@ from studybench.verify.extract import strip_reasoning
 __all__ = [
     "DEFAULT_TEMPLATE",
     "FINAL_VERDICTS",
+    "JudgeConfigError",
     "MAX_SOLUTION_CHARS",
     "PLACEHOLDERS",
     "JudgeInputs",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import Any
 from studybench.store import JsonlLog
 
 __all__ = ["VerdictCache", "cache_key", "default_cache_root"]
+
+log = logging.getLogger(__name__)
 
 
 def default_cache_root() -> Path:
@@ -54,6 +57,7 @@ class VerdictCache:
         self._log = JsonlLog(self.root / self.FILE)
         self._rows: dict[str, dict[str, Any]] | None = None
         self._lock = threading.Lock()
+        self._broken: str | None = None
 
     @property
     def path(self) -> Path:
@@ -64,8 +68,14 @@ class VerdictCache:
             rows: dict[str, dict[str, Any]] = {}
             for row in self._log.rows():
                 key = row.get("key")
-                if isinstance(key, str) and row.get("verdict") in ("TRUE", "FALSE", "unjudgeable"):
-                    rows[key] = row
+                if not isinstance(key, str) or row.get("verdict") not in ("TRUE", "FALSE", "unjudgeable"):
+                    continue
+                fields = (row.get("judge_model"), row.get("template_digest"), row.get("inputs_digest"))
+                if not all(isinstance(f, str) for f in fields) or cache_key(*fields) != key:
+                    continue  # a row that does not match its own key is not trusted
+                if row["verdict"] != "unjudgeable" and row.get("error"):
+                    continue
+                rows[key] = row
             self._rows = rows
         return self._rows
 
@@ -85,7 +95,21 @@ class VerdictCache:
         full = {"key": key, **row}
         with self._lock:
             self._load()[key] = full
-            self._log.append(full)
+            if self._broken is None:
+                try:
+                    self._log.append(full)
+                except OSError as e:  # keep judging; the verdict stays in memory for this process
+                    self._broken = f"{self.path}: cannot write ({e.strerror or e})"
+                    log.warning("verdict cache disabled: %s", self._broken)
+
+    def check_writable(self) -> None:
+        """Create the cache directory and open its file for appending.
+
+        Raises:
+            OSError: the directory or file cannot be created or written.
+        """
+        with self._lock:
+            self._log.open()
 
     def __len__(self) -> int:
         with self._lock:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +30,27 @@ from studybench.judge.cache import VerdictCache, cache_key
 from studybench.judge.parse import MalformedReply, parse_verdict, strip_judge_reasoning
 from studybench.judge.prompt import FORMAT_REMINDER, PLACEHOLDERS, JudgeTemplate
 
-__all__ = ["FINAL_VERDICTS", "JudgeInputs", "JudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
+__all__ = ["FINAL_VERDICTS", "JudgeConfigError", "JudgeInputs", "JudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
 
 FINAL_VERDICTS = ("TRUE", "FALSE", "unjudgeable")
 """Verdicts that are final (cached, never re-requested); ``"error"`` is the only other value."""
 
 _MAX_REPLY_STORED = 4000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_STATUS = re.compile(r"^HTTP (\d{3}) ")
+_FATAL_STATUSES = frozenset({401, 403, 404})
+"""The endpoint refuses the key or does not know the model: no judgement can succeed."""
+_FINAL_STATUSES = frozenset({400, 413, 422})
+"""The endpoint refuses these inputs (e.g. longer than the judge's context): unjudgeable."""
+
+
+class JudgeConfigError(RuntimeError):
+    """The judge endpoint refuses every request (HTTP 401/403/404): wrong key, URL or model."""
+
+
+def _clean(text: str) -> str:
+    """Text that can be sent as JSON: lone surrogates become U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _visible(reply: str) -> str:
@@ -84,6 +100,9 @@ class LLMVerdict:
         cached: served from the verdict cache.
         shared: answered by a concurrent request for identical inputs (no request of its own).
         error: why it is unjudgeable or an error.
+
+    Raises (from :meth:`LLMJudge.judge`):
+        JudgeConfigError: the endpoint answered HTTP 401, 403 or 404 (bad key, URL or model).
     """
 
     verdict: str
@@ -277,7 +296,7 @@ class LLMJudge:
     async def _ask(self, inputs: JudgeInputs) -> LLMVerdict:
         from studybench.models.base import ChatRequest
 
-        messages: list[dict[str, str]] = [{"role": "user", "content": self.template.render(inputs.as_dict())}]
+        messages: list[dict[str, str]] = [{"role": "user", "content": _clean(self.template.render(inputs.as_dict()))}]
         requests = 0
         last_reply = ""
         problem = ""
@@ -286,8 +305,17 @@ class LLMJudge:
             requests += res.attempts
             self.stats.requests += res.attempts
             if res.error:
+                m = _STATUS.match(res.error)
+                status = int(m.group(1)) if m else None
+                if status in _FATAL_STATUSES:
+                    raise JudgeConfigError(
+                        f"the judge endpoint {self.backend.describe()['base_url']} answered {res.error}; check "
+                        f"--judge-model, --judge-base-url and ${self.backend.api_key_env}"
+                    )
+                if status in _FINAL_STATUSES:
+                    return LLMVerdict("unjudgeable", requests=requests, error=f"the endpoint refused the request: {res.error}")
                 return LLMVerdict("error", requests=requests, error=res.error)
-            last_reply = _visible(res.completion or "")
+            last_reply = _clean(_visible(res.completion or ""))
             try:
                 parsed = parse_verdict(last_reply)
             except MalformedReply as e:

@@ -134,7 +134,7 @@ class JudgeTemplate:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise TemplateError(f"{p}: the judge prompt template is not UTF-8 ({e.reason} at byte {e.start})") from None
-        return cls(text, str(p))
+        return cls(text, str(p.resolve()))
 
     @property
     def digest(self) -> str:
