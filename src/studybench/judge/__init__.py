@@ -14,6 +14,8 @@ know what they are.
 
 from __future__ import annotations
 
+import re
+
 from studybench.datasets import Slot
 from studybench.judge.cache import VerdictCache, cache_key, default_cache_root
 from studybench.judge.client import (
@@ -82,13 +84,23 @@ def _truncate(text: str) -> str:
     return f"{text[:head]}\n\n[... {cut:,} characters omitted ...]\n\n{text[-tail:]}"
 
 
+_FENCE = re.compile(r"<(/?)(student_solution|student_answers)", re.IGNORECASE)
+
+
+def _defang(text: str) -> str:
+    """Student text that cannot close or open the template's ``<student_...>`` fences."""
+    return _FENCE.sub(lambda m: f"<{m.group(1)}\u200b{m.group(2)}", text)
+
+
 def inputs_for(slot: Slot, completion: str, extracted: list[str]) -> JudgeInputs:
     """The judge inputs for sub-problem ``slot`` answered by ``completion``.
 
     Args:
         slot: the sub-problem (its parent's stem and its own text make ``problem``).
-        completion: the student's reply for this turn; ``<think>`` reasoning is removed and a reply
-            over :data:`MAX_SOLUTION_CHARS` is shortened in the middle.
+        completion: the student's reply for this turn; ``<think>`` reasoning is removed, a reply
+            over :data:`MAX_SOLUTION_CHARS` is shortened in the middle, and ``<student_solution>`` /
+            ``<student_answers>`` tags inside it get a zero-width space so they cannot close the
+            template's fences.
         extracted: the answers extracted from the reply's ``Final Answer:`` line (may be empty).
 
     Returns:
@@ -110,6 +122,6 @@ def inputs_for(slot: Slot, completion: str, extracted: list[str]) -> JudgeInputs
         problem=problem,
         reference_solution=sub.solution.strip() or "(no reference solution)",
         reference_answers=reference_answers,
-        student_solution=_truncate(solution) if solution.strip() else "(empty reply)",
-        student_answers=student_answers,
+        student_solution=_defang(_truncate(solution)) if solution.strip() else "(empty reply)",
+        student_answers=_defang(student_answers),
     )

@@ -47,7 +47,11 @@ def read_inputs(prompt: str) -> dict[str, str]:
         start += len(title) + 1
         nxt = [prompt.find("\n\n" + t + "\n", start) for _, t in order[i + 1 :]] + [prompt.find("\n\n" + _END, start)]
         ends = [e for e in nxt if e >= 0]
-        out[name] = prompt[start : min(ends) if ends else len(prompt)]
+        text = prompt[start : min(ends) if ends else len(prompt)]
+        tag = f"<{name}>\n"
+        if text.startswith(tag) and text.endswith(f"\n</{name}>"):
+            text = text[len(tag) : -len(f"\n</{name}>")]
+        out[name] = text
     return out
 
 
