@@ -38,6 +38,15 @@ app = typer.Typer(
 data_app = typer.Typer(help="Find, fetch and check the test-set files.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
+
+def _register_subapps() -> None:
+    from studybench.build.cli import corpus_app
+
+    app.add_typer(corpus_app, name="corpus")
+
+
+_register_subapps()
+
 console = Console(stderr=True)
 out_console = Console()
 
