@@ -191,8 +191,10 @@ def test_stage1_copies_found_near_misses_paraphrases_and_empty_not(tmp_path: Pat
     result = run_audit(train, evals, AuditConfig(embeddings=False))
     found = {(train[p.train].id, evals[p.eval].id) for p in result.pairs if p.flagged}
     assert found == {("copy-well", "3"), ("copy-lens", "4"), ("cjk-copy", "6")}
-    assert all(p.stages == ["jaccard"] and p.cosine is None and p.llm_verdict is None for p in result.pairs)
+    assert all(p.stages == ["jaccard", "containment"] and p.cosine is None and p.llm_verdict is None for p in result.pairs)
     assert result.stage2 is None
+    off = run_audit(train, evals, AuditConfig(embeddings=False, containment_threshold=None))
+    assert all(p.stages == ["jaccard"] for p in off.pairs) and len(off.pairs) == 3
 
 
 def test_lsh_recall_matches_brute_force() -> None:
@@ -353,7 +355,7 @@ def test_stage2_catches_paraphrases_stage1_misses(tmp_path: Path, minilm: Any) -
     for k in range(3):
         p = flagged[(f"para-{k}", str(k))]
         assert p.stages == ["embedding"] and p.jaccard < 0.5 and p.cosine >= 0.85
-    assert flagged[("copy-well", "3")].stages == ["jaccard", "embedding"]
+    assert flagged[("copy-well", "3")].stages == ["jaccard", "containment", "embedding"]
     empty = next(i for i, r in enumerate(train) if r.id == "empty")
     assert not any(p.train == empty for p in result.pairs)
     assert result.stage2 is not None and set(result.stage2.sweep) == {"0.80", "0.85", "0.90", "0.95"}
@@ -383,6 +385,38 @@ def test_dtype_resolution_and_bf16_agrees_with_float32(minilm: Any) -> None:
     assert np.abs(f32 @ f32.T - b16 @ b16.T).max() < 0.01
 
 
+def test_containment_catches_copies_inside_long_records_and_single_sub_problems(tmp_path: Path) -> None:
+    filler = " ".join(NEAR * 6)  # about 400 words of other physics text
+    parent = {
+        "source": "S", "year": "", "source_problem_id": "P1", "problem": "A uniform rod of length L hangs from a pivot.",
+        "answer": "", "answer_type": "", "type_sequence": "",
+        "sub_problems": [
+            {"problem_id": "a", "problem": BASE[0], "answer": "\\boxed{1}", "answer_type": "NV", "type_sequence": ""},
+            {"problem_id": "b", "problem": BASE[1], "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
+        ],
+    }
+    single = {"source": "S", "year": "", "source_problem_id": "P2", "problem": BASE[5], "answer": "\\boxed{3}",
+              "answer_type": "NV", "type_sequence": "", "sub_problems": []}
+    eval_p = tmp_path / "set.json"
+    eval_p.write_text(json.dumps([parent, single]), encoding="utf-8")
+    train_p = _write_jsonl(tmp_path / "train.jsonl", [
+        {"id": "buried", "problem": filler + " " + BASE[5]},
+        {"id": "sub-b-only", "problem": BASE[1]},
+        {"id": "unrelated", "problem": filler},
+        {"id": "half", "problem": " ".join(BASE[5].split()[: len(BASE[5].split()) // 2])},
+    ])
+    train, evals = read_records(train_p), read_records(eval_p)
+    base = run_audit(train, evals, AuditConfig(embeddings=False, containment_threshold=None))
+    assert not [p for p in base.pairs if p.flagged]  # Jaccard alone misses both
+    result = run_audit(train, evals, AuditConfig(embeddings=False))
+    found = {(train[p.train].id, evals[p.eval].id): p for p in result.pairs if p.flagged}
+    assert set(found) == {("buried", "S//P2"), ("sub-b-only", "S//P1")}
+    assert found[("buried", "S//P2")].stages == ["containment"] and found[("buried", "S//P2")].containment == 1.0
+    assert found[("sub-b-only", "S//P1")].containment == 1.0
+    rep = write_outputs(result, tmp_path / "out")
+    assert rep["stages"]["containment"]["candidates"] == 2 and rep["stages"]["containment"]["new_vs_jaccard_and_embedding"] == 2
+
+
 # -- real data ----------------------------------------------------------------------------------------------
 
 
@@ -400,3 +434,12 @@ def test_real_data_audit_runs(data_dir: Path, tmp_path: Path) -> None:
     assert report["inputs"]["train_records"] == 867 and report["inputs"]["eval_records"] == 88
     assert 0 <= report["flagged_train_records"] <= 867
     assert report["sweep"]["jaccard"]["0.3"] >= report["sweep"]["jaccard"]["0.8"]
+
+
+def test_custom_fields_do_not_apply_to_test_sets_and_a_missing_id_field_is_an_error(tmp_path: Path, data_dir: Path) -> None:
+    train_p = _write_jsonl(tmp_path / "t.jsonl", [{"qid": "a", "q": {"text": "some text about waves"}}])
+    recs = read_records(data_dir / "application.json", text_field="q.text", id_field="qid")
+    assert recs[0].kind == "testset" and "//" in recs[0].id  # native shape, native id
+    assert read_records(train_p, text_field="q.text", id_field="qid")[0].id == "a"
+    with pytest.raises(RecordError, match="'nope' \\(--id-field\\)"):
+        read_records(train_p, text_field="q.text", id_field="nope")

@@ -347,3 +347,145 @@ def test_parse_runs_mineru_and_resumes(tmp_path: Path, monkeypatch: pytest.Monke
     assert len(log.read_text().splitlines()) == 1
     res = cli("corpus", "parse", "--books", books, "--force")
     assert res.exit_code == 0 and (books / "B" / "ch2" / FULL).read_text() == "# parsed b\n"
+
+
+# ---------------------------------------------------------------- hostile layouts and OCR (adversarial round)
+
+MINI = [
+    {"source": "Book_A", "year": "", "source_problem_id": "4.6", "problem_type": "Mechanics",
+     "problem": "A light aircraft weighing 2500 lb makes an emergency landing on a short runway. With its engine off, "
+                "it lands at 120 ft/s. A hook on the plane snags a cable attached to a 250 lb sandbag. How far does "
+                "the plane travel before it stops if the coefficient of friction is 0.4?",
+     "solution": "Momentum is conserved while the hook catches the bag, then friction on the bag does the work: the "
+                 "distance follows from the energy balance between the kinetic energy and the friction work.",
+     "answer": "\\boxed{L \\approx 1300\\,\\mathrm{ft}}", "answer_type": "NV", "type_sequence": "", "sub_problems": []},
+    {"source": "Book_A", "year": "", "source_problem_id": "3.8", "problem_type": "Mechanics",
+     "problem": "A block rests on an inclined plane whose angle is slowly increased from zero until the block "
+                "just starts to slide; relate that angle to the static coefficient of friction of the surfaces.",
+     "solution": "At the threshold the component of gravity along the plane equals the largest static friction "
+                 "force, so the tangent of the critical angle equals the coefficient.",
+     "answer": "\\boxed{\\tan \\theta = \\mu}", "answer_type": "EQ", "type_sequence": "", "sub_problems": []},
+    {"source": "Olympiad X", "year": "1982", "source_problem_id": "Q1 -->", "problem_type": "Mechanics",
+     "problem": "A thin hoop rolls without slipping inside a fixed cylinder of larger radius; find the period of "
+                "small oscillations about the lowest point for a hoop released from rest nearby.",
+     "solution": "Rolling constraint plus energy conservation give an effective pendulum of reduced length.",
+     "answer": "\\boxed{2\\pi\\sqrt{2(R-r)/g}}", "answer_type": "EX", "type_sequence": "", "sub_problems": []},
+    {"source": "Olympiad X", "year": "1983", "source_problem_id": "Q1 -->", "problem_type": "Optics",
+     "problem": "A glass sphere of refractive index n is silvered on its back half; find where a distant object "
+                "is imaged by rays entering near the axis through the front surface.",
+     "solution": "Refraction at the front, reflection at the silvered back and refraction again locate the image.",
+     "answer": "\\boxed{x = R/(2n-2)}", "answer_type": "EX", "type_sequence": "", "sub_problems": []},
+]
+
+
+@pytest.fixture
+def mini(tmp_path: Path) -> tuple[Path, Path, list[Any]]:
+    split = tmp_path / "mini.json"
+    split.write_text(json.dumps(MINI), encoding="utf-8")
+    return tmp_path / "books", split, list(load_dataset(split).parents)
+
+
+def _pipeline(root: Path, split: Path) -> dict[str, Any]:
+    assert cli("corpus", "clean", "--books", root).exit_code == 0
+    res = cli("corpus", "redact", "--books", root, "--split", split)
+    assert res.exit_code == 0, res.output
+    cli("corpus", "audit", "--books", root, "--split", split)
+    return json.loads((root / "_reports" / "audit.json").read_text())
+
+
+def test_answer_keys_in_tables_and_latex_only_answers(mini: tuple[Path, Path, list[Any]]) -> None:
+    root, split, _ = mini
+    _write(root / "Book_A" / "ch04" / FULL, f"{MINI[0]['problem']}\n\n{MINI[0]['solution']}\n\n{MINI[1]['problem']}\n\n{MINI[1]['solution']}\n")
+    _write(root / "Book_A" / "answers" / FULL, "# Answers\n\n| 4.6 | $L \\approx 1300\\,\\mathrm{ft}$ |\n| 9.1 | 7 m |\n\n"
+           "<table><tr><td>4.6</td><td>L ≈ 1300 ft</td></tr><tr><td>9.2</td><td>3 s</td></tr></table>\n\n"
+           "3.8 (a) $\\tan \\theta = \\mu$\n\n9.9 the rod is shortened\n")
+    audit = _pipeline(root, split)
+    text = (root / "Book_A" / "answers" / REDACTED).read_text()
+    assert "1300" not in text and "tan" not in text
+    assert "| 9.1 | 7 m |" in text and "<td>9.2</td><td>3 s</td>" in text and "9.9 the rod is shortened" in text
+    assert "<table><tr><td><!-- [TEST-SET REDACTION]" in text  # the HTML table stays a table
+    assert not [r for r in audit["residue"] if r["source"] == "Book_A"]
+
+
+def test_audit_reports_an_answer_key_left_behind(mini: tuple[Path, Path, list[Any]]) -> None:
+    root, split, parents = mini
+    _write(root / "Book_A" / "ch04" / FULL, f"{MINI[0]['problem']}\n\n{MINI[1]['problem']}\n")
+    _pipeline(root, split)
+    f = root / "Book_A" / "ch04" / REDACTED
+    f.write_text(f.read_text() + "\n## Answers\n\n3.8 $\\tan\\theta=\\mu$\n", encoding="utf-8")
+    audit = audit_books(root, [p for p in parents if p.source == "Book_A"])
+    kinds = [(r["source_problem_id"], r["kind"]) for r in audit["residue"]]
+    assert ("3.8", "answer key") in kinds and not audit["ok"]
+
+
+def test_ocr_letter_confusions_do_not_hide_a_copy(mini: tuple[Path, Path, list[Any]]) -> None:
+    root, split, _ = mini
+    damaged = (MINI[0]["problem"].replace("the ", "tbe ").replace("m", "rn").replace("l", "1"))
+    _write(root / "Book_A" / "ch04" / FULL, FILLER[0] + "\n\n" + damaged + "\n\n" + FILLER[1] + "\n\n## Problems\n\n4.6 " + MINI[0]["problem"] + "\n")
+    _pipeline(root, split)
+    text = (root / "Book_A" / "ch04" / REDACTED).read_text()
+    assert "rnakes" not in text and "emergency" not in text
+    assert text.count("source_problem_id=4.6 ") == 2
+    assert FILLER[0] in text and FILLER[1] in text
+
+
+def test_a_copy_inside_a_long_paragraph_keeps_the_paragraph(mini: tuple[Path, Path, list[Any]]) -> None:
+    root, split, _ = mini
+    para = FILLER[0] + " " + FILLER[1] + " Consider this: " + MINI[1]["problem"] + " " + FILLER[2] + " " + FILLER[5]
+    _write(root / "Book_A" / "ch04" / FULL, para + "\n")
+    _pipeline(root, split)
+    text = (root / "Book_A" / "ch04" / REDACTED).read_text()
+    assert "slowly increased" not in text
+    assert FILLER[0] in text and FILLER[5] in text
+    assert "\n<!-- [TEST-SET REDACTION] source_problem_id=3.8 source=Book_A -->\n" in text
+
+
+def test_markers_carry_year_and_encode_unsafe_ids(mini: tuple[Path, Path, list[Any]]) -> None:
+    root, split, parents = mini
+    _write(root / "Olympiad X" / "1982" / FULL, MINI[2]["problem"] + "\n\n" + FILLER[3] + "\n")
+    _write(root / "Olympiad X" / "1983" / FULL, FILLER[4] + "\n")
+    audit = _pipeline(root, split)
+    text = (root / "Olympiad X" / "1982" / REDACTED).read_text()
+    mk = marker(parents[2])
+    assert mk == "<!-- [TEST-SET REDACTION] source_problem_id=Q1%20--%3E source=Olympiad%20X year=1982 -->"
+    assert mk in text and text.count("-->") == 1 + FILLER[3].count("-->")
+    missing = {(m["source_problem_id"], m["year"]) for m in audit["missing_markers"] if m["source"] == "Olympiad X"}
+    assert missing == {("Q1 -->", "1983")}  # the 1982 marker does not stand in for 1983
+
+
+def test_a_generic_phrase_is_not_residue_but_a_leak_is(mini: tuple[Path, Path, list[Any]]) -> None:
+    root, split, parents = mini
+    _write(root / "Book_A" / "ch04" / FULL, MINI[1]["problem"] + "\n")
+    _write(root / "Book_A" / "ch05" / FULL, "In our own words: a block rests on an inclined plane whose angle is slowly varied by hand.\n")
+    _pipeline(root, split)
+    book_a = [p for p in parents if p.source == "Book_A"]
+    assert audit_books(root, book_a)["residue"] == []
+    assert [r["file"] for r in audit_books(root, book_a, min_anchors=1)["residue"]] == ["Book_A/ch05"]
+    f = root / "Book_A" / "ch05" / REDACTED
+    f.write_text(f.read_text() + "\n" + MINI[1]["solution"] + "\n", encoding="utf-8")
+    assert [r["source_problem_id"] for r in audit_books(root, book_a)["residue"]] == ["3.8"]
+
+
+def test_unwritable_targets_are_clean_errors(mini: tuple[Path, Path, list[Any]], tmp_path: Path) -> None:
+    root, split, _ = mini
+    _write(root / "Book_A" / "ch04" / FULL, MINI[0]["problem"] + "\n")
+    (root / "Book_A" / "ch04" / CLEAN).mkdir()
+    res = cli("corpus", "clean", "--books", root)
+    assert res.exit_code == 2 and "cannot write" in res.output
+    assert not list((root / "Book_A" / "ch04").glob(".*tmp*"))
+    (root / "Book_A" / "ch04" / CLEAN).rmdir()
+    (root / "_reports").write_text("not a dir")
+    res = cli("corpus", "clean", "--books", root)
+    assert res.exit_code == 2 and "cannot write the report" in " ".join(res.output.split())
+    (root / "_reports").unlink()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    res = cli("corpus", "audit", "--books", root, "--split", split, "--out", afile)
+    assert res.exit_code == 2 and "not a directory" in res.output
+
+
+def test_answer_folder_names_are_whole_words(tmp_path: Path) -> None:
+    for name, expected in (("solutions-ch05", True), ("answers", True), ("ch09-resolution", False), ("manual", True), ("chints", False)):
+        _write(tmp_path / "B" / name / FULL, "x")
+        ch = next(c for c in scan_books(tmp_path)["B"] if c.name == name)
+        assert ch.answer_folder is expected, name

@@ -80,15 +80,23 @@ def dumps_json(obj: Any, indent: int | None = 2) -> str:
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``.
 
-    Characters UTF-8 cannot encode (lone surrogates) are written as backslash escapes.
+    Characters UTF-8 cannot encode (lone surrogates) are written as backslash escapes. On failure
+    the temporary file is removed and the ``OSError`` propagates; ``path`` is untouched.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 class JsonlLog:

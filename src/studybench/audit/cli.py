@@ -74,6 +74,11 @@ def contamination(
     lsh_threshold: Annotated[
         float | None, typer.Option(help="MinHash LSH candidate threshold (default max(0.1, 0.5 x Jaccard threshold)).")
     ] = None,
+    containment_threshold: Annotated[
+        float,
+        typer.Option(help="Stage 1b: flag when an eval text (or one sub-problem) lies at least this much inside a "
+                     "training record (share of its 5-grams; 0 turns stage 1b off)."),
+    ] = 0.8,
     num_perm: Annotated[int, typer.Option(help="MinHash permutations.")] = 128,
     seed: Annotated[int, typer.Option(help="MinHash seed.")] = 1,
     embeddings: Annotated[bool, typer.Option("--embeddings/--no-embeddings", help="Run stage 2.")] = True,
@@ -132,6 +137,7 @@ def contamination(
         device=device,
         max_seq_length=max_seq_length,
         dtype=dtype,
+        containment_threshold=containment_threshold or None,
         judge_model=judge_model,
         judge_base_url=judge_base_url,
         judge_api_key_env=judge_api_key_env,

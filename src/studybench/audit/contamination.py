@@ -35,7 +35,13 @@ translated or with different numerical values, or the training text posing one p
 evaluation problem. The reply must end with ``DUPLICATE: YES`` or ``DUPLICATE: NO``; a malformed
 reply is re-asked up to 2 times, then the verdict is ``None`` (status ``unjudgeable``).
 
-**Flagging rule**: without a judge, a candidate is flagged when stage 1 or stage 2 proposed it.
+**Stage 1b, containment** (:func:`stage_containment`, ours): an evaluation text, or one sub-problem
+of a test-set parent, whose shingles lie at least 80% inside a training record (``|A & U| / |U|``,
+exact, through an inverted index). It catches a verbatim copy buried in a long training record or a
+single sub-problem copied on its own, which Jaccard (diluted by length) and embeddings (truncated)
+miss. ``--containment-threshold 0`` turns it off.
+
+**Flagging rule**: without a judge, a candidate is flagged when stage 1, 1b or 2 proposed it.
 With a judge, it is flagged when the judge says YES, and also when no verdict could be obtained
 (``unjudgeable`` or a transport ``error``): a candidate that could not be cleared stays flagged.
 """
@@ -167,6 +173,64 @@ def _containment(a: frozenset[int], b: frozenset[int]) -> float:
     return len(a & b) / min(len(a), len(b))
 
 
+def eval_units(rec: AuditRecord) -> list[str]:
+    """Extra texts of an evaluation record whose containment is checked: for a StudyBench test-set
+    parent, each sub-problem's own text (the record's text is the stem plus all of them)."""
+    if rec.kind != "testset" or not isinstance(rec.raw, dict):
+        return []
+    out = []
+    for sub in rec.raw.get("sub_problems") or []:
+        t = sub.get("problem") if isinstance(sub, dict) else None
+        if isinstance(t, str) and t.strip() and t.strip() != rec.text.strip():
+            out.append(t)
+    return out
+
+
+def stage_containment(
+    train_sets: Sequence[frozenset[int]],
+    units: Sequence[tuple[int, frozenset[int]]],
+    threshold: float = 0.8,
+    *,
+    min_shingles: int = 8,
+) -> dict[tuple[int, int], float]:
+    """Stage 1b: evaluation texts copied *inside* longer training records (ours; Jaccard is diluted
+    by length and embeddings truncate long texts, so neither sees a verbatim copy buried in a long
+    record, or one sub-problem copied on its own).
+
+    Containment of unit ``U`` in training record ``A`` is ``|A & U| / |U|`` on shingle ids, computed
+    exactly through an inverted index of the units' shingles.
+
+    Args:
+        train_sets: shingle sets of the training records.
+        units: ``(evaluation index, shingle set)`` of every unit (the evaluation texts, plus each
+            sub-problem of a test-set parent, see :func:`eval_units`).
+        threshold: flag when containment ``>= threshold``.
+        min_shingles: units with fewer shingles are skipped (a few words are not evidence).
+
+    Returns:
+        ``{(train index, evaluation index): containment}`` (the best unit per pair) for pairs at or
+        above the threshold.
+    """
+    index: dict[int, list[int]] = {}
+    for u, (_, shingle_ids) in enumerate(units):
+        if len(shingle_ids) < min_shingles:
+            continue
+        for h in shingle_ids:
+            index.setdefault(h, []).append(u)
+    out: dict[tuple[int, int], float] = {}
+    for i, a in enumerate(train_sets):
+        counts: dict[int, int] = {}
+        for h in a:
+            for u in index.get(h, ()):
+                counts[u] = counts.get(u, 0) + 1
+        for u, c in counts.items():
+            j, shingle_ids = units[u]
+            value = c / len(shingle_ids)
+            if value >= threshold and value > out.get((i, j), 0.0):
+                out[(i, j)] = value
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Stage 1
 # --------------------------------------------------------------------------------------------------
@@ -186,11 +250,13 @@ class Stage1Result:
             Jaccard is at least ``keep_min`` (the lowest sweep threshold or the reporting threshold).
         lsh_candidates: number of distinct pairs the LSH index proposed (before the exact check).
         seconds: wall-clock seconds (MinHash + LSH + exact Jaccard).
+        containment_seconds: wall-clock seconds of stage 1b (:func:`stage_containment`).
     """
 
     scores: dict[tuple[int, int], float]
     lsh_candidates: int
     seconds: float
+    containment_seconds: float = 0.0
 
 
 def _require(module: str) -> Any:
@@ -631,6 +697,9 @@ class AuditConfig:
         batch_size: embedding batch size.
         device: torch device of the embedding model (``"cpu"``, ``"cuda"``).
         max_seq_length: embedding truncation in word pieces (default: the model's).
+        containment_threshold: stage 1b: flag a pair when an evaluation text (or one sub-problem of
+            a test-set parent) has at least this share of its shingles inside the training record
+            (default 0.8; ``None`` turns stage 1b off).
         dtype: embedding precision: ``auto`` (bfloat16 on CUDA or a CPU with native bf16, else
             float32), ``float32`` or ``bfloat16``.
         judge_model, judge_base_url, judge_api_key_env, judge_concurrency, judge_timeout,
@@ -649,6 +718,7 @@ class AuditConfig:
     device: str = "cpu"
     max_seq_length: int | None = None
     dtype: str = "auto"
+    containment_threshold: float | None = 0.8
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_api_key_env: str = "OPENAI_API_KEY"
@@ -676,6 +746,8 @@ class AuditConfig:
         if self.judge_concurrency < 1:
             raise ValueError("--judge-concurrency must be >= 1")
         resolve_dtype(self.dtype, self.device)
+        if self.containment_threshold is not None and not 0 < self.containment_threshold <= 1:
+            raise ValueError("--containment-threshold must be in (0, 1]")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -753,7 +825,10 @@ def run_audit(
     train = list(train)
     evals = list(eval_records)
     t0 = time.perf_counter()
-    train_sets, eval_sets = shingle_sets([r.text for r in train], [r.text for r in evals], cfg.ngram)
+    extra = [(j, t) for j, r in enumerate(evals) for t in eval_units(r)]
+    train_sets, eval_all = shingle_sets([r.text for r in train], [r.text for r in evals] + [t for _, t in extra], cfg.ngram)
+    eval_sets = eval_all[: len(evals)]
+    units = list(enumerate(eval_sets)) + [(j, eval_all[len(evals) + k]) for k, (j, _) in enumerate(extra)]
     shingle_s = time.perf_counter() - t0
     s1 = stage1_jaccard(
         train_sets,
@@ -765,6 +840,11 @@ def run_audit(
         progress=progress,
     )
     s1.seconds += shingle_s
+    t_c = time.perf_counter()
+    contained = (
+        stage_containment(train_sets, units, cfg.containment_threshold) if cfg.containment_threshold is not None else {}
+    )
+    s1.containment_seconds = time.perf_counter() - t_c
     s2: Stage2Result | None = None
     if cfg.embeddings:
         t_load = time.perf_counter()
@@ -785,7 +865,7 @@ def run_audit(
         scores, sweep = stage2_cosine(train_emb, eval_emb, cfg.cosine_threshold)
         s2 = Stage2Result(scores, sweep, time.perf_counter() - t_emb, load_s, embed_s, train_emb, eval_emb)
 
-    keys = {k for k, v in s1.scores.items() if v >= cfg.jaccard_threshold}
+    keys = {k for k, v in s1.scores.items() if v >= cfg.jaccard_threshold} | set(contained)
     if s2 is not None:
         keys |= set(s2.scores)
     rows: list[PairRow] = []
@@ -796,6 +876,8 @@ def run_audit(
             jac = exact_jaccard(train_sets[i], eval_sets[j])
         if jac >= cfg.jaccard_threshold:
             stages.append("jaccard")
+        if (i, j) in contained:
+            stages.append("containment")
         cos = None
         if s2 is not None:
             cos = s2.scores.get((i, j))
@@ -803,7 +885,8 @@ def run_audit(
                 cos = float(s2.train_emb[i] @ s2.eval_emb[j])
             else:
                 stages.append("embedding")
-        rows.append(PairRow(i, j, jac, _containment(train_sets[i], eval_sets[j]), cos, stages))
+        cont = max(_containment(train_sets[i], eval_sets[j]), contained.get((i, j), 0.0))
+        rows.append(PairRow(i, j, jac, cont, cos, stages))
 
     judge_s = None
     judge_requests = 0
@@ -896,9 +979,18 @@ def build_report(result: AuditResult, *, top: int = 10) -> dict[str, Any]:
             "lsh_candidates": result.stage1.lsh_candidates,
             "seconds": round(result.stage1.seconds, 3),
         },
+        "containment": None,
         "embedding": None,
         "llm": None,
     }
+    if cfg.containment_threshold is not None:
+        c_keys = {(p.train, p.eval) for p in pairs if "containment" in p.stages}
+        stages["containment"] = {
+            "candidates": len(c_keys),
+            "flagged": sum(1 for p in flagged if "containment" in p.stages),
+            "new_vs_jaccard_and_embedding": len(c_keys - s1_keys - s2_keys),
+            "seconds": round(result.stage1.containment_seconds, 3),
+        }
     if result.stage2 is not None:
         stages["embedding"] = {
             "candidates": len(s2_keys),
@@ -943,7 +1035,7 @@ def build_report(result: AuditResult, *, top: int = 10) -> dict[str, Any]:
         "audit": "contamination",
         "paper": "Physics-R1 three-stage audit; StudyBench paper 2.3 / appendix H",
         "flagging_rule": (
-            "judge says YES (unjudgeable or error: flagged)" if cfg.judge_model else "stage 1 OR stage 2"
+            "judge says YES (unjudgeable or error: flagged)" if cfg.judge_model else "stage 1 OR stage 1b OR stage 2"
         ),
         "parameters": cfg.to_dict(),
         "inputs": {

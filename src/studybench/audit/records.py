@@ -4,7 +4,9 @@ Accepted files (UTF-8): a JSON list of objects, an object ``{"data": [...]}``, o
 per line; blank lines are skipped). Files named ``*.jsonl`` are always read as JSONL; other files are
 read as one JSON document first and as JSONL when that fails and the file starts with ``{``.
 
-Three record shapes are read natively (unless ``text_field`` is given, which wins for every record):
+Three record shapes are read (``text_field`` and ``id_field`` never apply to StudyBench test sets,
+so a custom training field can be audited against them; ``text_field`` overrides the instruction
+layers' native text):
 
 - **StudyBench test-set parents** (a ``sub_problems`` list and a ``problem``): one record per parent,
   id ``source/year/source_problem_id`` (the parent uid), text = the stem (``problem``) followed by
@@ -114,12 +116,14 @@ def _instruction_text(rec: dict[str, Any], where: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def _generic_id(rec: dict[str, Any], index: int, id_field: str | None) -> str:
+def _generic_id(rec: dict[str, Any], index: int, id_field: str | None, where: str = "") -> str:
     names = (id_field,) if id_field else DEFAULT_ID_FIELDS
     for name in names:
         found, value = _get_path(rec, name)
         if found and value is not None and not isinstance(value, (dict, list)):
             return str(value)
+    if id_field:
+        raise RecordError(f"{where}: field '{id_field}' (--id-field) is missing or not a scalar")
     return str(index)
 
 
@@ -129,30 +133,27 @@ def _record(
     where = _where(path, index, line)
     if not isinstance(rec, dict):
         raise RecordError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    if isinstance(rec.get("sub_problems"), list) and "problem" in rec and "source_problem_id" in rec:
+        uid = "/".join(str(rec.get(k) or "") for k in ("source", "year", "source_problem_id"))
+        return AuditRecord(uid, _testset_text(rec, where), str(path), index, "testset", rec)
+    if isinstance(rec.get("messages"), list) and not text_field:
+        meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+        if not id_field and meta.get("source_problem_id") is not None:
+            rid = f"{meta.get('source') or ''}/{meta['source_problem_id']}"
+        else:
+            rid = _generic_id(rec, index, id_field, where)
+        return AuditRecord(rid, _instruction_text(rec, where), str(path), index, "instruction", rec)
     if text_field:
         found, value = _get_path(rec, text_field)
         if not found:
             raise RecordError(f"{where}: field '{text_field}' (--text-field) is missing")
         return AuditRecord(
-            _generic_id(rec, index, id_field), _as_text(value, where, text_field), str(path), index, "generic", rec
+            _generic_id(rec, index, id_field, where), _as_text(value, where, text_field), str(path), index, "generic", rec
         )
-    if isinstance(rec.get("sub_problems"), list) and "problem" in rec:
-        if id_field:
-            uid = _generic_id(rec, index, id_field)
-        else:
-            uid = "/".join(str(rec.get(k) or "") for k in ("source", "year", "source_problem_id"))
-        return AuditRecord(uid, _testset_text(rec, where), str(path), index, "testset", rec)
-    if isinstance(rec.get("messages"), list):
-        meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-        if not id_field and meta.get("source_problem_id") is not None:
-            rid = f"{meta.get('source') or ''}/{meta['source_problem_id']}"
-        else:
-            rid = _generic_id(rec, index, id_field)
-        return AuditRecord(rid, _instruction_text(rec, where), str(path), index, "instruction", rec)
     for name in DEFAULT_TEXT_FIELDS:
         if name in rec:
             return AuditRecord(
-                _generic_id(rec, index, id_field), _as_text(rec[name], where, name), str(path), index, "generic", rec
+                _generic_id(rec, index, id_field, where), _as_text(rec[name], where, name), str(path), index, "generic", rec
             )
     raise RecordError(
         f"{where}: no text field: none of {', '.join(repr(n) for n in DEFAULT_TEXT_FIELDS)} is present "

@@ -59,8 +59,11 @@ def _write_reports(root: Path, name: str, data: dict[str, Any], markdown: str, o
     from studybench.build.corpus import REPORTS
 
     target = out or root / REPORTS
-    atomic_write_text(target / f"{name}.json", dumps_json(data) + "\n")
-    atomic_write_text(target / f"{name}.md", markdown)
+    try:
+        atomic_write_text(target / f"{name}.json", dumps_json(data) + "\n")
+        atomic_write_text(target / f"{name}.md", markdown)
+    except OSError as e:
+        _fail(f"cannot write the report into {target} ({e.strerror or e})")
     return target
 
 
@@ -189,26 +192,31 @@ def audit_cmd(
     split: _Split = "application",
     data_dir: _DataDir = None,
     out: Annotated[Path | None, typer.Option("--out", help="Report directory (default DIR/_reports).")] = None,
+    min_anchors: Annotated[int, typer.Option("--min-anchors", help="Distinct 40-character anchors of one item a file must hold to count as residue (1 = any anchor; 2, the default, ignores a lone generic phrase).")] = 2,
 ) -> None:
     """Search every clean.redacted.md for verbatim residue of the test items (40-character normalised
     anchors) and check every parent has a marker in its book. Exit 1 with a per-parent list when anything remains."""
     from studybench.build.corpus import CorpusError
     from studybench.build.redact import audit_books
 
+    if min_anchors < 1:
+        _fail("--min-anchors must be >= 1")
+    if out is not None and out.exists() and not out.is_dir():
+        _fail(f"--out {out} exists and is not a directory")
     root = _books(books)
     parents = _parents(split, data_dir)
     try:
-        res = audit_books(root, parents)
+        res = audit_books(root, parents, min_anchors=min_anchors)
     except CorpusError as e:
         _fail(str(e))
     md = ["# Residue audit", "", f"{res['files']} redacted files, {res['parents']} parents, {res['anchors']} anchors.", ""]
     md.append(f"**{'OK: no residue, every parent has a marker' if res['ok'] else 'FAILED'}**")
     md.append("")
     if res["residue"]:
-        md += ["## Residue", "", "| source | source_problem_id | file | line | anchors | example |", "|---|---|---|---|---|---|"]
+        md += ["## Residue", "", "| source | source_problem_id | file | line | kind | anchors | example |", "|---|---|---|---|---|---|---|"]
         for r in res["residue"]:
             ex = r["example"].replace("|", "\\|").replace("\n", " ")
-            md.append(f"| {r['source']} | {r['source_problem_id']} | {r['file']} | {r['line']} | {r['anchors']} | {ex} |")
+            md.append(f"| {r['source']} | {r['source_problem_id']} | {r['file']} | {r['line']} | {r['kind']} | {r['anchors']} | {ex} |")
         md.append("")
     if res["missing_markers"]:
         md += ["## Parents without a marker in their book", ""]
@@ -221,8 +229,9 @@ def audit_cmd(
         console.print(f"[green]audit passed[/green]: {res['files']} files, {res['parents']} parents, no residue, every parent has a marker")
     else:
         for r in res["residue"]:
+            what = "answer-key entry" if r["kind"] == "answer key" else f"{r['anchors']} anchors"
             console.print(f"[red]residue[/red] {escape(r['source'])} / {escape(r['source_problem_id'])} in {escape(r['file'])} "
-                          f"line {r['line']} ({r['anchors']} anchors)", soft_wrap=True)
+                          f"line {r['line']} ({what})", soft_wrap=True)
         for m in res["missing_markers"]:
             console.print(f"[red]no marker[/red] {escape(m['source'])} / {escape(m['source_problem_id'])}", soft_wrap=True)
         for x in res["not_redacted"]:

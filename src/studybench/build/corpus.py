@@ -52,7 +52,7 @@ FULL = "full.md"
 CLEAN = "clean.md"
 REDACTED = "clean.redacted.md"
 REPORTS = "_reports"
-_ANSWER_FOLDER = re.compile(r"answer|solution|manual|hint", re.IGNORECASE)
+_ANSWER_FOLDER = re.compile(r"(?<![a-z])(?:answers?|solutions?|manuals?|hints?)(?![a-z])", re.IGNORECASE)
 
 
 class CorpusError(ValueError):
@@ -72,7 +72,7 @@ class Chapter:
         return self.path / name
 
     def has(self, name: str) -> bool:
-        return (self.path / name).is_file()
+        return (self.path / name).exists()
 
     @property
     def answer_folder(self) -> bool:
@@ -215,7 +215,7 @@ def parse_books(
                 if progress:
                     progress(ch.label, "failed")
                 continue
-            atomic_write_text(ch.file(FULL), "\n\n".join(p.strip("\n") for p in parts) + "\n")
+            write_text(ch.file(FULL), "\n\n".join(p.strip("\n") for p in parts) + "\n")
             done["parsed"].append(ch.label)
             if progress:
                 progress(ch.label, "parsed")
@@ -398,7 +398,7 @@ def clean_books(root: Path, progress: Callable[[str], None] | None = None) -> di
                 continue
             text = read_text(ch.file(FULL))
             cleaned, edits = clean_text(text)
-            atomic_write_text(ch.file(CLEAN), cleaned)
+            write_text(ch.file(CLEAN), cleaned)
             per[ch.label] = edits
             for k, v in edits.items():
                 totals[k] += v
@@ -407,12 +407,26 @@ def clean_books(root: Path, progress: Callable[[str], None] | None = None) -> di
     return {"chapters": per, "totals": totals, "skipped": skipped}
 
 
+def write_text(path: Path, text: str) -> None:
+    """Write a book file atomically.
+
+    Raises:
+        CorpusError: the file cannot be written (e.g. a directory of that name).
+    """
+    try:
+        atomic_write_text(path, text)
+    except OSError as e:
+        raise CorpusError(f"{path}: cannot write ({e.strerror or e})") from None
+
+
 def read_text(path: Path) -> str:
     """UTF-8 text of a book file (undecodable bytes replaced).
 
     Raises:
         CorpusError: the file cannot be read.
     """
+    if path.is_dir():
+        raise CorpusError(f"{path}: is a directory, not a file")
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError as e:

@@ -29,11 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
-from studybench.build.corpus import CLEAN, REDACTED, Chapter, read_text, scan_books
+from studybench.build.corpus import CLEAN, REDACTED, Chapter, read_text, scan_books, write_text
 from studybench.build.textmatch import NormText, find_copies, normalise
 from studybench.schema import Parent
-from studybench.store import atomic_write_text
 
 __all__ = [
     "MARKER",
@@ -46,12 +46,29 @@ __all__ = [
 ]
 
 MARKER = "<!-- [TEST-SET REDACTION] source_problem_id={id} source={src} -->"
-_MARKER_RE = re.compile(r"<!-- \[TEST-SET REDACTION\] source_problem_id=(\S+) source=(\S+) -->")
+_MARKER_RE = re.compile(r"<!-- \[TEST-SET REDACTION\] source_problem_id=(\S+) source=(\S+)(?: year=(\S+))? -->")
+_SAFE = "._:/+()[]#,'-"
+
+
+def _enc(value: str) -> str:
+    """A marker field: whitespace, ``%``, ``<``, ``>`` and other unsafe characters percent-encoded,
+    so the value is one token and can never close the HTML comment."""
+    return quote(value, safe=_SAFE)
 
 
 def marker(parent: Parent) -> str:
-    """The single-line redaction marker of ``parent``."""
-    return MARKER.format(id=parent.source_problem_id, src=parent.source)
+    """The single-line redaction marker of ``parent``: ``MARKER`` with the id and source
+    (percent-encoded where needed), plus `` year=<year>`` before ``-->`` when the parent has a year
+    (olympiad sets reuse ids such as ``Q1`` across years)."""
+    text = MARKER.format(id=_enc(parent.source_problem_id), src=_enc(parent.source))
+    if parent.year:
+        text = text[: -len(" -->")] + f" year={_enc(str(parent.year))} -->"
+    return text
+
+
+def _marker_keys(text: str) -> set[tuple[str, str, str]]:
+    """(source, source_problem_id, year) of every marker in ``text`` (decoded)."""
+    return {(unquote(m.group(2)), unquote(m.group(1)), unquote(m.group(3) or "")) for m in _MARKER_RE.finditer(text)}
 
 
 @dataclass
@@ -135,13 +152,21 @@ def _answer_spans(text: str, parents: list[Parent], whole: bool) -> list[tuple[i
     out: list[tuple[int, int, Parent, str]] = []
     for a, b in regions:
         section = text[a:b]
-        # entry starts: lines beginning with a label
+        # entry starts: lines beginning with a label; a Markdown table row is an entry of its own
         starts: list[tuple[int, str]] = []
         pos = 0
         for line in section.split("\n"):
+            if line.lstrip().startswith("|"):
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                m = _ENTRY.match(cells[0]) if cells else None
+                starts.append((pos, _label_core(m.group(1)) if m else ""))
+                pos += len(line) + 1
+                continue
             m = _ENTRY.match(line)
             if m:
                 starts.append((pos, _label_core(m.group(1))))
+            elif _HTML_ROW.search(line):
+                starts.append((pos, ""))  # an HTML table line ends the entry above it
             pos += len(line) + 1
         for i, (s, lab) in enumerate(starts):
             if lab not in by_label:
@@ -159,17 +184,68 @@ def _answer_spans(text: str, parents: list[Parent], whole: bool) -> list[tuple[i
     return out
 
 
+_HTML_ROW = re.compile(r"<tr\b.*?</tr>", re.IGNORECASE | re.DOTALL)
+_HTML_CELL = re.compile(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", re.IGNORECASE | re.DOTALL)
+_TAGS = re.compile(r"<[^>]+>")
+
+
+def _html_answer_rows(text: str, parents: list[Parent], whole: bool) -> list[tuple[int, int, Parent]]:
+    """HTML table rows (MinerU writes tables as HTML) in answer sections whose first cell is a
+    parent's label and whose row holds one of its gold answers: (start, end, parent)."""
+    regions = _answer_regions(text, whole)
+    if not regions:
+        return []
+    by_label: dict[str, list[tuple[Parent, list[str]]]] = defaultdict(list)
+    for p in parents:
+        golds = [g for g in (normalise(b) for sub in p.slots() for b in sub.boxes) if g]
+        if golds:
+            by_label[_label_core(p.source_problem_id)].append((p, golds))
+    out: list[tuple[int, int, Parent]] = []
+    for a, b in regions:
+        for row in _HTML_ROW.finditer(text, a, b):
+            cells = _HTML_CELL.findall(row.group(0))
+            if not cells:
+                continue
+            m = _ENTRY.match(_TAGS.sub(" ", cells[0]).strip())
+            if not m:
+                continue
+            norm = normalise(_TAGS.sub(" ", row.group(0)))
+            for p, golds in by_label.get(_label_core(m.group(1)), []):
+                if any(g in norm for g in golds):
+                    out.append((row.start(), row.end(), p))
+    return out
+
+
 def _no_content(line: str) -> bool:
     """A non-blank line without letters or digits (``$$``, ``\\[``, ``}``), part of the block beside it."""
     return bool(line.strip()) and not any(ch.isalnum() for ch in line)
 
 
+_SENTENCE_END = re.compile(r"[.?!:;][\"')\]]*\s")
+_EDGE = 80
+
+
 def _to_lines(text: str, a: int, b: int) -> tuple[int, int]:
-    """``[a, b)`` extended to whole lines (without the final newline), plus adjacent lines that hold
-    only math delimiters or punctuation."""
-    a = text.rfind("\n", 0, a) + 1
+    """``[a, b)`` extended to whole lines (without the final newline) when the rest of the line on
+    either side is short (at most 80 characters: a label, "(a)", a closing phrase), else only to the
+    sentence boundary on that side, so a copy inside a long paragraph does not take the paragraph
+    with it; plus adjacent lines that hold only math delimiters or punctuation."""
+    line_start = text.rfind("\n", 0, a) + 1
+    if a - line_start <= _EDGE:
+        a = line_start
+    else:
+        cut = None
+        for m in _SENTENCE_END.finditer(text, line_start, a):
+            cut = m.end()
+        a = cut if cut is not None else a
     nl = text.find("\n", max(a, b - 1))
-    b = len(text) if nl < 0 else nl
+    line_end = len(text) if nl < 0 else nl
+    if line_end - b <= _EDGE:
+        b = line_end
+    else:
+        m = _SENTENCE_END.search(text, b, line_end)
+        b = m.end() - 1 if m else b
+        return a, b
     while a > 0:
         prev = text.rfind("\n", 0, a - 1) + 1
         if not _no_content(text[prev : a - 1]):
@@ -194,6 +270,22 @@ def redact_text(
         "coverage"}``, lines 1-based in ``text``).
     """
     params = params or RedactParams()
+    found: list[dict[str, Any]] = []
+    rows = _html_answer_rows(text, parents, answer_folder)
+    if rows:  # HTML table rows are replaced in place (the table stays valid); line numbers refer to the input
+        html_out: list[str] = []
+        pos = 0
+        for a, b, p in sorted(rows, key=lambda r: r[0]):
+            if a < pos:
+                continue
+            html_out.append(text[pos:a])
+            html_out.append(f"<tr><td>{marker(p)}</td></tr>")
+            found.append({"parent": p.uid, "source_problem_id": p.source_problem_id, "kind": "answer key",
+                          "start_line": text.count("\n", 0, a) + 1, "end_line": text.count("\n", 0, b) + 1,
+                          "chars": b - a, "coverage": 1.0})
+            pos = b
+        html_out.append(text[pos:])
+        text = "".join(html_out)
     queries: list[tuple[Parent, str, str]] = []
     for p in parents:
         for kind, t in parent_texts(p):
@@ -210,7 +302,7 @@ def redact_text(
         a, b = _to_lines(text, a, b)
         spans.append((a, b, p, kind, 1.0))
     if not spans:
-        return text, []
+        return text, found
     spans.sort(key=lambda s: (s[0], s[1]))
     merged: list[list[Any]] = []
     for a, b, p, kind, cov in spans:
@@ -222,7 +314,6 @@ def redact_text(
         else:
             merged.append([a, b, [(p, kind, cov, a, b)]])
     out: list[str] = []
-    found: list[dict[str, Any]] = []
     pos = 0
     for a, b, members in merged:
         out.append(text[pos:a])
@@ -242,7 +333,12 @@ def redact_text(
                     "coverage": cov,
                 }
             )
-        out.append("\n".join(seen))
+        block = "\n".join(seen)
+        if a > 0 and text[a - 1] != "\n":
+            block = "\n" + block  # a copy inside a paragraph: the marker still gets a line of its own
+        if b < len(text) and text[b] != "\n":
+            block += "\n"
+        out.append(block)
         pos = b
     out.append(text[pos:])
     return "".join(out), found
@@ -280,7 +376,7 @@ def redact_books(
                 continue
             text = read_text(ch.file(CLEAN))
             new, found = redact_text(text, by_source.get(source, []), answer_folder=ch.answer_folder, params=params)
-            atomic_write_text(ch.file(REDACTED), new)
+            write_text(ch.file(REDACTED), new)
             files[ch.label] = len(found)
             for f in found:
                 per_parent[f["parent"]]["blocks"].append({"file": ch.label, **{k: v for k, v in f.items() if k != "parent"}})
@@ -312,13 +408,22 @@ def audit_books(
     *,
     anchor_size: int = 40,
     stride: int = 20,
+    min_anchors: int = 2,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Residue audit of the redacted corpus (see the module docstring).
 
+    Args:
+        min_anchors: distinct anchors of one parent a file must hold to count as residue (default
+            2, i.e. at least about 60 characters of its text; one 40-character anchor alone is often
+            a generic phrase such as "the coefficient of friction between the block and").
+
+    Also reports answer-key entries of a parent still present in its own book's answer sections
+    (kind ``answer key``).
+
     Returns:
         ``{"ok": bool, "files": n, "not_redacted": [labels without clean.redacted.md],
-        "residue": [{"parent", "source", "source_problem_id", "file", "anchors", "example", "line"}],
+        "residue": [{"parent", "source", "source_problem_id", "file", "kind", "anchors", "example", "line"}],
         "missing_markers": [{"parent", "source", "source_problem_id"}], "parents": n, "anchors": n}``.
 
     Raises:
@@ -331,8 +436,11 @@ def audit_books(
         for _, t in parent_texts(p):
             for a in _anchors(t, anchor_size, stride):
                 anchor_map[a].add(p.uid)
-    markers: set[tuple[str, str]] = set()
+    markers: set[tuple[str, str, str]] = set()
     residue: dict[tuple[str, str], dict[str, Any]] = {}
+    by_source: dict[str, list[Parent]] = defaultdict(list)
+    for p in parents:
+        by_source[p.source].append(p)
     not_redacted: list[str] = []
     n_files = 0
     for chapters in books.values():
@@ -343,8 +451,16 @@ def audit_books(
                 continue
             n_files += 1
             text = read_text(ch.file(REDACTED))
-            for m in _MARKER_RE.finditer(text):
-                markers.add((m.group(2), m.group(1)))
+            markers |= _marker_keys(text)
+            own = by_source.get(ch.source, [])
+            keys = [(a, b, p) for a, b, p, _ in _answer_spans(text, own, ch.answer_folder)]
+            keys += _html_answer_rows(text, own, ch.answer_folder)
+            for a, b, p in keys:
+                residue.setdefault((p.uid, ch.label + "#answer"), {
+                    "parent": p.uid, "source": p.source, "source_problem_id": p.source_problem_id,
+                    "file": ch.label, "kind": "answer key", "anchors": 0,
+                    "line": text.count("\n", 0, a) + 1, "example": text[a:b][:200],
+                })
             norm = NormText.of(text)
             s = norm.text
             for i in range(0, max(0, len(s) - anchor_size + 1)):
@@ -362,25 +478,34 @@ def audit_books(
                             "source": p.source,
                             "source_problem_id": p.source_problem_id,
                             "file": ch.label,
+                            "kind": "text",
                             "anchors": 1,
                             "line": text.count("\n", 0, a) + 1,
                             "example": text[a:b][:200],
+                            "_seen": {s[i : i + anchor_size]},
                         }
                     else:
-                        hit["anchors"] += 1
+                        hit["_seen"].add(s[i : i + anchor_size])
+                        hit["anchors"] = len(hit["_seen"])
             if progress:
                 progress(ch.label)
     missing = [
-        {"parent": p.uid, "source": p.source, "source_problem_id": p.source_problem_id}
+        {"parent": p.uid, "source": p.source, "source_problem_id": p.source_problem_id, "year": p.year}
         for p in parents
-        if (p.source, p.source_problem_id) not in markers
+        if (p.source, p.source_problem_id, str(p.year or "")) not in markers
     ]
-    res = sorted(residue.values(), key=lambda r: (r["source"], r["source_problem_id"], r["file"]))
+    res = []
+    for r in residue.values():
+        r.pop("_seen", None)
+        if r["kind"] == "answer key" or r["anchors"] >= min_anchors:
+            res.append(r)
+    res.sort(key=lambda r: (r["source"], r["source_problem_id"], r["file"], r["kind"]))
     return {
         "ok": not res and not missing and not not_redacted,
         "files": n_files,
         "parents": len(parents),
         "anchors": len(anchor_map),
+        "min_anchors": min_anchors,
         "not_redacted": not_redacted,
         "residue": res,
         "missing_markers": missing,

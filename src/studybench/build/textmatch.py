@@ -1,10 +1,14 @@
 """OCR-robust verbatim matching between test items and book text (paper 2.3, appendix H).
 
-Both sides are reduced to a *normalised character stream*: LaTeX control words (``\\frac``,
-``\\mathrm``) are dropped, letters are case-folded (NFKC), and only letters and digits are kept, so
-line breaks, doubled spaces, broken super/subscripts (``10^{23}``, ``1 0 ^ {2 3}``, ``10 23``),
-braces, hyphenation and markup do not matter. :class:`NormText` keeps, for every kept character,
-its offset in the original text, so a match maps back to an exact span of the file.
+Both sides are reduced to a *normalised character stream*: formatting LaTeX control words
+(``\\frac``, ``\\mathrm``) are dropped, Greek-letter commands become the letter (``\\theta`` -> θ, as
+OCR often writes it) and function commands their name (``\\tan`` -> tan); letters are case-folded
+(NFKC), and only letters and digits are kept, so line breaks, doubled spaces, broken
+super/subscripts (``10^{23}``, ``1 0 ^ {2 3}``, ``10 23``), braces, hyphenation and markup do not
+matter. Finally, characters OCR confuses are folded to one representative (:data:`OCR_FOLD`:
+``rn`` -> m, ``vv`` -> w, ``cl`` -> d, ``l``/``i``/``1`` -> l, ``0`` -> o, ``h`` -> b, ``5`` -> s), on
+both sides alike, so "tbe 1ight rnass" matches "the light mass". :class:`NormText` keeps, for every
+kept character, its offset in the original text, so a match maps back to an exact span of the file.
 
 Matching (:func:`find_copies`): every *seed* (a ``k``-character window, default 24) of a query is
 indexed; the book's stream is scanned for seed hits; hits of one query that lie within ``gap``
@@ -21,6 +25,32 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 __all__ = ["Copy", "NormText", "find_copies", "normalise"]
+
+
+_GREEK = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "zeta": "ζ",
+    "eta": "η", "theta": "θ", "vartheta": "θ", "iota": "ι", "kappa": "κ", "lambda": "λ", "mu": "μ", "nu": "ν",
+    "xi": "ξ", "pi": "π", "varpi": "π", "rho": "ρ", "varrho": "ρ", "sigma": "σ", "varsigma": "σ", "tau": "τ",
+    "upsilon": "υ", "phi": "φ", "varphi": "φ", "chi": "χ", "psi": "ψ", "omega": "ω",
+    "Gamma": "γ", "Delta": "δ", "Theta": "θ", "Lambda": "λ", "Xi": "ξ", "Pi": "π", "Sigma": "σ", "Upsilon": "υ",
+    "Phi": "φ", "Psi": "ψ", "Omega": "ω", "hbar": "ħ", "ell": "l", "infty": "∞", "partial": "∂", "nabla": "∇",
+}
+_NAMED = frozenset(
+    "sin cos tan cot sec csc sinh cosh tanh coth arcsin arccos arctan ln log exp lim max min det sup inf".split()
+)
+OCR_FOLD = {"rn": "m", "vv": "w", "cl": "d", "i": "l", "1": "l", "|": "l", "0": "o", "h": "b", "5": "s"}
+"""OCR confusions folded to one representative in the matching stream (two-letter keys first)."""
+_FOLD1 = {k: v for k, v in OCR_FOLD.items() if len(k) == 1}
+_FOLD2 = {k: v for k, v in OCR_FOLD.items() if len(k) == 2}
+
+
+def _command_text(name: str) -> str:
+    """What a LaTeX control word contributes to the stream: a Greek letter, a function name, or nothing."""
+    if name in _GREEK:
+        return _GREEK[name]
+    if name in _NAMED:
+        return name
+    return ""
 
 
 @dataclass
@@ -48,6 +78,9 @@ class NormText:
                 j = i + 1
                 while j < n and original[j].isascii() and original[j].isalpha():
                     j += 1
+                for c in _command_text(original[i + 1 : j]):
+                    chars.append(c)
+                    offs.append(i)
                 i = j
                 continue
             if ch.isalnum():
@@ -57,11 +90,30 @@ class NormText:
                         chars.append(c)
                         offs.append(i)
             i += 1
-        return cls("".join(chars), offs)
+        return cls(*_fold("".join(chars), offs))
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """Original ``[a, b)`` covering normalised ``[start, end)`` (``end > start``)."""
         return self.offsets[start], self.offsets[end - 1] + 1
+
+
+def _fold(text: str, offs: list[int]) -> tuple[str, list[int]]:
+    """Apply :data:`OCR_FOLD` (two-character confusions first), keeping offsets aligned."""
+    out: list[str] = []
+    out_offs: list[int] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        pair = text[i : i + 2]
+        if pair in _FOLD2:
+            out.append(_FOLD2[pair])
+            out_offs.append(offs[i])
+            i += 2
+            continue
+        out.append(_FOLD1.get(text[i], text[i]))
+        out_offs.append(offs[i])
+        i += 1
+    return "".join(out), out_offs
 
 
 def normalise(text: str) -> str:
