@@ -410,11 +410,12 @@ def test_containment_catches_copies_inside_long_records_and_single_sub_problems(
     assert not [p for p in base.pairs if p.flagged]  # Jaccard alone misses both
     result = run_audit(train, evals, AuditConfig(embeddings=False))
     found = {(train[p.train].id, evals[p.eval].id): p for p in result.pairs if p.flagged}
-    assert set(found) == {("buried", "S//P2"), ("sub-b-only", "S//P1")}
+    # "half" is the first half of a test problem, verbatim: one part of a test text is a leak too
+    assert set(found) == {("buried", "S//P2"), ("sub-b-only", "S//P1"), ("half", "S//P2")}
     assert found[("buried", "S//P2")].stages == ["containment"] and found[("buried", "S//P2")].containment == 1.0
     assert found[("sub-b-only", "S//P1")].containment == 1.0
     rep = write_outputs(result, tmp_path / "out")
-    assert rep["stages"]["containment"]["candidates"] == 2 and rep["stages"]["containment"]["new_vs_jaccard_and_embedding"] == 2
+    assert rep["stages"]["containment"]["candidates"] == 3
 
 
 # -- real data ----------------------------------------------------------------------------------------------

@@ -36,10 +36,10 @@ evaluation problem. The reply must end with ``DUPLICATE: YES`` or ``DUPLICATE: N
 reply is re-asked up to 2 times, then the verdict is ``None`` (status ``unjudgeable``).
 
 **Stage 1b, containment** (:func:`stage_containment`, ours): an evaluation text, or one sub-problem
-of a test-set parent, whose shingles lie at least 80% inside a training record (``|A & U| / |U|``,
-exact, through an inverted index). It catches a verbatim copy buried in a long training record or a
-single sub-problem copied on its own, which Jaccard (diluted by length) and embeddings (truncated)
-miss. ``--containment-threshold 0`` turns it off.
+of a test-set parent, and a training record of which one lies at least 80% inside the other
+(``|A & U| / min(|A|, |U|)``, exact, through an inverted index). It catches a verbatim copy buried in
+a long training record, a single sub-problem copied on its own, or a record that is one part of a
+test text, which Jaccard (diluted by length) and embeddings (truncated) miss. ``--containment-threshold 0`` turns it off.
 
 **Flagging rule**: without a judge, a candidate is flagged when stage 1, 1b or 2 proposed it.
 With a judge, it is flagged when the judge says YES, and also when no verdict could be obtained
@@ -197,15 +197,17 @@ def stage_containment(
     by length and embeddings truncate long texts, so neither sees a verbatim copy buried in a long
     record, or one sub-problem copied on its own).
 
-    Containment of unit ``U`` in training record ``A`` is ``|A & U| / |U|`` on shingle ids, computed
-    exactly through an inverted index of the units' shingles.
+    Containment of unit ``U`` and training record ``A`` is ``|A & U| / min(|A|, |U|)`` on shingle ids
+    (either text inside the other: a test text buried in a long record, or a record that is one part
+    of a test text), computed exactly through an inverted index of the units' shingles.
 
     Args:
         train_sets: shingle sets of the training records.
         units: ``(evaluation index, shingle set)`` of every unit (the evaluation texts, plus each
             sub-problem of a test-set parent, see :func:`eval_units`).
         threshold: flag when containment ``>= threshold``.
-        min_shingles: units with fewer shingles are skipped (a few words are not evidence).
+        min_shingles: units and training records with fewer shingles are skipped (a few words are
+            not evidence).
 
     Returns:
         ``{(train index, evaluation index): containment}`` (the best unit per pair) for pairs at or
@@ -219,13 +221,15 @@ def stage_containment(
             index.setdefault(h, []).append(u)
     out: dict[tuple[int, int], float] = {}
     for i, a in enumerate(train_sets):
+        if len(a) < min_shingles:
+            continue
         counts: dict[int, int] = {}
         for h in a:
             for u in index.get(h, ()):
                 counts[u] = counts.get(u, 0) + 1
         for u, c in counts.items():
             j, shingle_ids = units[u]
-            value = c / len(shingle_ids)
+            value = c / min(len(a), len(shingle_ids))
             if value >= threshold and value > out.get((i, j), 0.0):
                 out[(i, j)] = value
     return out

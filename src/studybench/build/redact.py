@@ -6,19 +6,24 @@ in every ``clean.md`` of the parent's source (book chapters and solution-manual 
 :func:`studybench.build.textmatch.find_copies`, which survives OCR noise and finds every copy, not
 only the longest. Its answer-key entries are found in answer sections (a heading naming answers,
 solutions or hints, or a whole answer/solution folder): an entry is a line starting with the
-parent's problem label (``E1.4`` / ``1.4``, letters ignored) up to the next labelled line, and it is
-redacted when it also holds one of the parent's gold answers (normalised). Each found block,
-extended to whole lines, is replaced by one line per parent::
+parent's problem label (``E1.4`` / ``1.4``, letters ignored) up to the next labelled line, a Markdown
+table row or an HTML table row (MinerU's tables) whose first cell is the label, and it is redacted
+when it also holds one of the parent's gold answers (normalised). Each found block, extended to whole
+lines (or to sentence boundaries inside a long paragraph), is replaced by one line per parent::
 
     <!-- [TEST-SET REDACTION] source_problem_id=<id> source=<src> -->
+
+with `` year=<year>`` before ``-->`` for parents that have a year, and field values percent-encoded
+where they hold whitespace or characters that could close the comment.
 
 The result is written to ``clean.redacted.md`` (every chapter gets one; the eval files are only
 read).
 
 **Audit** (:func:`audit_books`): walks every ``clean.redacted.md``; for each parent takes
 40-character normalised anchors (stride 20) from its problem and solution texts and reports every
-redacted file holding one (verbatim residue); and checks that each parent has at least one marker
-in its book. :func:`audit_books` returns the findings; the CLI exits non-zero when anything remains.
+redacted file holding at least ``min_anchors`` (default 2) of them (verbatim residue); reports
+answer-key entries still present in the parent's own book; and checks that each parent (with its
+year) has at least one marker in its book. :func:`audit_books` returns the findings; the CLI exits non-zero when anything remains.
 """
 
 from __future__ import annotations
