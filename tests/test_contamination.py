@@ -444,3 +444,8 @@ def test_custom_fields_do_not_apply_to_test_sets_and_a_missing_id_field_is_an_er
     assert read_records(train_p, text_field="q.text", id_field="qid")[0].id == "a"
     with pytest.raises(RecordError, match="'nope' \\(--id-field\\)"):
         read_records(train_p, text_field="q.text", id_field="nope")
+
+
+def test_report_parameters_never_hold_url_credentials() -> None:
+    cfg = AuditConfig(judge_model="m", judge_base_url="http://user:sk-secret123@127.0.0.1:9/v1")
+    assert "sk-secret123" not in json.dumps(cfg.to_dict())

@@ -754,7 +754,11 @@ class AuditConfig:
             raise ValueError("--containment-threshold must be in (0, 1]")
 
     def to_dict(self) -> dict[str, Any]:
+        from studybench.models.openai_backend import _redact_url
+
         d = asdict(self)
+        if d.get("judge_base_url"):
+            d["judge_base_url"] = _redact_url(d["judge_base_url"])  # never store user:password@
         d["lsh_threshold_used"] = (
             default_lsh_threshold(self.jaccard_threshold) if self.lsh_threshold is None else self.lsh_threshold
         )
