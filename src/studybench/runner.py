@@ -25,7 +25,7 @@ import asyncio
 import hashlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ from studybench.datasets import Dataset, Slot
 from studybench.models.base import ChatBackend, ChatRequest
 from studybench.protocol import Artefacts, build_messages, messages_digest
 from studybench.schema import Parent
-from studybench.store import RunStore, TurnKey, text_digest
+from studybench.store import RunStore, TurnKey, current_rule_verdict, text_digest
 
 __all__ = [
     "EvalConfig",
@@ -131,6 +131,16 @@ def clean_text(text: str | None) -> str | None:
 
 def turn_key(split: str, slot: Slot, seed: int, attempt: int) -> TurnKey:
     return TurnKey(split, slot.parent.uid, slot.sub_id, seed, attempt)
+
+
+def _turns(parents: list[Parent], cfg: EvalConfig) -> Iterator[tuple[TurnKey, Slot]]:
+    """Every (turn key, slot) of the selection: parents x sub-problems x seeds x attempts."""
+    for parent in parents:
+        for i, sub in enumerate(parent.slots()):
+            slot = Slot(parent, i, sub)
+            for seed in cfg.seeds:
+                for a in range(cfg.k):
+                    yield turn_key(cfg.split, slot, seed, a), slot
 
 
 ProgressFn = Callable[[int], None]
@@ -252,34 +262,29 @@ def judge_run(
     stats = JudgeStats()
     t0 = time.perf_counter()
     todo: list[tuple[TurnKey, dict[str, Any], Slot]] = []
-    for parent in parents:
-        for i, sub in enumerate(parent.slots()):
-            slot = Slot(parent, i, sub)
-            for seed in cfg.seeds:
-                for a in range(cfg.k):
-                    key = turn_key(cfg.split, slot, seed, a)
-                    g = gens.get(key)
-                    if g is None:
-                        continue
-                    if not isinstance(g.get("completion"), str):
-                        continue  # unusable row: the next generation pass replaces it
-                    stats.total += 1
-                    cd = text_digest(g["completion"])
-                    j = judged.get(key)
-                    if (
-                        j is not None
-                        and j.get("completion_digest") == cd
-                        and j.get("generation_error") == g.get("error")
-                        and j.get("verifier") == vcfg
-                        and not str(j.get("reason", "")).startswith(RETRYABLE_VERDICT)
-                    ):
-                        stats.reused += 1
-                        if j.get("correct"):
-                            stats.correct += 1
-                        if progress:
-                            progress(1)
-                        continue
-                    todo.append((key, g, slot))
+    for key, slot in _turns(parents, cfg):
+        g = gens.get(key)
+        if g is None:
+            continue
+        if not isinstance(g.get("completion"), str):
+            continue  # unusable row: the next generation pass replaces it
+        stats.total += 1
+        cd = text_digest(g["completion"])
+        j = judged.get(key)
+        if (
+            j is not None
+            and j.get("completion_digest") == cd
+            and j.get("generation_error") == g.get("error")
+            and j.get("verifier") == vcfg
+            and not str(j.get("reason", "")).startswith(RETRYABLE_VERDICT)
+        ):
+            stats.reused += 1
+            if j.get("correct"):
+                stats.correct += 1
+            if progress:
+                progress(1)
+            continue
+        todo.append((key, g, slot))
     store.judgements.open()
     for start in range(0, len(todo), chunk):
         batch = todo[start : start + chunk]
@@ -393,42 +398,37 @@ async def llm_judge_run(
     stats = LLMJudgeStats()
     t0 = time.perf_counter()
     todo: list[tuple[TurnKey, Slot, str, bool, Any, list[str]]] = []
-    for parent in parents:
-        for i, sub in enumerate(parent.slots()):
-            slot = Slot(parent, i, sub)
-            for seed in cfg.seeds:
-                for a in range(cfg.k):
-                    key = turn_key(cfg.split, slot, seed, a)
-                    g = gens.get(key)
-                    if g is None or g.get("error") or not isinstance(g.get("completion"), str):
-                        continue
-                    cd = text_digest(g["completion"])
-                    j = rules.get(key)
-                    if j is None or j.get("completion_digest") != cd:
-                        stats.no_rule_verdict += 1
-                        continue
-                    rule_ok = j.get("correct") is True
-                    if rule_ok and not audit_rule_accepts:
-                        continue
-                    stats.candidates += 1
-                    extracted = j.get("extracted")
-                    if not isinstance(extracted, list):
-                        extracted = extract_answers(g["completion"], len(sub.boxes))
-                    extracted = [str(x) for x in extracted]
-                    inputs = inputs_for(slot, g["completion"], extracted)
-                    old = llm_rows.get((key, jid))
-                    if (
-                        not refresh
-                        and old is not None
-                        and old.get("completion_digest") == cd
-                        and old.get("inputs_digest") == inputs.digest
-                        and old.get("verdict") in FINAL_VERDICTS
-                    ):
-                        stats.reused += 1
-                        if progress:
-                            progress(1)
-                        continue
-                    todo.append((key, slot, cd, rule_ok, inputs, extracted))
+    for key, slot in _turns(parents, cfg):
+        g = gens.get(key)
+        if g is None or g.get("error") or not isinstance(g.get("completion"), str):
+            continue
+        current = current_rule_verdict(gens, rules, key)
+        if current is None:
+            stats.no_rule_verdict += 1
+            continue
+        j, cd = current
+        rule_ok = j.get("correct") is True
+        if rule_ok and not audit_rule_accepts:
+            continue
+        stats.candidates += 1
+        extracted = j.get("extracted")
+        if not isinstance(extracted, list):
+            extracted = extract_answers(g["completion"], len(slot.sub.boxes))
+        extracted = [str(x) for x in extracted]
+        inputs = inputs_for(slot, g["completion"], extracted)
+        old = llm_rows.get((key, jid))
+        if (
+            not refresh
+            and old is not None
+            and old.get("completion_digest") == cd
+            and old.get("inputs_digest") == inputs.digest
+            and old.get("verdict") in FINAL_VERDICTS
+        ):
+            stats.reused += 1
+            if progress:
+                progress(1)
+            continue
+        todo.append((key, slot, cd, rule_ok, inputs, extracted))
     store.llm_judgements.open()
 
     async def one(key: TurnKey, slot: Slot, cd: str, rule_ok: bool, inputs: Any, extracted: list[str]) -> None:

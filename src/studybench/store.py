@@ -31,6 +31,7 @@ __all__ = [
     "RunStore",
     "TurnKey",
     "atomic_write_text",
+    "current_rule_verdict",
     "text_digest",
 ]
 
@@ -97,6 +98,21 @@ def atomic_write_text(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def current_rule_verdict(
+    gens: dict[TurnKey, dict[str, Any]], rules: dict[TurnKey, dict[str, Any]], key: TurnKey
+) -> tuple[dict[str, Any], str] | None:
+    """``(rule judgement row, completion digest)`` when turn ``key`` has a usable generation (no error,
+    a string completion) and a rule judgement of that very completion; else ``None``."""
+    g = gens.get(key)
+    if g is None or g.get("error") or not isinstance(g.get("completion"), str):
+        return None
+    cd = text_digest(g["completion"])
+    j = rules.get(key)
+    if j is None or j.get("completion_digest") != cd:
+        return None
+    return j, cd
 
 
 class JsonlLog:

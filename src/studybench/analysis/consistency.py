@@ -25,7 +25,7 @@ from collections import defaultdict
 from typing import Any
 
 from studybench.report import _md, active_judge, load_manifest_view
-from studybench.store import RunStore, TurnKey, atomic_write_text, dumps_json, text_digest
+from studybench.store import RunStore, TurnKey, atomic_write_text, current_rule_verdict, dumps_json
 
 __all__ = ["build_consistency", "cohens_kappa", "render_consistency_markdown", "write_consistency"]
 
@@ -126,14 +126,10 @@ def build_consistency(store: RunStore) -> dict[str, Any]:
             for s in p.subs:
                 for a in range(man.k):
                     key = TurnKey(split, p.uid, s.id, seed, a)
-                    g = gens.get(key)
-                    if g is None or g.get("error") or not isinstance(g.get("completion"), str):
-                        continue
-                    cd = text_digest(g["completion"])
-                    j = rules.get(key)
-                    if j is None or j.get("completion_digest") != cd:
-                        continue
-                    turns.append((key, s.answer_type, j.get("correct") is True, cd))
+                    current = current_rule_verdict(gens, rules, key)
+                    if current is not None:
+                        j, cd = current
+                        turns.append((key, s.answer_type, j.get("correct") is True, cd))
     ids = sorted({jid for (key, jid) in llm if key.split == split})
     desc: dict[str, dict[str, Any]] = {}
     for (_, jid), row in llm.items():
