@@ -7,7 +7,7 @@ once. No known miss is a false accept (every listed pair is labelled correct), s
 verifier's precision on the dev pairs is 100%.
 
 The file's location: ``$STUDYBENCH_VERIFIER_PAIRS``, else ``<repo>/../shared/data/verifier/
-dev_pairs.jsonl``; the tests are skipped when it is absent (and fail under
+dev_pairs.jsonl``, else ``verifier/dev_pairs.jsonl`` beside ``$STUDYBENCH_DATA``; the tests are skipped when it is absent (and fail under
 ``STUDYBENCH_REQUIRE_DATA=1``).
 """
 
@@ -28,8 +28,13 @@ from studybench.verify.judges import normalise_types
 
 def _pairs_path() -> Path | None:
     env = os.environ.get("STUDYBENCH_VERIFIER_PAIRS")
-    p = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data" / "verifier" / "dev_pairs.jsonl"
-    return p if p.is_file() else None
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    candidates = [Path(__file__).resolve().parents[2] / "shared" / "data" / "verifier" / "dev_pairs.jsonl"]
+    data = os.environ.get("STUDYBENCH_DATA")
+    if data:  # .../data/studybench (or .../data) -> .../data/verifier
+        candidates += [Path(data).parent / "verifier" / "dev_pairs.jsonl", Path(data) / "verifier" / "dev_pairs.jsonl"]
+    return next((c for c in candidates if c.is_file()), None)
 
 
 def _load() -> list[dict]:
