@@ -34,7 +34,7 @@ from studybench.audit.contamination import (
     stage_containment,
 )
 from studybench.audit.records import read_files
-from studybench.store import atomic_write_text, dumps_json
+from studybench.files import atomic_write_text, dumps_json
 
 N_TRAIN = 6432
 N_EVAL = 500

@@ -27,10 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from studybench.datasets import Slot, load_dataset, resolve_split
+from studybench.datasets import load_dataset, resolve_split
 from studybench.models.base import PRESETS
 from studybench.models.openai_backend import OpenAIBackend
 from studybench.protocol import Artefacts, build_messages
+from studybench.records import SubProblemRef
 from studybench.report import parents_index, write_report
 from studybench.runner import EvalConfig, generate, judge_run, verifier_config
 from studybench.store import RunStore
@@ -51,8 +52,8 @@ async def _peer(parents: list, base_url: str, k: int, concurrency: int) -> tuple
     async def chain(parent, attempt: int) -> None:
         nonlocal n
         prev: list[str | None] = []
-        for i, sub in enumerate(parent.slots()):
-            msgs = build_messages(Slot(parent, i, sub), prev)
+        for i, sub in enumerate(parent.subs()):
+            msgs = build_messages(SubProblemRef(parent, i, sub), prev)
             async with sem:
                 r = await client.chat.completions.create(model="stub", messages=msgs, temperature=1.0, top_p=0.95, seed=attempt)
             prev.append(r.choices[0].message.content or "")
@@ -75,8 +76,8 @@ def main() -> int:
 
     ds = load_dataset(resolve_split(args.split, args.data_dir), name=args.split)
     parents = ds.parents
-    n_turns = ds.n_slots * args.k
-    print(f"{ds.name}: {len(parents)} parents, {ds.n_slots} sub-problems, k={args.k} -> {n_turns} turns; "
+    n_turns = ds.n_sub_problems * args.k
+    print(f"{ds.name}: {len(parents)} parents, {ds.n_sub_problems} sub-problems, k={args.k} -> {n_turns} turns; "
           f"concurrency {args.concurrency}; cores {os.cpu_count()}")
 
     with start_stub_server(Script(default=REPLY), subprocess=True) as srv, tempfile.TemporaryDirectory() as tmp:

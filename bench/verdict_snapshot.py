@@ -31,9 +31,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from studybench.answers import extract_answers
 from studybench.datasets import load_dataset
-from studybench.schema import AnswerType, gold_boxes, parse_type_sequence
-from studybench.verify import Verifier, extract_answers
+from studybench.records import AnswerType, gold_boxes, parse_type_sequence
+from studybench.verify import Verifier
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DEV = REPO.parent / "shared" / "data" / "verifier" / "dev_pairs.jsonl"
@@ -58,7 +59,7 @@ def inputs(dev_path: Path, data_dir: Path) -> list[dict[str, Any]]:
                               "type_sequence": str(r.get("type_sequence") or ""), "gold_unit": r.get("gold_unit")})
     for split in ("application", "transfer"):
         ds = load_dataset(data_dir / f"{split}.json", name=split)
-        for sl in ds.slots():
+        for sl in ds.sub_problem_refs():
             sub = sl.sub
             at, ts = sub.answer_type.value, sub.type_sequence_str
             boxes = list(sub.boxes)

@@ -66,9 +66,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from studybench.answers import extract_answers
 from studybench.datasets import load_dataset
-from studybench.schema import AnswerType, gold_boxes, parse_type_sequence
-from studybench.verify import Verifier, extract_answers
+from studybench.records import AnswerType, gold_boxes, parse_type_sequence
+from studybench.verify import Verifier
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DEV = REPO.parent / "shared" / "data" / "verifier" / "dev_pairs.jsonl"
@@ -146,7 +147,7 @@ def load_self(data_dir: Path, limit: int | None) -> tuple[list[Pair], dict[str, 
     for split in SPLITS:
         ds = load_dataset(data_dir / f"{split}.json", name=split)
         n0 = len(out)
-        for sl in ds.slots():
+        for sl in ds.sub_problem_refs():
             sub = sl.sub
             boxes = list(sub.boxes)
             resp = "Final Answer: " + ", ".join(f"\\boxed{{{b}}}" for b in boxes)
@@ -164,7 +165,7 @@ def load_solution(data_dir: Path, limit: int | None) -> list[Pair]:
     out: list[Pair] = []
     for split in SPLITS:
         ds = load_dataset(data_dir / f"{split}.json", name=split)
-        for sl in ds.slots():
+        for sl in ds.sub_problem_refs():
             sub = sl.sub
             if "\\boxed" not in (sub.solution or "") and "\\fbox" not in (sub.solution or ""):
                 continue

@@ -17,9 +17,9 @@ from studybench.checks import (
     count_by_kind,
     label_map,
     label_variants,
-    normalise_label,
 )
 from studybench.datasets import Dataset, load_dataset
+from studybench.records import normalise_label
 
 _real_gold_parser = checks._gold_parser  # captured before the autouse fixture replaces it
 

@@ -119,7 +119,7 @@ def build_books(root: Path, parents: list[Any]) -> None:
             for s in p.sub_problems:
                 if s.solution:
                     sol += [f"({s.problem_id}) " + noisy(s.solution, i + 30), ""]
-            golds = [b for s in p.slots() for b in s.boxes]
+            golds = [b for s in p.subs() for b in s.boxes]
             ans += [f"{p.source_problem_id} " + "; ".join(f"${g}$" for g in golds), ""]
         first = ps[0]
         ch += ["## Worked example", "", "As a worked example we repeat an exercise from the list:", "",
@@ -285,8 +285,8 @@ def test_find_copies_finds_every_copy_and_ignores_fragments() -> None:
 
 def test_answer_key_needs_label_and_answer(tmp_path: Path, data_dir: Path) -> None:
     ds = load_dataset(data_dir / "application.json", name="application")
-    p = next(x for x in ds.parents if not x.sub_problems and x.slots()[0].boxes)
-    gold = p.slots()[0].boxes[0]
+    p = next(x for x in ds.parents if not x.sub_problems and x.subs()[0].boxes)
+    gold = p.subs()[0].boxes[0]
     text = (
         "Text before.\n\n## Answers\n\n"
         f"{p.source_problem_id} ${gold}$\n\n"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from studybench.datasets import DatasetError, load_dataset
-from studybench.schema import AnswerType, Parent
+from studybench.records import AnswerType, Parent
 
 Records = list[dict[str, Any]]
 
@@ -47,7 +47,7 @@ def _write(tmp_path: Path, name: str, obj: Any) -> Path:
 
 def test_application_loads(data_dir: Path) -> None:
     ds = load_dataset(data_dir / "application.json")
-    assert (len(ds), ds.n_slots) == (88, 109)
+    assert (len(ds), ds.n_sub_problems) == (88, 109)
     assert ds.wrapped is True
     assert ds.name == "application"
     assert len(ds.sha256) == 64
@@ -55,9 +55,9 @@ def test_application_loads(data_dir: Path) -> None:
 
 def test_transfer_loads(data_dir: Path) -> None:
     ds = load_dataset(data_dir / "transfer.json")
-    assert (len(ds), ds.n_slots) == (90, 280)
+    assert (len(ds), ds.n_sub_problems) == (90, 280)
     assert ds.wrapped is False
-    assert len(list(ds.slots())) == 280
+    assert len(list(ds.sub_problem_refs())) == 280
 
 
 def test_both_shapes_load_the_same(tmp_path: Path, transfer_raw: Records) -> None:
@@ -65,14 +65,14 @@ def test_both_shapes_load_the_same(tmp_path: Path, transfer_raw: Records) -> Non
     wrapped = load_dataset(_write(tmp_path, "wrapped.json", {"data": transfer_raw[:5]}))
     assert not bare.wrapped and wrapped.wrapped
     assert [p.key for p in bare.parents] == [p.key for p in wrapped.parents]
-    assert bare.n_slots == wrapped.n_slots
+    assert bare.n_sub_problems == wrapped.n_sub_problems
 
 
 def test_single_question_parent_is_one_slot(app_raw: Records) -> None:
     rec = next(r for r in app_raw if not r["sub_problems"])
     parent = Parent.model_validate(copy.deepcopy(rec))
     assert parent.is_single
-    slots = parent.slots()
+    slots = parent.subs()
     assert len(slots) == 1
     assert slots[0].problem_id == rec["source_problem_id"]
     assert slots[0].answer == rec["answer"]
@@ -82,15 +82,15 @@ def test_single_question_parent_is_one_slot(app_raw: Records) -> None:
 def test_single_question_slot_id_in_dataset(tmp_path: Path, app_raw: Records) -> None:
     singles = [r for r in app_raw if not r["sub_problems"]][:3]
     ds = load_dataset(_write(tmp_path, "singles.json", {"data": singles}))
-    assert [s.sub_id for s in ds.slots()] == [r["source_problem_id"] for r in singles]
-    assert all(s.index == 0 for s in ds.slots())
+    assert [s.sub_id for s in ds.sub_problem_refs()] == [r["source_problem_id"] for r in singles]
+    assert all(s.index == 0 for s in ds.sub_problem_refs())
 
 
 def test_multi_sub_parent_slots_in_order(tmp_path: Path, transfer_raw: Records) -> None:
     rec = next(r for r in transfer_raw if len(r["sub_problems"]) >= 3)
     ds = load_dataset(_write(tmp_path, "multi.json", [rec]))
-    assert [s.sub_id for s in ds.slots()] == [s["problem_id"] for s in rec["sub_problems"]]
-    assert [s.index for s in ds.slots()] == list(range(len(rec["sub_problems"])))
+    assert [s.sub_id for s in ds.sub_problem_refs()] == [s["problem_id"] for s in rec["sub_problems"]]
+    assert [s.index for s in ds.sub_problem_refs()] == list(range(len(rec["sub_problems"])))
 
 
 def test_packed_tup_gold_is_split(data_dir: Path) -> None:

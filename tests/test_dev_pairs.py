@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from studybench.schema import gold_boxes
-from studybench.verify import Verifier, extract_answers
+from studybench.answers import extract_answers
+from studybench.records import gold_boxes
+from studybench.verify import Verifier
 from studybench.verify.judges import normalise_types
 
 

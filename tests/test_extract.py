@@ -6,8 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studybench.verify import extract_answers, find_boxes, strip_reasoning
-from studybench.verify.extract import brace_balance_error, split_top_level
+from studybench.answers import (
+    brace_balance_error,
+    extract_answers,
+    find_boxes,
+    split_top_level,
+    strip_reasoning,
+)
 
 # (response, m, expected answers, why)
 EXTRACT_CASES = [

@@ -123,7 +123,7 @@ def test_fetch_test_sets(server: Server, tmp_path: Path, data_dir: Path) -> None
     assert (dest / "application.json").read_bytes() == (data_dir / "application.json").read_bytes()
     assert (dest / "transfer.json").read_bytes() == (data_dir / "transfer.json").read_bytes()
     assert _leftovers(dest) == sorted(paths)  # no temporary files left
-    assert len(load_dataset(paths[0])) == 88 and load_dataset(paths[1]).n_slots == 280
+    assert len(load_dataset(paths[0])) == 88 and load_dataset(paths[1]).n_sub_problems == 280
     assert resolve_split("transfer", dest) == dest / "transfer.json"
     assert sum(line.startswith("fetched") for line in lines) == 2
     assert server.behaviour.hits[server.path(APP)] == 1

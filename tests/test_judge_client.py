@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from studybench.judge import FINAL_VERDICTS, PLACEHOLDERS, JudgeInputs, JudgeTemplate, LLMJudge, VerdictCache
+from studybench.llm_judge import (
+    FINAL_VERDICTS,
+    PLACEHOLDERS,
+    JudgeInputs,
+    JudgeTemplate,
+    LLMJudge,
+    VerdictCache,
+)
 from studybench.testing.stub_judge import answers_of, format_verdict, judge_reply_fn
 from studybench.testing.stub_server import Reply, start_stub_server
 
@@ -106,7 +113,7 @@ def test_lone_surrogates_are_sent_cleaned() -> None:
 
 
 def test_refused_key_or_model_aborts(tmp_path: Path) -> None:
-    from studybench.judge import JudgeConfigError
+    from studybench.llm_judge import JudgeConfigError
 
     with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
         srv.fail(401, times=5)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from studybench.analysis.consistency import cohens_kappa
-from studybench.datasets import Slot, load_dataset
-from studybench.judge import (
+from studybench.datasets import load_dataset
+from studybench.llm_judge import (
     DEFAULT_TEMPLATE,
     PLACEHOLDERS,
     JudgeInputs,
@@ -20,6 +20,7 @@ from studybench.judge import (
     inputs_for,
     parse_verdict,
 )
+from studybench.records import SubProblemRef
 from studybench.testing.stub_judge import read_inputs
 
 # ---------------------------------------------------------------- template
@@ -139,11 +140,11 @@ SET = """[
 ]"""
 
 
-def _slots(tmp_path: Path) -> list[Slot]:
+def _slots(tmp_path: Path) -> list[SubProblemRef]:
     f = tmp_path / "s.json"
     f.write_text(SET, encoding="utf-8")
     ds = load_dataset(f)
-    return list(ds.slots())
+    return list(ds.sub_problem_refs())
 
 
 def test_inputs_carry_stem_type_and_numbered_answers(tmp_path: Path) -> None:

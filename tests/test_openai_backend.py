@@ -27,7 +27,7 @@ QUESTIONS = [
 
 
 def _request(messages: list[dict[str, Any]], seed: int | None = 7, turn: int = 0) -> ChatRequest:
-    return ChatRequest(messages=messages, seed=seed, slot=None, turn_index=turn)  # type: ignore[arg-type]
+    return ChatRequest(messages=messages, seed=seed, ref=None, turn_index=turn)  # type: ignore[arg-type]
 
 
 def _complete(backend: OpenAIBackend, messages: list[dict[str, Any]], seed: int | None = 7) -> ChatResult:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from studybench.datasets import Slot
 from studybench.protocol import (
     DEFAULT_SYSTEM_PROMPT,
     GUIDANCE_HEADING,
@@ -19,7 +18,7 @@ from studybench.protocol import (
     load_artefacts,
     messages_digest,
 )
-from studybench.schema import Parent
+from studybench.records import Parent, SubProblemRef
 
 
 def _parent(**kw: object) -> Parent:
@@ -43,8 +42,8 @@ def _parent(**kw: object) -> Parent:
     return Parent.model_validate(base)
 
 
-def _slot(p: Parent, i: int) -> Slot:
-    return Slot(p, i, p.slots()[i])
+def _slot(p: Parent, i: int) -> SubProblemRef:
+    return SubProblemRef(p, i, p.subs()[i])
 
 
 def test_turn0_has_instruction_stem_and_first_sub_only() -> None:

@@ -39,7 +39,7 @@ class ScriptedBackend:
         self.calls.append(request)
         if len(self.calls) <= self.fail:
             return ChatResult("", error="HTTP 500 after 3 attempts", attempts=3)
-        ans = self.answer or request.slot.sub.boxes[0]
+        ans = self.answer or request.ref.sub.boxes[0]
         return ChatResult(f"<think>hm</think>Final Answer: \\boxed{{{ans}}}", finish_reason="stop", usage={"completion_tokens": 5})
 
     async def aclose(self) -> None:
@@ -79,7 +79,7 @@ def test_generate_all_turns_then_reuse(tmp_path: Path) -> None:
     st = asyncio.run(generate(ds.parents, store, be, Artefacts(), cfg))
     assert st.total == st.generated == 3 * 2 * 2 and st.failed == 0
     # second sub of P1 saw the first reply without its reasoning
-    second = [c for c in be.calls if c.slot.sub_id == "b"]
+    second = [c for c in be.calls if c.ref.sub_id == "b"]
     assert all(c.messages[2] == {"role": "assistant", "content": "Final Answer: \\boxed{1}"} for c in second)
     # seeds differ per (seed, attempt)
     assert len({c.seed for c in be.calls}) == len(be.calls)
@@ -121,7 +121,7 @@ def test_changed_earlier_reply_invalidates_later_turns(tmp_path: Path) -> None:
     store.generations.append(row)
     be = ScriptedBackend()
     st = asyncio.run(generate(ds.parents, store, be, Artefacts(), cfg))
-    assert [c.slot.sub_id for c in be.calls] == ["b"] and st.reused == 2
+    assert [c.ref.sub_id for c in be.calls] == ["b"] and st.reused == 2
     assert be.calls[0].messages[2]["content"] == "Final Answer: \\boxed{42}"
 
 

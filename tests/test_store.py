@@ -6,7 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from studybench.store import JsonlLog, RunStore, TurnKey, atomic_write_text
+from studybench.files import JsonlLog, atomic_write_text
+from studybench.store import RunStore, TurnKey
 
 
 def _row(i: int, **kw: object) -> dict[str, object]:

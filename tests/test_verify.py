@@ -381,7 +381,7 @@ def test_real_data_self_acceptance(data_dir: Path) -> None:
     files = [data_dir / "application.json", data_dir / "transfer.json"]
     items = []
     for f in files:
-        for slot in load_dataset(f).slots():
+        for slot in load_dataset(f).sub_problem_refs():
             sub = slot.sub
             items.append((sub.boxes, list(sub.boxes), sub.answer_type, sub.type_sequence))
     assert len(items) == 389

@@ -18,7 +18,7 @@ Finding kinds (see :data:`KINDS`):
     (``"\\frac"`` written as ``"\\f"`` + ``rac`` = form feed + ``rac``).
 ``packed_box``
     a TUP/ALT gold whose slots sit in one box (``\\boxed{a, b, c}``);
-    :func:`studybench.schema.gold_boxes` splits it at top-level commas.
+    :func:`studybench.records.gold_boxes` splits it at top-level commas.
 ``text_outside_boxes``
     gold text outside the boxes that is not just separators (commas, ``\\quad``, "and", ...), e.g. a
     Python-list-looking gold ``['\\\\boxed{0}', ...]`` or a remark after the last box.
@@ -27,7 +27,7 @@ Finding kinds (see :data:`KINDS`):
     (:func:`studybench.verify.check_gold_parsable`; skipped while that function does not exist).
 ``label_variant``
     a ``problem_type`` (sub-discipline) label spelled differently from the dataset's most frequent
-    spelling of the same label (see :func:`normalise_label`).
+    spelling of the same label (see :func:`studybench.records.normalise_label`).
 ``stem_equals_sub``
     the shared stem repeats a sub-problem's text verbatim (the prompt would show it twice).
 ``ignored_parent_gold``
@@ -46,9 +46,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from studybench.answers import find_boxes, match_brace
 from studybench.datasets import Dataset
-from studybench.schema import COMPOUND_TYPES, AnswerType, Parent, SubProblem, gold_boxes
-from studybench.verify.extract import find_boxes, match_brace
+from studybench.records import COMPOUND_TYPES, AnswerType, Parent, SubProblem, gold_boxes
+from studybench.records import label_map as records_label_map
 
 __all__ = [
     "KINDS",
@@ -57,7 +58,6 @@ __all__ = [
     "count_by_kind",
     "label_map",
     "label_variants",
-    "normalise_label",
 ]
 
 KINDS: dict[str, str] = {
@@ -81,7 +81,7 @@ class Finding:
 
     Attributes:
         kind: one of :data:`KINDS`.
-        parent_uid: :attr:`studybench.schema.Parent.uid` (``source/year/source_problem_id``).
+        parent_uid: :attr:`studybench.records.Parent.uid` (``source/year/source_problem_id``).
         sub_id: the slot id (``problem_id``; ``source_problem_id`` for a single-question parent),
             or ``""`` for parent-level findings.
         field: the field's path inside the record, e.g. ``sub_problems[1].answer``, ``answer``,
@@ -103,35 +103,12 @@ class Finding:
 # --------------------------------------------------------------------------- labels
 
 
-def normalise_label(label: str) -> str:
-    """Comparison key of a label: casefolded, ``&`` read as ``and``, punctuation and whitespace folded.
-
-    ``"Thermodynamics & Statistical Physics"`` and ``"thermodynamics and  statistical-physics"``
-    both give ``"thermodynamics and statistical physics"``. Never raises on a ``str``.
-    """
-    s = unicodedata.normalize("NFKC", label).casefold().replace("&", " and ")
-    s = re.sub(r"[\W_]+", " ", s)
-    return " ".join(s.split())
-
-
 def _as_datasets(ds: Dataset | Iterable[Dataset]) -> list[Dataset]:
     return [ds] if isinstance(ds, Dataset) else list(ds)
 
 
-def _label_groups(ds: Dataset | Iterable[Dataset], field: str) -> dict[str, Counter[str]]:
-    groups: dict[str, Counter[str]] = {}
-    for d in _as_datasets(ds):
-        for p in d.parents:
-            value = getattr(p, field, "")
-            if not isinstance(value, str) or not value.strip():
-                continue
-            groups.setdefault(normalise_label(value), Counter())[value] += 1
-    return groups
-
-
-def _canonical(spellings: Counter[str]) -> str:
-    # most frequent; ties go to the spelling seen first (Counter keeps insertion order)
-    return max(spellings, key=lambda s: spellings[s])
+def _labels(ds: Dataset | Iterable[Dataset], field: str) -> list[str]:
+    return [v for d in _as_datasets(ds) for p in d.parents if isinstance(v := getattr(p, field, ""), str)]
 
 
 def label_variants(ds: Dataset | Iterable[Dataset], field: str = "problem_type") -> dict[str, list[str]]:
@@ -143,29 +120,27 @@ def label_variants(ds: Dataset | Iterable[Dataset], field: str = "problem_type")
 
     Returns:
         ``{canonical: [spelling, ...]}`` for every label with two or more spellings; the canonical
-        display form is the most frequent spelling (ties: the first seen) and comes first in its
-        list, the others follow by decreasing frequency. Labels spelled one way are left out.
+        display form is the one :func:`studybench.records.label_map` chooses (the most frequent
+        spelling; ties: the first seen) and comes first in its list, the others follow by
+        decreasing frequency. Labels spelled one way are left out.
     """
+    labels = _labels(ds, field)
+    mapping = records_label_map(labels)
+    counts = Counter(x for x in labels if x in mapping)
+    groups: dict[str, list[str]] = {}
+    for spelling in counts:
+        groups.setdefault(mapping[spelling], []).append(spelling)
     out: dict[str, list[str]] = {}
-    for spellings in _label_groups(ds, field).values():
+    for canon, spellings in groups.items():
         if len(spellings) > 1:
-            canon = _canonical(spellings)
-            rest = sorted((s for s in spellings if s != canon), key=lambda s: -spellings[s])
+            rest = sorted((x for x in spellings if x != canon), key=lambda x: -counts[x])
             out[canon] = [canon, *rest]
     return out
 
 
 def label_map(ds: Dataset | Iterable[Dataset], field: str = "problem_type") -> dict[str, str]:
-    """Map every spelling of a label to its canonical display form (see :func:`label_variants`).
-
-    Useful to group breakdowns by sub-discipline without splitting one label in two.
-    """
-    out: dict[str, str] = {}
-    for spellings in _label_groups(ds, field).values():
-        canon = _canonical(spellings)
-        for s in spellings:
-            out[s] = canon
-    return out
+    """Map every spelling of a label in ``ds`` to its display form (:func:`studybench.records.label_map`)."""
+    return records_label_map(_labels(ds, field))
 
 
 def count_by_kind(findings: Iterable[Finding]) -> dict[str, int]:
@@ -471,7 +446,7 @@ def check_dataset(ds: Dataset, *, parse_golds: bool = True) -> list[Finding]:
                     f"which scoring ignores{extra}",
                 )
         # slots
-        for j, slot in enumerate(parent.slots()):
+        for j, slot in enumerate(parent.subs()):
             prefix = "" if parent.is_single else f"sub_problems[{j}]."
             sid = slot.problem_id
             _check_gold(out, parent, slot, prefix, parser)

@@ -136,8 +136,8 @@ _NoJudgeCache = Annotated[bool, typer.Option("--no-judge-cache", help="Neither r
 def _make_judge(model: str, base_url: str | None, prompt: Path | None, api_key_env: str, concurrency: int,
                 request_timeout: float, max_retries: int, parse_retries: int, max_tokens: int | None,
                 cache_dir: Path | None, no_cache: bool, read_cache: bool = True) -> Any:
-    """An :class:`studybench.judge.LLMJudge` from CLI options (fails with a usage error)."""
-    from studybench.judge import JudgeTemplate, LLMJudge, TemplateError, VerdictCache
+    """An :class:`studybench.llm_judge.LLMJudge` from CLI options (fails with a usage error)."""
+    from studybench.llm_judge import JudgeTemplate, LLMJudge, TemplateError, VerdictCache
 
     _check_ranges(judge_concurrency=(concurrency, 1, 100_000), judge_request_timeout=(request_timeout, 1e-3, 86_400.0),
                   judge_max_retries=(max_retries, 0, 1000), judge_parse_retries=(parse_retries, 0, 100),
@@ -169,7 +169,7 @@ def _make_judge(model: str, base_url: str | None, prompt: Path | None, api_key_e
 
 def _run_llm_judge(parents: list[Any], store: Any, cfg: Any, judge: Any, audit: bool = False, refresh: bool = False) -> Any:
     """Run :func:`studybench.runner.llm_judge_run` with a progress bar and print its counts."""
-    from studybench.judge import JudgeConfigError
+    from studybench.llm_judge import JudgeConfigError
     from studybench.runner import llm_judge_run
 
     async def go() -> Any:
@@ -322,7 +322,7 @@ def eval_cmd(
     manifest: dict[str, Any] = {
         "studybench_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "split": {"name": ds.name, "path": str(path.resolve()), "sha256": ds.sha256, "parents": len(ds), "sub_problems": ds.n_slots},
+        "split": {"name": ds.name, "path": str(path.resolve()), "sha256": ds.sha256, "parents": len(ds), "sub_problems": ds.n_sub_problems},
         "selection": {"slice": slice_, "limit": limit, "parents": len(parents)},
         "k": k,
         "seeds": seed_vals,
@@ -380,9 +380,9 @@ def eval_cmd(
             f"{_plural(len(unmatched), 'guidance key')} matching no sub-problem of {ds.name}"
         )
 
-    n_turns = sum(len(p.slots()) for p in parents) * k * len(seed_vals)
+    n_turns = sum(len(p.subs()) for p in parents) * k * len(seed_vals)
     console.print(
-        f"[bold]{ds.name}[/bold]: {len(parents)} parents, {sum(len(p.slots()) for p in parents)} sub-problems, "
+        f"[bold]{ds.name}[/bold]: {len(parents)} parents, {sum(len(p.subs()) for p in parents)} sub-problems, "
         f"k={k}, seeds={seed_vals} -> {n_turns} turns; backend {backend_desc.get('backend')} "
         f"({backend_desc.get('model')})",
     )
@@ -786,7 +786,7 @@ def data_check(
             for f in findings:
                 out_console.print_json(json.dumps({"split": s, **f.to_dict()}))
             continue
-        out_console.print(f"[bold]{s}[/bold] ({path}): {len(ds)} parents, {ds.n_slots} sub-problems, loads OK; {len(findings)} findings")
+        out_console.print(f"[bold]{s}[/bold] ({path}): {len(ds)} parents, {ds.n_sub_problems} sub-problems, loads OK; {len(findings)} findings")
         if findings:
             counts = Counter(f.kind for f in findings)
             t = Table(title=f"{s}: findings by kind")
@@ -807,8 +807,8 @@ def data_check(
 
 def _pair_boxes(gold: str, response: str, answer_type: Any, type_sequence: Any) -> tuple[list[str], list[str]]:
     """Gold boxes and predicted boxes for one pair; a bare gold or response (no box) is one answer."""
-    from studybench.schema import gold_boxes
-    from studybench.verify import extract_answers, find_boxes
+    from studybench.answers import extract_answers, find_boxes
+    from studybench.records import gold_boxes
 
     golds = gold_boxes(gold, answer_type, type_sequence) if find_boxes(gold) else [gold.strip()]
     if find_boxes(response):
@@ -819,7 +819,7 @@ def _pair_boxes(gold: str, response: str, answer_type: Any, type_sequence: Any) 
 
 
 def _parse_types(answer_type: str, type_sequence: str | None) -> tuple[Any, Any]:
-    from studybench.schema import AnswerType, parse_type_sequence
+    from studybench.records import AnswerType, parse_type_sequence
 
     try:
         at = AnswerType(answer_type.strip().upper())
@@ -876,7 +876,7 @@ def verify_file_cmd(
     timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic judgement.")] = 5.0,
 ) -> None:
     """Judge every row of a JSONL file on a process pool; write rows with `correct` and `reason` added."""
-    from studybench.store import atomic_write_text
+    from studybench.files import atomic_write_text
     from studybench.verify import Verifier
 
     _check_ranges(timeout=(timeout, 1e-3, 86_400.0), workers=(workers, 1, 1024))

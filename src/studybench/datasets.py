@@ -12,21 +12,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from studybench.schema import Parent, ParentKey, SubProblem
+from studybench.records import Parent, ParentKey, SubProblemRef, sub_problem_refs
 
 __all__ = [
     "DATA_ENV",
     "Dataset",
     "DatasetError",
     "SPLIT_FILES",
-    "Slot",
     "default_cache_dir",
     "load_dataset",
     "resolve_split",
@@ -45,19 +43,6 @@ class DatasetError(ValueError):
     """A test-set file that cannot be used as is; the message names file, record and field."""
 
 
-@dataclass(frozen=True)
-class Slot:
-    """One scored sub-problem of a parent, with its position in the parent."""
-
-    parent: Parent
-    index: int
-    sub: SubProblem
-
-    @property
-    def sub_id(self) -> str:
-        return self.sub.problem_id
-
-
 @dataclass
 class Dataset:
     """A loaded test set: parents in file order plus the file's identity."""
@@ -73,16 +58,40 @@ class Dataset:
         return len(self.parents)
 
     @property
-    def n_slots(self) -> int:
-        return sum(len(p.slots()) for p in self.parents)
+    def n_sub_problems(self) -> int:
+        """Scored sub-problems of all parents (a single-question parent counts one)."""
+        return sum(len(p.subs()) for p in self.parents)
 
-    def slots(self) -> Iterator[Slot]:
-        for p in self.parents:
-            for i, s in enumerate(p.slots()):
-                yield Slot(p, i, s)
+    def sub_problem_refs(self) -> list[SubProblemRef]:
+        """Every scored sub-problem with its parent and index, in file order."""
+        return sub_problem_refs(self.parents)
 
     def by_key(self) -> dict[ParentKey, Parent]:
+        """Parents by their identity (source, year, source_problem_id)."""
         return {p.key: p for p in self.parents}
+
+    @classmethod
+    def from_parents(cls, parents: list[Parent], name: str) -> Dataset:
+        """A dataset made in memory (e.g. from a construction stage), identified by the sha256 of its records.
+
+        Args:
+            parents: validated parents, each key (source, year, source_problem_id) once.
+            name: the name used in turn keys and reports.
+
+        Raises:
+            DatasetError: no parents, or a duplicate parent key.
+        """
+        if not parents:
+            raise DatasetError(f"{name}: no parents")
+        seen: set[ParentKey] = set()
+        for p in parents:
+            if p.key in seen:
+                raise DatasetError(f"{name}: duplicate parent key {p.key}")
+            seen.add(p.key)
+        raw = [p.model_dump(mode="json") for p in parents]
+        blob = json.dumps(raw, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+        return cls(name, Path(f"<memory:{name}>"), list(parents), digest, False, raw)
 
 
 def default_cache_dir() -> Path:

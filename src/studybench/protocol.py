@@ -7,7 +7,7 @@ One attempt is a sequential multi-turn solve of a parent. For sub-problem ``i`` 
 * turn 0 (user): :data:`INSTRUCTION`, the shared stem and sub-problem 0's text, separated by blank
   lines, empty parts skipped (ours: a stem identical to sub-problem 0's text is shown once);
 * for every earlier sub-problem ``j < i``: its user turn, then the model's **own** earlier reply
-  with reasoning removed (:func:`studybench.verify.extract.strip_reasoning`), or
+  with reasoning removed (:func:`studybench.answers.strip_reasoning`), or
   :data:`PLACEHOLDER` when nothing usable remains (empty, failed turn);
 * turn ``i`` (user): only sub-problem ``i``'s text.
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.datasets import Dataset, Slot
-from studybench.schema import Parent
-from studybench.verify.extract import strip_reasoning
+from studybench.answers import strip_reasoning
+from studybench.datasets import Dataset
+from studybench.records import Parent, SubProblemRef
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -244,19 +244,18 @@ def load_artefacts(
 def guidance_coverage(
     art: Artefacts, ds: Dataset, selected: list[Parent] | None = None
 ) -> tuple[int, list[GuidanceKey]]:
-    """(number of slots of ``selected`` (default: all parents) with guidance, guidance keys that
-    match no slot of ``ds`` at all)."""
-    keys = {(s.parent.source, s.parent.year, s.parent.source_problem_id, s.sub_id) for s in ds.slots()}
+    """(number of sub-problems of ``selected`` (default: all parents) with guidance, guidance keys that
+    match no sub-problem of ``ds`` at all)."""
+    keys = {(s.parent.source, s.parent.year, s.parent.source_problem_id, s.sub_id) for s in ds.sub_problem_refs()}
     parents = ds.parents if selected is None else selected
-    sel = {(p.source, p.year, p.source_problem_id, s.problem_id) for p in parents for s in p.slots()}
+    sel = {(p.source, p.year, p.source_problem_id, s.problem_id) for p in parents for s in p.subs()}
     matched = sum(1 for k in art.guidance if k in sel)
     return matched, sorted(k for k in art.guidance if k not in keys)
 
 
 def user_turn(parent: Parent, index: int, artefacts: Artefacts | None = None) -> str:
     """The user message for sub-problem ``index`` of ``parent`` (with guidance if any)."""
-    slots = parent.slots()
-    sub = slots[index]
+    sub = parent.subs()[index]
     if index == 0:
         stem = parent.stem.strip()
         text = sub.problem.strip()
@@ -284,28 +283,28 @@ def previous_reply(completion: str | None) -> str:
 
 
 def build_messages(
-    slot: Slot,
+    ref: SubProblemRef,
     previous: list[str | None],
     artefacts: Artefacts | None = None,
 ) -> list[dict[str, str]]:
-    """Messages for ``slot`` given the model's raw replies to the earlier sub-problems.
+    """Messages for sub-problem ``ref`` given the model's raw replies to the earlier sub-problems.
 
     Args:
-        slot: the sub-problem to ask (its ``index`` within the parent).
+        ref: the sub-problem to ask (its ``index`` within the parent).
         previous: raw completions of sub-problems ``0..index-1`` of the same attempt (``None`` or
-            ``""`` for a failed or empty turn); exactly ``slot.index`` items.
+            ``""`` for a failed or empty turn); exactly ``ref.index`` items.
 
     Raises:
-        ValueError: ``len(previous) != slot.index``.
+        ValueError: ``len(previous) != ref.index``.
     """
-    if len(previous) != slot.index:
-        raise ValueError(f"need {slot.index} previous replies, got {len(previous)}")
+    if len(previous) != ref.index:
+        raise ValueError(f"need {ref.index} previous replies, got {len(previous)}")
     art = artefacts or Artefacts()
     msgs: list[dict[str, str]] = [{"role": "system", "content": art.system_message()}]
-    for j in range(slot.index):
-        msgs.append({"role": "user", "content": user_turn(slot.parent, j, art)})
+    for j in range(ref.index):
+        msgs.append({"role": "user", "content": user_turn(ref.parent, j, art)})
         msgs.append({"role": "assistant", "content": previous_reply(previous[j])})
-    msgs.append({"role": "user", "content": user_turn(slot.parent, slot.index, art)})
+    msgs.append({"role": "user", "content": user_turn(ref.parent, ref.index, art)})
     return msgs
 
 

@@ -67,8 +67,8 @@ def _verifier() -> Any:
 
 
 def _prepare(response: Any, answer: Any, answer_type: Any, type_sequence: Any) -> tuple[Any, Any, list[str], list[str]] | None:
-    from studybench.schema import AnswerType, gold_boxes, parse_type_sequence
-    from studybench.verify import extract_answers
+    from studybench.answers import extract_answers
+    from studybench.records import AnswerType, gold_boxes, parse_type_sequence
 
     if not isinstance(response, str) or not isinstance(answer, str):
         return None
@@ -137,7 +137,7 @@ def dense_components(response: Any, answer: Any, answer_type: Any, type_sequence
     comp = {"answer": 0.0, "format": 0.0, "dimensional": 0.0, "symbolic": 0.0, "consistency": 0.0}
     w = DENSE_WEIGHTS
     try:
-        from studybench.verify import find_boxes, strip_reasoning
+        from studybench.answers import find_boxes, strip_reasoning
         from studybench.verify.judges import split_hints
         from studybench.verify.latex import norm_string, symbol_keys
 

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studybench import __version__
-from studybench.datasets import Dataset, Slot
+from studybench.datasets import Dataset
+from studybench.files import text_digest
 from studybench.models.base import ChatBackend, ChatRequest
 from studybench.protocol import Artefacts, build_messages, messages_digest
-from studybench.schema import Parent
-from studybench.store import RunStore, TurnKey, current_rule_verdict, text_digest
+from studybench.records import Parent, SubProblemRef
+from studybench.store import RunStore, TurnKey, current_rule_verdict
 
 __all__ = [
     "EvalConfig",
@@ -129,15 +130,15 @@ def clean_text(text: str | None) -> str | None:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def turn_key(split: str, slot: Slot, seed: int, attempt: int) -> TurnKey:
+def turn_key(split: str, slot: SubProblemRef, seed: int, attempt: int) -> TurnKey:
     return TurnKey(split, slot.parent.uid, slot.sub_id, seed, attempt)
 
 
-def _turns(parents: list[Parent], cfg: EvalConfig) -> Iterator[tuple[TurnKey, Slot]]:
+def _turns(parents: list[Parent], cfg: EvalConfig) -> Iterator[tuple[TurnKey, SubProblemRef]]:
     """Every (turn key, slot) of the selection: parents x sub-problems x seeds x attempts."""
     for parent in parents:
-        for i, sub in enumerate(parent.slots()):
-            slot = Slot(parent, i, sub)
+        for i, sub in enumerate(parent.subs()):
+            slot = SubProblemRef(parent, i, sub)
             for seed in cfg.seeds:
                 for a in range(cfg.k):
                     yield turn_key(cfg.split, slot, seed, a), slot
@@ -168,7 +169,7 @@ async def generate(
     store.generations.open()
 
     async def chain(parent: Parent, seed: int, attempt: int) -> None:
-        slots = [Slot(parent, i, s) for i, s in enumerate(parent.slots())]
+        slots = [SubProblemRef(parent, i, s) for i, s in enumerate(parent.subs())]
         previous: list[str | None] = []
         for slot in slots:
             msgs = build_messages(slot, previous, artefacts)
@@ -227,7 +228,7 @@ async def generate(
         for a in range(cfg.k)
         for p in parents
     ]
-    stats.total = sum(len(p.slots()) for p in parents) * cfg.k * len(cfg.seeds)
+    stats.total = sum(len(p.subs()) for p in parents) * cfg.k * len(cfg.seeds)
     try:
         await asyncio.gather(*tasks)
     finally:
@@ -254,14 +255,14 @@ def judge_run(
     Args:
         verifier: an object with ``judge_many(items) -> list[Verdict]`` (:class:`studybench.verify.Verifier`).
     """
-    from studybench.verify.extract import extract_answers
+    from studybench.answers import extract_answers
 
     gens = store.latest_generations()
     judged = store.latest_judgements()
     vcfg = verifier_config(cfg)
     stats = JudgeStats()
     t0 = time.perf_counter()
-    todo: list[tuple[TurnKey, dict[str, Any], Slot]] = []
+    todo: list[tuple[TurnKey, dict[str, Any], SubProblemRef]] = []
     for key, slot in _turns(parents, cfg):
         g = gens.get(key)
         if g is None:
@@ -377,7 +378,7 @@ async def llm_judge_run(
 
     Args:
         judge: an object with ``judge_id`` (str), ``describe()`` and ``async judge(JudgeInputs) ->
-            LLMVerdict`` (:class:`studybench.judge.LLMJudge`).
+            LLMVerdict`` (:class:`studybench.llm_judge.LLMJudge`).
         audit_rule_accepts: also judge rule accepts (makes the rule verifier's false accepts
             observable in the consistency report; the cascade verdict of an accept is unchanged).
         refresh: judge again even where the run holds a current final verdict (the verdict cache
@@ -387,8 +388,8 @@ async def llm_judge_run(
     Returns:
         :class:`LLMJudgeStats`. Rule judgements must exist (:func:`judge_run`) for a turn to be judged.
     """
-    from studybench.judge import FINAL_VERDICTS, inputs_for
-    from studybench.verify.extract import extract_answers
+    from studybench.answers import extract_answers
+    from studybench.llm_judge import FINAL_VERDICTS, inputs_for
 
     gens = store.latest_generations()
     rules = store.latest_judgements()
@@ -397,7 +398,7 @@ async def llm_judge_run(
     desc = judge.describe()
     stats = LLMJudgeStats()
     t0 = time.perf_counter()
-    todo: list[tuple[TurnKey, Slot, str, bool, Any, list[str]]] = []
+    todo: list[tuple[TurnKey, SubProblemRef, str, bool, Any, list[str]]] = []
     for key, slot in _turns(parents, cfg):
         g = gens.get(key)
         if g is None or g.get("error") or not isinstance(g.get("completion"), str):
@@ -431,7 +432,7 @@ async def llm_judge_run(
         todo.append((key, slot, cd, rule_ok, inputs, extracted))
     store.llm_judgements.open()
 
-    async def one(key: TurnKey, slot: Slot, cd: str, rule_ok: bool, inputs: Any, extracted: list[str]) -> None:
+    async def one(key: TurnKey, slot: SubProblemRef, cd: str, rule_ok: bool, inputs: Any, extracted: list[str]) -> None:
         v = await judge.judge(inputs)
         row = key.to_dict()
         row.update(

@@ -17,23 +17,14 @@ key, so re-running is idempotent. The manifest is written to a temporary file an
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "JsonlLog",
-    "dumps_json",
-    "RunStore",
-    "TurnKey",
-    "atomic_write_text",
-    "current_rule_verdict",
-    "text_digest",
-]
+from studybench.files import JsonlLog, atomic_write_text, dumps_json, text_digest
+
+__all__ = ["RunStore", "TurnKey", "current_rule_verdict"]
 
 
 @dataclass(frozen=True, order=True)
@@ -63,43 +54,6 @@ class TurnKey:
         return cls(str(row["split"]), str(row["parent"]), str(row["sub_id"]), int(row["seed"]), int(row["attempt"]))
 
 
-def text_digest(text: str) -> str:
-    """sha256 hex of a UTF-8 string."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def dumps_json(obj: Any, indent: int | None = 2) -> str:
-    """JSON text that is always encodable as UTF-8 (lone surrogates become ``\\u`` escapes)."""
-    text = json.dumps(obj, indent=indent, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = json.dumps(obj, indent=indent, ensure_ascii=True)
-    return text
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``.
-
-    Characters UTF-8 cannot encode (lone surrogates) are written as backslash escapes. On failure
-    the temporary file is removed and the ``OSError`` propagates; ``path`` is untouched.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def current_rule_verdict(
     gens: dict[TurnKey, dict[str, Any]], rules: dict[TurnKey, dict[str, Any]], key: TurnKey
 ) -> tuple[dict[str, Any], str] | None:
@@ -113,93 +67,6 @@ def current_rule_verdict(
     if j is None or j.get("completion_digest") != cd:
         return None
     return j, cd
-
-
-class JsonlLog:
-    """An append-only JSONL file of keyed rows, safe against SIGKILL at any moment."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def _repair_tail(self) -> int:
-        """Truncate a torn last line (no trailing newline). Returns the number of bytes dropped."""
-        if not self.path.exists():
-            return 0
-        size = self.path.stat().st_size
-        if size == 0:
-            return 0
-        with open(self.path, "rb+") as f:
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return 0
-            # find the last newline
-            block = 1 << 16
-            pos = size
-            cut = 0
-            while pos > 0:
-                start = max(0, pos - block)
-                f.seek(start)
-                chunk = f.read(pos - start)
-                idx = chunk.rfind(b"\n")
-                if idx >= 0:
-                    cut = start + idx + 1
-                    break
-                pos = start
-            f.truncate(cut)
-            f.flush()
-            os.fsync(f.fileno())
-            return size - cut
-
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """All complete rows in file order (a torn or unparsable line is skipped)."""
-        if not self.path.exists():
-            return
-        with open(self.path, "rb") as f:
-            for line in f:
-                if not line.endswith(b"\n"):
-                    break  # torn tail from a killed writer
-                try:
-                    row = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue
-                if isinstance(row, dict):
-                    yield row
-
-    def open(self) -> None:
-        if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._repair_tail()
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def append(self, row: dict[str, Any]) -> None:
-        """Append one row as one complete line with a single write."""
-        self.open()
-        try:
-            data = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: \u escapes read back exactly
-            data = (json.dumps(row, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
-        assert self._fd is not None
-        view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-
-    def append_many(self, rows: list[dict[str, Any]]) -> None:
-        for r in rows:
-            self.append(r)
-
-    def sync(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            try:
-                os.fsync(self._fd)
-            finally:
-                os.close(self._fd)
-                self._fd = None
 
 
 class RunStore:

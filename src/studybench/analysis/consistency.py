@@ -24,8 +24,9 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
+from studybench.files import atomic_write_text, dumps_json
 from studybench.report import _md, active_judge, load_manifest_view
-from studybench.store import RunStore, TurnKey, atomic_write_text, current_rule_verdict, dumps_json
+from studybench.store import RunStore, TurnKey, current_rule_verdict
 
 __all__ = ["build_consistency", "cohens_kappa", "render_consistency_markdown", "write_consistency"]
 

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.audit.records import AuditRecord
-from studybench.store import atomic_write_text, dumps_json
+from studybench.files import atomic_write_text, dumps_json
 
 __all__ = [
     "COSINE_SWEEP",

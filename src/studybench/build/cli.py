@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from studybench.store import atomic_write_text, dumps_json
+from studybench.files import atomic_write_text, dumps_json
 
 corpus_app = typer.Typer(
     help="Process the textbook corpus: parse PDFs (MinerU), clean OCR, redact test items, audit for residue.",

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from studybench.store import atomic_write_text
+from studybench.files import atomic_write_text
 
 __all__ = [
     "CLEAN",

@@ -38,7 +38,7 @@ from urllib.parse import quote, unquote
 
 from studybench.build.corpus import CLEAN, REDACTED, Chapter, read_text, scan_books, write_text
 from studybench.build.textmatch import NormText, find_copies, normalise
-from studybench.schema import Parent
+from studybench.records import Parent
 
 __all__ = [
     "MARKER",
@@ -150,7 +150,7 @@ def _answer_spans(text: str, parents: list[Parent], whole: bool) -> list[tuple[i
         return []
     by_label: dict[str, list[tuple[Parent, list[str]]]] = defaultdict(list)
     for p in parents:
-        golds = [normalise(b) for sub in p.slots() for b in sub.boxes]
+        golds = [normalise(b) for sub in p.subs() for b in sub.boxes]
         golds = [g for g in golds if g]
         if golds:
             by_label[_label_core(p.source_problem_id)].append((p, golds))
@@ -202,7 +202,7 @@ def _html_answer_rows(text: str, parents: list[Parent], whole: bool) -> list[tup
         return []
     by_label: dict[str, list[tuple[Parent, list[str]]]] = defaultdict(list)
     for p in parents:
-        golds = [g for g in (normalise(b) for sub in p.slots() for b in sub.boxes) if g]
+        golds = [g for g in (normalise(b) for sub in p.subs() for b in sub.boxes) if g]
         if golds:
             by_label[_label_core(p.source_problem_id)].append((p, golds))
     out: list[tuple[int, int, Parent]] = []

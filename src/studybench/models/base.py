@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from studybench.datasets import Slot
+from studybench.records import SubProblemRef
 
 __all__ = ["ChatBackend", "ChatRequest", "ChatResult", "PRESETS", "SamplingParams"]
 
@@ -72,14 +72,14 @@ class ChatRequest:
     Attributes:
         messages: OpenAI chat messages (``role``/``content`` dicts), system message first.
         seed: per-request sampling seed (derived from run seed, attempt and slot), or ``None``.
-        slot: the sub-problem being asked (offline backends such as ``reference`` answer from it);
+        ref: the sub-problem being asked (offline backends such as ``reference`` answer from it);
             ``None`` for requests that are not a protocol turn (the LLM judge's).
         turn_index: index of the sub-problem within its parent.
     """
 
     messages: list[dict[str, str]]
     seed: int | None
-    slot: Slot | None
+    ref: SubProblemRef | None
     turn_index: int
 
 

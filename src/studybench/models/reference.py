@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from studybench.answers import extract_answers, find_boxes
 from studybench.models.base import ChatRequest, ChatResult
-from studybench.verify.extract import extract_answers, find_boxes
 
 __all__ = ["REFERENCE_MODES", "ReferenceBackend"]
 
@@ -35,7 +35,7 @@ class ReferenceBackend:
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         t0 = time.perf_counter()
-        sub = request.slot.sub
+        sub = request.ref.sub
         gold = sub.boxes
         answers = gold
         source = "gold"

@@ -13,25 +13,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from studybench.files import atomic_write_text, dumps_json, text_digest
 from studybench.metrics import breakdown, mean_std, par_at_k, sub_at_k, sub_at_k_by
-from studybench.store import RunStore, TurnKey, atomic_write_text, dumps_json, text_digest
+from studybench.records import label_map
+from studybench.store import RunStore, TurnKey
 
 __all__ = ["SCORINGS", "active_judge", "build_report", "parents_index", "render_markdown", "rich_table", "write_report"]
-
-
-def _label_key(label: str) -> str:
-    s = label.lower().replace("&", " and ")
-    s = "".join(ch if ch.isalnum() else " " for ch in s)
-    return " ".join(s.split())
 
 
 def parents_index(parents: list[Any]) -> list[dict[str, Any]]:
     """Compact description of the selected parents for the manifest, with sub-discipline labels
     normalised (two spellings of one label, e.g. ``&`` vs ``and``, map to the most frequent one)."""
-    counts = Counter(p.problem_type for p in parents)
-    canon: dict[str, str] = {}
-    for label, _ in counts.most_common():
-        canon.setdefault(_label_key(label), label)
+    canon = label_map(p.problem_type for p in parents)
     out = []
     for p in parents:
         out.append(
@@ -40,11 +33,11 @@ def parents_index(parents: list[Any]) -> list[dict[str, Any]]:
                 "source": p.source,
                 "year": p.year,
                 "source_problem_id": p.source_problem_id,
-                "problem_type": canon[_label_key(p.problem_type)] if p.problem_type else "(none)",
+                "problem_type": canon.get(p.problem_type, "(none)"),
                 "problem_type_raw": p.problem_type,
                 "subs": [
                     {"id": s.problem_id, "answer_type": s.answer_type.value, "type_sequence": s.type_sequence_str}
-                    for s in p.slots()
+                    for s in p.subs()
                 ],
             }
         )

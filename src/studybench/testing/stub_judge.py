@@ -2,7 +2,7 @@
 
 :func:`judge_reply_fn` turns a decision function into a stub-server reply function. The decision
 function receives the five judge inputs read back from a prompt built with the builtin template
-(:data:`studybench.judge.DEFAULT_TEMPLATE`) and returns ``True`` / ``False`` (answered in the
+(:data:`studybench.llm_judge.DEFAULT_TEMPLATE`) and returns ``True`` / ``False`` (answered in the
 two-section format), a string (sent verbatim, e.g. a malformed reply) or a
 :class:`~studybench.testing.stub_server.Reply`. Re-asks after a malformed reply carry the format
 reminder as the last user message; ``on_reminder`` answers those (default: the same decision).
@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from studybench.judge.prompt import FORMAT_REMINDER
+from studybench.llm_judge.prompt import FORMAT_REMINDER
 from studybench.testing.stub_server import Reply
 
 __all__ = ["SECTION_TITLES", "answers_of", "format_verdict", "judge_reply_fn", "read_inputs"]

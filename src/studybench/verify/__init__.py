@@ -24,14 +24,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from studybench.verify.extract import extract_answers, find_boxes, strip_reasoning
+from studybench.answers import extract_answers, find_boxes, strip_reasoning
 from studybench.verify.sandbox import SandboxPool, TimedOut, WorkerDied
 from studybench.verify.verdict import Verdict
 
 if TYPE_CHECKING:
-    from studybench.schema import AnswerType
+    from studybench.records import AnswerType
 
-# studybench.schema imports studybench.verify.extract, so schema and the judges (which import
+# studybench.records imports studybench.answers, so schema and the judges (which import
 # schema) are imported lazily inside functions here to keep the package import acyclic.
 
 __all__ = [
@@ -343,7 +343,7 @@ def judge_response(
     ``gold_answer`` is the gold string with ``\\boxed{}`` boxes. A response without a box gives
     ``Verdict(False, "incorrect: no final answer found", ())``. Never raises.
     """
-    from studybench.schema import gold_boxes
+    from studybench.records import gold_boxes
     from studybench.verify.judges import normalise_types
 
     try:

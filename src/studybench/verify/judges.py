@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from studybench.schema import AnswerType, parse_type_sequence
-from studybench.verify.extract import split_top_level
+from studybench.answers import split_top_level
+from studybench.records import AnswerType, parse_type_sequence
 from studybench.verify.identities import reconcile
 from studybench.verify.latex import (
     MAX_SYMBOLIC_LEN,
@@ -1065,7 +1065,7 @@ _PROSE = re.compile(r"\\(?:text|mbox|textrm|textit|textbf)\s*\{")
 def prose_segments(s: str) -> list[tuple[bool, str]]:
     """``s`` cut at prose groups (``\\text{...}`` with a space inside): ``(is_prose, text)`` pieces in
     order, empty pieces dropped; one-word groups (``\\text{max}``) stay inside the math. Never raises."""
-    from studybench.verify.extract import match_brace
+    from studybench.answers import match_brace
 
     out: list[tuple[bool, str]] = []
     i = pos = 0
@@ -1229,7 +1229,7 @@ def _written_denominators(al: Any, *texts: str) -> set[Any]:
     before SymPy cancels anything (``\\frac{\\Delta V}{V}``), as the shared alias table's symbols."""
     import sympy
 
-    from studybench.verify.extract import match_brace
+    from studybench.answers import match_brace
     from studybench.verify.latex import symbol_keys
 
     keys: set[str] = set()

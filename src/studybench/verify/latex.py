@@ -22,7 +22,7 @@ import functools
 import re
 from typing import Any
 
-from studybench.verify.extract import match_brace
+from studybench.answers import match_brace
 
 __all__ = [
     "MAX_SYMBOLIC_LEN",

@@ -1,8 +1,10 @@
-"""Typed records for StudyBench test sets and run rows (PROTOCOL.md section 1, DESIGN.md).
+"""Typed records of StudyBench test sets (PROTOCOL.md section 1).
 
-A **parent** is one problem of a test set; it is scored through its **slots**: the sub-problems of a
-multi-sub parent, or the parent itself for a single-question parent (whose slot id is its
-``source_problem_id``). Gold answers are ``\\boxed{...}`` strings, one box per answer.
+A **parent** is one problem of a test set; it is scored through its **sub-problems**: the
+``sub_problems`` of a multi-sub parent, or the parent itself for a single-question parent (whose one
+sub-problem has the id ``source_problem_id``); :meth:`Parent.subs` gives them in order. Gold answers
+are ``\\boxed{...}`` strings, one box per answer; a TUP or ALT answer has one **slot** (box) per
+entry of its ``type_sequence``.
 
 Validation here is structural (fields, types, answer types, box counts, balanced braces). Records
 that load but look suspicious are reported by :mod:`studybench.checks`, not rejected.
@@ -10,12 +12,17 @@ that load but look suspicious are reported by :mod:`studybench.checks`, not reje
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from studybench.verify.extract import brace_balance_error, find_boxes, split_top_level
+from studybench.answers import brace_balance_error, find_boxes, split_top_level
 
 __all__ = [
     "AnswerType",
@@ -23,7 +30,11 @@ __all__ = [
     "Parent",
     "ParentKey",
     "SubProblem",
+    "SubProblemRef",
     "gold_boxes",
+    "sub_problem_refs",
+    "label_map",
+    "normalise_label",
     "parse_type_sequence",
 ]
 
@@ -160,7 +171,7 @@ class _Gold(BaseModel):
 
 
 class SubProblem(_Gold):
-    """One scored slot of a parent (PROTOCOL.md section 1)."""
+    """One scored sub-problem of a parent (PROTOCOL.md section 1)."""
 
     problem_id: str
     problem: str = ""
@@ -252,7 +263,7 @@ class Parent(BaseModel):
                 if name not in self.model_fields_set:
                     raise ValueError(f"{name}: missing required field (single-question parent)")
             try:
-                self.single_slot()  # validates the parent's own gold fields
+                self.single_sub()  # validates the parent's own gold fields
             except ValidationError as e:
                 err = e.errors()[0]
                 loc = ".".join(str(x) for x in err["loc"])
@@ -261,8 +272,8 @@ class Parent(BaseModel):
                 raise ValueError(msg if not loc or msg.startswith(loc) else f"{loc}: {msg}") from None
         return self
 
-    def single_slot(self) -> SubProblem:
-        """The slot of a single-question parent, built from the parent's own gold fields."""
+    def single_sub(self) -> SubProblem:
+        """The one sub-problem of a single-question parent, built from the parent's own gold fields."""
         return SubProblem(
             problem_id=self.source_problem_id,
             problem=self.problem,
@@ -286,11 +297,80 @@ class Parent(BaseModel):
         """Shared stem shown before sub-problem 0 (empty for single-question parents)."""
         return "" if self.is_single else self.problem
 
-    def slots(self) -> list[SubProblem]:
-        """The scored slots in order: the sub-problems, or the parent itself."""
-        return list(self.sub_problems) if self.sub_problems else [self.single_slot()]
+    def subs(self) -> list[SubProblem]:
+        """The scored sub-problems in order: ``sub_problems``, or the parent itself as its one sub-problem."""
+        return list(self.sub_problems) if self.sub_problems else [self.single_sub()]
 
     @property
     def uid(self) -> str:
         """Stable string id of the parent: ``source/year/source_problem_id`` (year may be empty)."""
         return "/".join(self.key)
+
+
+@dataclass(frozen=True)
+class SubProblemRef:
+    """One scored sub-problem together with its parent and its position in the parent.
+
+    Attributes:
+        parent: the parent it belongs to.
+        index: its position among ``parent.subs()`` (0-based; the turn index of an attempt).
+        sub: the sub-problem itself.
+    """
+
+    parent: Parent
+    index: int
+    sub: SubProblem
+
+    @property
+    def sub_id(self) -> str:
+        """The sub-problem's ``problem_id``."""
+        return self.sub.problem_id
+
+
+def sub_problem_refs(parents: Iterable[Parent]) -> list[SubProblemRef]:
+    """Every scored sub-problem of ``parents``, in order, with its parent and index."""
+    return [SubProblemRef(p, i, s) for p in parents for i, s in enumerate(p.subs())]
+
+
+# --------------------------------------------------------------------------- sub-discipline labels
+
+
+def normalise_label(label: str) -> str:
+    """Comparison key of a label: NFKC, casefolded, ``&`` read as ``and``, punctuation and spacing folded.
+
+    ``"Thermodynamics & Statistical Physics"`` and ``"thermodynamics and  statistical-physics"``
+    both give ``"thermodynamics and statistical physics"``. Never raises on a ``str``.
+
+    Args:
+        label: a sub-discipline label (``problem_type``) or any other free-text label.
+
+    Returns:
+        The folded key; two labels are one label when their keys are equal.
+    """
+    s = unicodedata.normalize("NFKC", label).casefold().replace("&", " and ")
+    s = re.sub(r"[\W_]+", " ", s)
+    return " ".join(s.split())
+
+
+def label_map(labels: Iterable[str]) -> dict[str, str]:
+    """Map every spelling of a label to one display form (data check and reports use this).
+
+    Spellings are grouped by :func:`normalise_label`; the display form of a group is its most
+    frequent spelling (ties: the one seen first). Empty or blank labels are left out.
+
+    Args:
+        labels: the labels as they occur, one entry per record (frequencies matter).
+
+    Returns:
+        ``{spelling: display form}`` for every non-blank spelling seen.
+    """
+    groups: dict[str, Counter[str]] = {}
+    for label in labels:
+        if isinstance(label, str) and label.strip():
+            groups.setdefault(normalise_label(label), Counter())[label] += 1
+    out: dict[str, str] = {}
+    for spellings in groups.values():
+        canon = max(spellings, key=lambda x: spellings[x])
+        for x in spellings:
+            out[x] = canon
+    return out

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from studybench.store import JsonlLog
+from studybench.files import JsonlLog
 
 __all__ = ["VerdictCache", "cache_key", "default_cache_root"]
 

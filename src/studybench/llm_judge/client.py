@@ -8,10 +8,10 @@ timeout, and an API key read only from the environment and redacted from every m
 
 On top of the transport:
 
-- the reply is parsed strictly (:func:`studybench.judge.parse.parse_verdict`); a malformed reply is
+- the reply is parsed strictly (:func:`studybench.llm_judge.parse.parse_verdict`); a malformed reply is
   answered with a format reminder in the same conversation, up to ``parse_retries`` times; still
   malformed, the verdict is ``"unjudgeable"``;
-- verdicts are cached on disk (:class:`studybench.judge.cache.VerdictCache`) by judge model,
+- verdicts are cached on disk (:class:`studybench.llm_judge.cache.VerdictCache`) by judge model,
   template digest and inputs digest; the judge's reasoning (``<think>`` or ``reasoning_content``)
   is neither part of the key nor of the verdict;
 - a transport failure after all retries gives the verdict ``"error"``, which is not cached.
@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from studybench.judge.cache import VerdictCache, cache_key
-from studybench.judge.parse import MalformedReply, parse_verdict, strip_judge_reasoning
-from studybench.judge.prompt import FORMAT_REMINDER, PLACEHOLDERS, JudgeTemplate
+from studybench.llm_judge.cache import VerdictCache, cache_key
+from studybench.llm_judge.parse import MalformedReply, parse_verdict, strip_judge_reasoning
+from studybench.llm_judge.prompt import FORMAT_REMINDER, PLACEHOLDERS, JudgeTemplate
 
 __all__ = ["FINAL_VERDICTS", "JudgeConfigError", "JudgeInputs", "JudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
 

@@ -3,10 +3,10 @@
 Leaderboard mode (``rule+llm``) sends every answer the rule verifier rejects to an LLM judge and
 counts it correct when the judge says TRUE; reward mode (``rule``) never calls an LLM.
 
-- :mod:`studybench.judge.prompt`: our prompt template and user templates (five placeholders);
-- :mod:`studybench.judge.parse`: strict two-section verdict parsing;
-- :mod:`studybench.judge.cache`: the on-disk verdict cache;
-- :mod:`studybench.judge.client`: :class:`LLMJudge`, the OpenAI-compatible client.
+- :mod:`studybench.llm_judge.prompt`: our prompt template and user templates (five placeholders);
+- :mod:`studybench.llm_judge.parse`: strict two-section verdict parsing;
+- :mod:`studybench.llm_judge.cache`: the on-disk verdict cache;
+- :mod:`studybench.llm_judge.client`: :class:`LLMJudge`, the OpenAI-compatible client.
 
 :func:`inputs_for` builds the five inputs of one sub-problem's judgement; the runner never needs to
 know what they are.
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 
-from studybench.datasets import Slot
-from studybench.judge.cache import VerdictCache, cache_key, default_cache_root
-from studybench.judge.client import (
+from studybench.answers import strip_reasoning
+from studybench.llm_judge.cache import VerdictCache, cache_key, default_cache_root
+from studybench.llm_judge.client import (
     FINAL_VERDICTS,
     JudgeConfigError,
     JudgeInputs,
@@ -27,9 +27,9 @@ from studybench.judge.client import (
     LLMVerdict,
     judge_id,
 )
-from studybench.judge.parse import MalformedReply, ParsedVerdict, parse_verdict
-from studybench.judge.prompt import DEFAULT_TEMPLATE, PLACEHOLDERS, JudgeTemplate, TemplateError
-from studybench.verify.extract import strip_reasoning
+from studybench.llm_judge.parse import MalformedReply, ParsedVerdict, parse_verdict
+from studybench.llm_judge.prompt import DEFAULT_TEMPLATE, PLACEHOLDERS, JudgeTemplate, TemplateError
+from studybench.records import SubProblemRef
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -92,11 +92,11 @@ def _defang(text: str) -> str:
     return _FENCE.sub(lambda m: f"<{m.group(1)}\u200b{m.group(2)}", text)
 
 
-def inputs_for(slot: Slot, completion: str, extracted: list[str]) -> JudgeInputs:
-    """The judge inputs for sub-problem ``slot`` answered by ``completion``.
+def inputs_for(ref: SubProblemRef, completion: str, extracted: list[str]) -> JudgeInputs:
+    """The judge inputs for sub-problem ``ref`` answered by ``completion``.
 
     Args:
-        slot: the sub-problem (its parent's stem and its own text make ``problem``).
+        ref: the sub-problem (its parent's stem and its own text make ``problem``).
         completion: the student's reply for this turn; ``<think>`` reasoning is removed, a reply
             over :data:`MAX_SOLUTION_CHARS` is shortened in the middle, and ``<student_solution>`` /
             ``<student_answers>`` tags inside it get a zero-width space so they cannot close the
@@ -107,7 +107,7 @@ def inputs_for(slot: Slot, completion: str, extracted: list[str]) -> JudgeInputs
         :class:`JudgeInputs` (the reference answers carry the answer type and, for TUP/ALT, the
         type sequence; several answers are numbered (1), (2), ...).
     """
-    parent, sub = slot.parent, slot.sub
+    parent, sub = ref.parent, ref.sub
     stem = parent.stem.strip()
     text = sub.problem.strip()
     problem = "\n\n".join(x for x in (stem, text if text != stem else "") if x) or "(no problem text)"
