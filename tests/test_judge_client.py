@@ -11,30 +11,30 @@ import pytest
 from studybench.llm_judge import (
     FINAL_VERDICTS,
     PLACEHOLDERS,
-    JudgeInputs,
-    JudgeTemplate,
     LLMJudge,
-    VerdictCache,
+    LLMJudgeInputs,
+    LLMJudgeTemplate,
+    LLMVerdictCache,
 )
 from studybench.testing.stub_judge import answers_of, format_verdict, judge_reply_fn
 from studybench.testing.stub_server import Reply, start_stub_server
 
 
-def _inputs(student: str, gold: str = "42") -> JudgeInputs:
-    return JudgeInputs("Find x.", "x = 42 by symmetry.", f"Answer type: NV (numerical value)\n{gold}", f"so x = {student}", student)
+def _inputs(student: str, gold: str = "42") -> LLMJudgeInputs:
+    return LLMJudgeInputs("Find x.", "x = 42 by symmetry.", f"Answer type: NV (numerical value)\n{gold}", f"so x = {student}", student)
 
 
 def _decide(x: dict[str, str]) -> bool:
     return answers_of(x["student_answers"]) == answers_of(x["reference_answers"])
 
 
-def _judge(srv: Any, cache: VerdictCache | None = None, **kw: Any) -> LLMJudge:
+def _judge(srv: Any, cache: LLMVerdictCache | None = None, **kw: Any) -> LLMJudge:
     kw.setdefault("backoff_initial", 0.01)
     kw.setdefault("backoff_max", 0.05)
     return LLMJudge("stub-judge", srv.base_url, cache=cache, **kw)
 
 
-def _run(judge: LLMJudge, items: list[JudgeInputs]) -> list[Any]:
+def _run(judge: LLMJudge, items: list[LLMJudgeInputs]) -> list[Any]:
     async def go() -> list[Any]:
         try:
             return await asyncio.gather(*(judge.judge(x) for x in items))
@@ -93,13 +93,13 @@ def test_slow_reply_times_out_and_is_retried() -> None:
 
 
 def test_transport_failure_is_an_error_and_is_not_cached(tmp_path: Path) -> None:
-    cache = VerdictCache(tmp_path)
+    cache = LLMVerdictCache(tmp_path)
     with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
         srv.fail(500, times=3)
         (v,) = _run(_judge(srv, cache=cache, max_retries=2), [_inputs("42")])
         assert v.verdict == "error" and v.verdict not in FINAL_VERDICTS
         assert "HTTP 500" in (v.error or "")
-        cache2 = VerdictCache(tmp_path)
+        cache2 = LLMVerdictCache(tmp_path)
         assert len(cache2) == 0
         (w,) = _run(_judge(srv, cache=cache2), [_inputs("42")])
         assert w.verdict == "TRUE" and not w.cached
@@ -113,59 +113,59 @@ def test_lone_surrogates_are_sent_cleaned() -> None:
 
 
 def test_refused_key_or_model_aborts(tmp_path: Path) -> None:
-    from studybench.llm_judge import JudgeConfigError
+    from studybench.llm_judge import LLMJudgeConfigError
 
     with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
         srv.fail(401, times=5)
-        with pytest.raises(JudgeConfigError, match="HTTP 401"):
+        with pytest.raises(LLMJudgeConfigError, match="HTTP 401"):
             _run(_judge(srv), [_inputs("42")])
 
 
 def test_refused_inputs_are_unjudgeable_not_retried_forever(tmp_path: Path) -> None:
     with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
         srv.fail(400, times=1)
-        (v,) = _run(_judge(srv, cache=VerdictCache(tmp_path)), [_inputs("42")])
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
         assert v.verdict == "unjudgeable" and "HTTP 400" in (v.error or "")
-        assert VerdictCache(tmp_path).get(next(iter(VerdictCache(tmp_path)._load())))["verdict"] == "unjudgeable"
+        assert LLMVerdictCache(tmp_path).get(next(iter(LLMVerdictCache(tmp_path)._load())))["verdict"] == "unjudgeable"
 
 
 def test_cache_second_judge_makes_zero_requests(tmp_path: Path) -> None:
     items = [_inputs(str(n)) for n in range(40, 45)]
     with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
-        first = _run(_judge(srv, cache=VerdictCache(tmp_path)), items)
+        first = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), items)
         assert srv.count == 5
-        judge2 = _judge(srv, cache=VerdictCache(tmp_path))
+        judge2 = _judge(srv, cache=LLMVerdictCache(tmp_path))
         second = _run(judge2, items)
         assert srv.count == 5  # zero new requests
         assert [v.verdict for v in first] == [v.verdict for v in second]
         assert all(v.cached and v.requests == 0 for v in second)
         assert judge2.stats.cache_hits == 5 and judge2.stats.requests == 0
         # another template or another judge model is another key
-        tmpl = JudgeTemplate("Grade.\n" + "\n".join("### " + p + "\n{" + p + "}" for p in PLACEHOLDERS))
-        _run(_judge(srv, cache=VerdictCache(tmp_path), template=tmpl), items[:1])
+        tmpl = LLMJudgeTemplate("Grade.\n" + "\n".join("### " + p + "\n{" + p + "}" for p in PLACEHOLDERS))
+        _run(_judge(srv, cache=LLMVerdictCache(tmp_path), template=tmpl), items[:1])
         assert srv.count == 6
-        _run(LLMJudge("other-judge", srv.base_url, cache=VerdictCache(tmp_path)), items[:1])
+        _run(LLMJudge("other-judge", srv.base_url, cache=LLMVerdictCache(tmp_path)), items[:1])
         assert srv.count == 7
         # read_cache=False asks again
-        _run(_judge(srv, cache=VerdictCache(tmp_path), read_cache=False), items[:1])
+        _run(_judge(srv, cache=LLMVerdictCache(tmp_path), read_cache=False), items[:1])
         assert srv.count == 8
 
 
 def test_unjudgeable_is_cached_too(tmp_path: Path) -> None:
     with start_stub_server(judge_reply_fn(lambda x: "no format"), model="stub-judge") as srv:
-        _run(_judge(srv, cache=VerdictCache(tmp_path)), [_inputs("42")])
+        _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
         n = srv.count
-        (v,) = _run(_judge(srv, cache=VerdictCache(tmp_path)), [_inputs("42")])
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
         assert v.verdict == "unjudgeable" and v.cached and srv.count == n
 
 
 def test_reasoning_is_kept_out_of_verdict_and_reply(tmp_path: Path) -> None:
     reply = Reply("<think>Maybe TRUE.</think>\n" + format_verdict(False, "Wrong value."), reasoning="reasoning_content: TRUE TRUE")
     with start_stub_server(judge_reply_fn(lambda x: reply), model="stub-judge") as srv:
-        (v,) = _run(_judge(srv, cache=VerdictCache(tmp_path)), [_inputs("42")])
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
         assert v.verdict == "FALSE" and v.justification == "Wrong value."
         assert "<think>" not in v.reply and "Maybe" not in v.reply
-        row = VerdictCache(tmp_path).get(next(iter(VerdictCache(tmp_path)._load())))
+        row = LLMVerdictCache(tmp_path).get(next(iter(LLMVerdictCache(tmp_path)._load())))
         assert "Maybe" not in str(row) and "reasoning_content" not in str(row)
 
 

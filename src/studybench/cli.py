@@ -137,7 +137,7 @@ def _make_judge(model: str, base_url: str | None, prompt: Path | None, api_key_e
                 request_timeout: float, max_retries: int, parse_retries: int, max_tokens: int | None,
                 cache_dir: Path | None, no_cache: bool, read_cache: bool = True) -> Any:
     """An :class:`studybench.llm_judge.LLMJudge` from CLI options (fails with a usage error)."""
-    from studybench.llm_judge import JudgeTemplate, LLMJudge, TemplateError, VerdictCache
+    from studybench.llm_judge import LLMJudge, LLMJudgeTemplate, LLMJudgeTemplateError, LLMVerdictCache
 
     _check_ranges(judge_concurrency=(concurrency, 1, 100_000), judge_request_timeout=(request_timeout, 1e-3, 86_400.0),
                   judge_max_retries=(max_retries, 0, 1000), judge_parse_retries=(parse_retries, 0, 100),
@@ -149,12 +149,12 @@ def _make_judge(model: str, base_url: str | None, prompt: Path | None, api_key_e
         _fail("--judge-base-url is required with --judge-model (or set $STUDYBENCH_JUDGE_BASE_URL), "
               "e.g. http://127.0.0.1:8001/v1 from `vllm serve`, or https://api.openai.com/v1")
     try:
-        template = JudgeTemplate.from_file(prompt) if prompt is not None else JudgeTemplate.builtin()
-    except TemplateError as e:
+        template = LLMJudgeTemplate.from_file(prompt) if prompt is not None else LLMJudgeTemplate.builtin()
+    except LLMJudgeTemplateError as e:
         _fail(str(e))
     if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
         _fail(f"--judge-cache {cache_dir} exists and is not a directory")
-    cache = None if no_cache else VerdictCache(cache_dir)
+    cache = None if no_cache else LLMVerdictCache(cache_dir)
     if cache is not None:
         try:
             cache.check_writable()
@@ -169,7 +169,7 @@ def _make_judge(model: str, base_url: str | None, prompt: Path | None, api_key_e
 
 def _run_llm_judge(parents: list[Any], store: Any, cfg: Any, judge: Any, audit: bool = False, refresh: bool = False) -> Any:
     """Run :func:`studybench.runner.llm_judge_run` with a progress bar and print its counts."""
-    from studybench.llm_judge import JudgeConfigError
+    from studybench.llm_judge import LLMJudgeConfigError
     from studybench.runner import llm_judge_run
 
     async def go() -> Any:
@@ -186,7 +186,7 @@ def _run_llm_judge(parents: list[Any], store: Any, cfg: Any, judge: Any, audit: 
 
     try:
         st = asyncio.run(go())
-    except JudgeConfigError as e:
+    except LLMJudgeConfigError as e:
         _fail(f"{e}. Verdicts obtained so far are kept; nothing else changed.")
     v = st.verdicts
     console.print(

@@ -377,7 +377,7 @@ async def llm_judge_run(
     """Add LLM verdicts for the selection's current rule rejections (paper 2.2, PROTOCOL.md 6).
 
     Args:
-        judge: an object with ``judge_id`` (str), ``describe()`` and ``async judge(JudgeInputs) ->
+        judge: an object with ``judge_id`` (str), ``describe()`` and ``async judge(LLMJudgeInputs) ->
             LLMVerdict`` (:class:`studybench.llm_judge.LLMJudge`).
         audit_rule_accepts: also judge rule accepts (makes the rule verifier's false accepts
             observable in the consistency report; the cascade verdict of an accept is unchanged).
@@ -389,7 +389,7 @@ async def llm_judge_run(
         :class:`LLMJudgeStats`. Rule judgements must exist (:func:`judge_run`) for a turn to be judged.
     """
     from studybench.answers import extract_answers
-    from studybench.llm_judge import FINAL_VERDICTS, inputs_for
+    from studybench.llm_judge import FINAL_VERDICTS, llm_judge_inputs
 
     gens = store.latest_generations()
     rules = store.latest_judgements()
@@ -416,7 +416,7 @@ async def llm_judge_run(
         if not isinstance(extracted, list):
             extracted = extract_answers(g["completion"], len(slot.sub.boxes))
         extracted = [str(x) for x in extracted]
-        inputs = inputs_for(slot, g["completion"], extracted)
+        inputs = llm_judge_inputs(slot, g["completion"], extracted)
         old = llm_rows.get((key, jid))
         if (
             not refresh

@@ -8,7 +8,7 @@ counts it correct when the judge says TRUE; reward mode (``rule``) never calls a
 - :mod:`studybench.llm_judge.cache`: the on-disk verdict cache;
 - :mod:`studybench.llm_judge.client`: :class:`LLMJudge`, the OpenAI-compatible client.
 
-:func:`inputs_for` builds the five inputs of one sub-problem's judgement; the runner never needs to
+:func:`llm_judge_inputs` builds the five inputs of one sub-problem's judgement; the runner never needs to
 know what they are.
 """
 
@@ -17,38 +17,43 @@ from __future__ import annotations
 import re
 
 from studybench.answers import strip_reasoning
-from studybench.llm_judge.cache import VerdictCache, cache_key, default_cache_root
+from studybench.llm_judge.cache import LLMVerdictCache, cache_key, default_cache_root
 from studybench.llm_judge.client import (
     FINAL_VERDICTS,
-    JudgeConfigError,
-    JudgeInputs,
-    JudgeStats,
     LLMJudge,
+    LLMJudgeConfigError,
+    LLMJudgeInputs,
+    LLMJudgeStats,
     LLMVerdict,
     judge_id,
 )
 from studybench.llm_judge.parse import MalformedReply, ParsedVerdict, parse_verdict
-from studybench.llm_judge.prompt import DEFAULT_TEMPLATE, PLACEHOLDERS, JudgeTemplate, TemplateError
+from studybench.llm_judge.prompt import (
+    DEFAULT_TEMPLATE,
+    PLACEHOLDERS,
+    LLMJudgeTemplate,
+    LLMJudgeTemplateError,
+)
 from studybench.records import SubProblemRef
 
 __all__ = [
     "DEFAULT_TEMPLATE",
     "FINAL_VERDICTS",
-    "JudgeConfigError",
+    "LLMJudgeConfigError",
     "MAX_SOLUTION_CHARS",
     "PLACEHOLDERS",
-    "JudgeInputs",
-    "JudgeStats",
-    "JudgeTemplate",
+    "LLMJudgeInputs",
+    "LLMJudgeStats",
+    "LLMJudgeTemplate",
     "LLMJudge",
     "LLMVerdict",
     "MalformedReply",
     "ParsedVerdict",
-    "TemplateError",
-    "VerdictCache",
+    "LLMJudgeTemplateError",
+    "LLMVerdictCache",
     "cache_key",
     "default_cache_root",
-    "inputs_for",
+    "llm_judge_inputs",
     "judge_id",
     "parse_verdict",
 ]
@@ -92,7 +97,7 @@ def _defang(text: str) -> str:
     return _FENCE.sub(lambda m: f"<{m.group(1)}\u200b{m.group(2)}", text)
 
 
-def inputs_for(ref: SubProblemRef, completion: str, extracted: list[str]) -> JudgeInputs:
+def llm_judge_inputs(ref: SubProblemRef, completion: str, extracted: list[str]) -> LLMJudgeInputs:
     """The judge inputs for sub-problem ``ref`` answered by ``completion``.
 
     Args:
@@ -104,7 +109,7 @@ def inputs_for(ref: SubProblemRef, completion: str, extracted: list[str]) -> Jud
         extracted: the answers extracted from the reply's ``Final Answer:`` line (may be empty).
 
     Returns:
-        :class:`JudgeInputs` (the reference answers carry the answer type and, for TUP/ALT, the
+        :class:`LLMJudgeInputs` (the reference answers carry the answer type and, for TUP/ALT, the
         type sequence; several answers are numbered (1), (2), ...).
     """
     parent, sub = ref.parent, ref.sub
@@ -118,7 +123,7 @@ def inputs_for(ref: SubProblemRef, completion: str, extracted: list[str]) -> Jud
     reference_answers = f"Answer type: {kind}\n{_numbered(list(sub.boxes))}"
     solution = strip_reasoning(completion or "")
     student_answers = _numbered(list(extracted)) if extracted else "(no final answer was extracted)"
-    return JudgeInputs(
+    return LLMJudgeInputs(
         problem=problem,
         reference_solution=sub.solution.strip() or "(no reference solution)",
         reference_answers=reference_answers,

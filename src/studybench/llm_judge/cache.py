@@ -23,7 +23,7 @@ from typing import Any
 
 from studybench.files import JsonlLog
 
-__all__ = ["VerdictCache", "cache_key", "default_cache_root"]
+__all__ = ["LLMVerdictCache", "cache_key", "default_cache_root"]
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def cache_key(judge_model: str, template_digest: str, inputs_digest: str) -> str
     return hashlib.sha256(blob.encode("ascii")).hexdigest()
 
 
-class VerdictCache:
+class LLMVerdictCache:
     """Verdicts by :func:`cache_key`, loaded lazily from ``<root>/verdicts.jsonl``.
 
     Thread-safe within a process; several processes may append to the same file.

@@ -11,7 +11,7 @@ On top of the transport:
 - the reply is parsed strictly (:func:`studybench.llm_judge.parse.parse_verdict`); a malformed reply is
   answered with a format reminder in the same conversation, up to ``parse_retries`` times; still
   malformed, the verdict is ``"unjudgeable"``;
-- verdicts are cached on disk (:class:`studybench.llm_judge.cache.VerdictCache`) by judge model,
+- verdicts are cached on disk (:class:`studybench.llm_judge.cache.LLMVerdictCache`) by judge model,
   template digest and inputs digest; the judge's reasoning (``<think>`` or ``reasoning_content``)
   is neither part of the key nor of the verdict;
 - a transport failure after all retries gives the verdict ``"error"``, which is not cached.
@@ -26,11 +26,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from studybench.llm_judge.cache import VerdictCache, cache_key
+from studybench.llm_judge.cache import LLMVerdictCache, cache_key
 from studybench.llm_judge.parse import MalformedReply, parse_verdict, strip_judge_reasoning
-from studybench.llm_judge.prompt import FORMAT_REMINDER, PLACEHOLDERS, JudgeTemplate
+from studybench.llm_judge.prompt import FORMAT_REMINDER, PLACEHOLDERS, LLMJudgeTemplate
 
-__all__ = ["FINAL_VERDICTS", "JudgeConfigError", "JudgeInputs", "JudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
+__all__ = ["FINAL_VERDICTS", "LLMJudgeConfigError", "LLMJudgeInputs", "LLMJudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
 
 FINAL_VERDICTS = ("TRUE", "FALSE", "unjudgeable")
 """Verdicts that are final (cached, never re-requested); ``"error"`` is the only other value."""
@@ -44,7 +44,7 @@ _FINAL_STATUSES = frozenset({400, 413, 422})
 """The endpoint refuses these inputs (e.g. longer than the judge's context): unjudgeable."""
 
 
-class JudgeConfigError(RuntimeError):
+class LLMJudgeConfigError(RuntimeError):
     """The judge endpoint refuses every request (HTTP 401/403/404): wrong key, URL or model."""
 
 
@@ -67,7 +67,7 @@ def judge_id(model: str, template_digest: str) -> str:
 
 
 @dataclass(frozen=True)
-class JudgeInputs:
+class LLMJudgeInputs:
     """The five inputs of one judgement (the template's placeholders), as plain text."""
 
     problem: str
@@ -102,7 +102,7 @@ class LLMVerdict:
         error: why it is unjudgeable or an error.
 
     Raises (from :meth:`LLMJudge.judge`):
-        JudgeConfigError: the endpoint answered HTTP 401, 403 or 404 (bad key, URL or model).
+        LLMJudgeConfigError: the endpoint answered HTTP 401, 403 or 404 (bad key, URL or model).
     """
 
     verdict: str
@@ -119,7 +119,7 @@ class LLMVerdict:
 
 
 @dataclass
-class JudgeStats:
+class LLMJudgeStats:
     """Counters of one :class:`LLMJudge` (requests are chat requests, retries included)."""
 
     judgements: int = 0
@@ -150,7 +150,7 @@ class LLMJudge:
     Args:
         model: judge model name at the endpoint.
         base_url: OpenAI-compatible endpoint, e.g. ``http://127.0.0.1:8001/v1``.
-        template: the prompt template (default: :meth:`JudgeTemplate.builtin`).
+        template: the prompt template (default: :meth:`LLMJudgeTemplate.builtin`).
         cache: verdict cache; ``None`` disables caching.
         parse_retries: extra requests after a malformed reply (default 2, so at most 3 replies).
         concurrency: most requests in flight.
@@ -170,8 +170,8 @@ class LLMJudge:
         model: str,
         base_url: str | None,
         *,
-        template: JudgeTemplate | None = None,
-        cache: VerdictCache | None = None,
+        template: LLMJudgeTemplate | None = None,
+        cache: LLMVerdictCache | None = None,
         parse_retries: int = 2,
         concurrency: int = 16,
         request_timeout: float = 300.0,
@@ -188,7 +188,7 @@ class LLMJudge:
         if parse_retries < 0:
             raise ValueError("parse_retries must be >= 0")
         self.model = model
-        self.template = template or JudgeTemplate.builtin()
+        self.template = template or LLMJudgeTemplate.builtin()
         self.cache = cache
         self.parse_retries = parse_retries
         self.read_cache = read_cache
@@ -203,7 +203,7 @@ class LLMJudge:
             backoff_max=backoff_max,
             api_key_env=api_key_env,
         )
-        self.stats = JudgeStats()
+        self.stats = LLMJudgeStats()
         self._inflight: dict[str, asyncio.Future[LLMVerdict]] = {}
 
     @property
@@ -241,7 +241,7 @@ class LLMJudge:
             self.stats.errors += 1
         return v
 
-    async def judge(self, inputs: JudgeInputs) -> LLMVerdict:
+    async def judge(self, inputs: LLMJudgeInputs) -> LLMVerdict:
         """Judge one answer; never raises for endpoint or reply failures.
 
         Identical inputs requested concurrently share one request.
@@ -293,7 +293,7 @@ class LLMJudge:
             self._inflight.pop(key, None)
         return self._count(verdict)
 
-    async def _ask(self, inputs: JudgeInputs) -> LLMVerdict:
+    async def _ask(self, inputs: LLMJudgeInputs) -> LLMVerdict:
         from studybench.models.base import ChatRequest
 
         messages: list[dict[str, str]] = [{"role": "user", "content": _clean(self.template.render(inputs.as_dict()))}]
@@ -308,7 +308,7 @@ class LLMJudge:
                 m = _STATUS.match(res.error)
                 status = int(m.group(1)) if m else None
                 if status in _FATAL_STATUSES:
-                    raise JudgeConfigError(
+                    raise LLMJudgeConfigError(
                         f"the judge endpoint {self.backend.describe()['base_url']} answered {res.error}; check "
                         f"--judge-model, --judge-base-url and ${self.backend.api_key_env}"
                     )

@@ -11,7 +11,7 @@ A template is plain text with five placeholders, each written as ``{name}``:
 Substitution is a single pass over the template: braces that are not one of the five names (LaTeX
 such as ``\\frac{a}{b}``) are left alone, and text substituted in is never scanned again, so an
 input that itself contains ``{problem}`` cannot inject anything. A template that lacks any of the
-five placeholders is refused (:class:`TemplateError`).
+five placeholders is refused (:class:`LLMJudgeTemplateError`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ __all__ = [
     "DEFAULT_TEMPLATE",
     "FORMAT_REMINDER",
     "PLACEHOLDERS",
-    "JudgeTemplate",
-    "TemplateError",
+    "LLMJudgeTemplate",
+    "LLMJudgeTemplateError",
 ]
 
 PLACEHOLDERS = ("problem", "reference_solution", "reference_answers", "student_solution", "student_answers")
@@ -89,12 +89,12 @@ else: a line `## Justification` followed by one sentence, then a line `## Verdic
 line holding only TRUE or FALSE."""
 
 
-class TemplateError(ValueError):
+class LLMJudgeTemplateError(ValueError):
     """A judge prompt template that cannot be used; the message names the file and the problem."""
 
 
 @dataclass(frozen=True)
-class JudgeTemplate:
+class LLMJudgeTemplate:
     """A validated judge prompt template.
 
     Attributes:
@@ -108,37 +108,37 @@ class JudgeTemplate:
     def __post_init__(self) -> None:
         where = self.source
         if not isinstance(self.text, str) or not self.text.strip():
-            raise TemplateError(f"{where}: the judge prompt template is empty")
+            raise LLMJudgeTemplateError(f"{where}: the judge prompt template is empty")
         found = set(_PLACEHOLDER_RE.findall(self.text))
         missing = [p for p in PLACEHOLDERS if p not in found]
         if missing:
             need = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
             lack = ", ".join("{" + p + "}" for p in missing)
-            raise TemplateError(f"{where}: the judge prompt template lacks {lack}; a template must contain all of {need}")
+            raise LLMJudgeTemplateError(f"{where}: the judge prompt template lacks {lack}; a template must contain all of {need}")
 
     @classmethod
-    def builtin(cls) -> JudgeTemplate:
+    def builtin(cls) -> LLMJudgeTemplate:
         """Our default template (:data:`DEFAULT_TEMPLATE`)."""
         return cls(DEFAULT_TEMPLATE, "builtin")
 
     @classmethod
-    def from_file(cls, path: str | Path) -> JudgeTemplate:
+    def from_file(cls, path: str | Path) -> LLMJudgeTemplate:
         """Read and validate a UTF-8 template file.
 
         Raises:
-            TemplateError: unreadable, too large (> 256 KiB), not UTF-8, empty, or missing a placeholder.
+            LLMJudgeTemplateError: unreadable, too large (> 256 KiB), not UTF-8, empty, or missing a placeholder.
         """
         p = Path(path)
         try:
             raw = p.read_bytes()
         except OSError as e:
-            raise TemplateError(f"{p}: cannot read the judge prompt template ({e.strerror or e})") from None
+            raise LLMJudgeTemplateError(f"{p}: cannot read the judge prompt template ({e.strerror or e})") from None
         if len(raw) > _MAX_TEMPLATE_BYTES:
-            raise TemplateError(f"{p}: the judge prompt template is {len(raw):,} bytes; the limit is {_MAX_TEMPLATE_BYTES:,}")
+            raise LLMJudgeTemplateError(f"{p}: the judge prompt template is {len(raw):,} bytes; the limit is {_MAX_TEMPLATE_BYTES:,}")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise TemplateError(f"{p}: the judge prompt template is not UTF-8 ({e.reason} at byte {e.start})") from None
+            raise LLMJudgeTemplateError(f"{p}: the judge prompt template is not UTF-8 ({e.reason} at byte {e.start})") from None
         return cls(text, str(p.resolve()))
 
     @property
