@@ -1,11 +1,14 @@
-"""Final-answer extraction from model responses and gold strings (PROTOCOL.md section 4).
+"""Final-answer extraction and text hygiene for model output and gold strings (PROTOCOL.md section 4).
 
-Everything here is pure string scanning: no regex backtracking on untrusted text, no parsing
-into SymPy, and no function raises on any ``str`` input.
+The lowest module of the package (it imports nothing of studybench): every other module that scans
+boxes, removes reasoning or cleans model text uses these functions. Everything here is pure string
+scanning: no regex backtracking on untrusted text, no parsing into SymPy, and no function raises on
+any ``str`` input.
 
 Public entry points:
 
 * :func:`strip_reasoning` - remove ``<think>`` blocks (closed, unclosed, stray ``</think>``).
+* :func:`clean_surrogates` - lone UTF-16 surrogates (unencodable as UTF-8) become U+FFFD.
 * :func:`find_boxes` - every top-level ``\\boxed{...}`` / ``\\fbox{...}`` / ``\\boxed 5`` with its span.
 * :func:`extract_answers` - the answers a response commits to: boxes on the ``Final Answer:`` line
   first, else the last ``m`` boxes anywhere.
@@ -21,6 +24,7 @@ __all__ = [
     "Box",
     "match_brace",
     "brace_balance_error",
+    "clean_surrogates",
     "extract_answers",
     "find_boxes",
     "split_top_level",
@@ -31,6 +35,22 @@ _BOX_MACROS = ("\\boxed", "\\fbox")
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 _FINAL_ANSWER = re.compile(r"final\s+answer", re.IGNORECASE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_surrogates(text: str) -> str:
+    """Text made safe to store, send as JSON and hash: every lone surrogate becomes U+FFFD.
+
+    Model replies and judge replies can carry lone UTF-16 surrogates (a broken ``\\u`` escape) that
+    UTF-8 cannot encode; everything else is returned unchanged.
+
+    Args:
+        text: any string.
+
+    Returns:
+        ``text`` with each character in U+D800..U+DFFF replaced by U+FFFD.
+    """
+    return _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)
