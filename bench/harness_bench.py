@@ -3,7 +3,7 @@
 Measures, in one run on the same machine:
 
 * ``studybench``: the generation phase of the runner (protocol + OpenAIBackend + append-only store,
-  all turns of all attempts with multi-turn continuity), then the judging phase (extraction + rule
+  all turns of all attempts with multi-turn continuity), then the rule pass (extraction + rule
   verifier), in turns per second;
 * ``peer``: what a plain script does: the official ``openai`` SDK's ``chat.completions.create``
   on the same conversations with the same concurrency, no store, no judging.
@@ -28,13 +28,13 @@ import time
 from pathlib import Path
 
 from studybench.datasets import load_dataset, resolve_split
+from studybench.evaluate import EvalSpec, add_rule_verdicts, generate_turns, prepare_eval
 from studybench.models.base import PRESETS
 from studybench.models.openai_backend import OpenAIBackend
 from studybench.protocol import Artefacts, build_messages
 from studybench.records import SubProblemRef
-from studybench.report import parents_index, write_report
-from studybench.runner import EvalConfig, generate, judge_run, verifier_config
-from studybench.store import RunStore
+from studybench.report import write_report
+from studybench.store import RunStore, rule_settings
 from studybench.testing import Script, start_stub_server
 from studybench.verify import Verifier
 
@@ -81,15 +81,14 @@ def main() -> int:
           f"concurrency {args.concurrency}; cores {os.cpu_count()}")
 
     with start_stub_server(Script(default=REPLY), subprocess=True) as srv, tempfile.TemporaryDirectory() as tmp:
-        store = RunStore(Path(tmp) / "run")
-        cfg = EvalConfig(split=ds.name, k=args.k, seeds=[0], concurrency=args.concurrency)
         be = OpenAIBackend("stub", srv.base_url, PRESETS["paper"], concurrency=args.concurrency, max_retries=0)
-        store.write_manifest({"k": cfg.k, "seeds": cfg.seeds, "split": {"name": ds.name}, "backend": be.describe(),
-                              "verifier": verifier_config(cfg), "parents": parents_index(parents)})
+        plan = prepare_eval(EvalSpec(dataset=ds, k=args.k, seeds=[0], concurrency=args.concurrency), Path(tmp) / "run", backend=be)
+        store = RunStore(plan.run_dir)
+        store.write_manifest(plan.manifest)
 
         async def ours():
             try:
-                return await generate(parents, store, be, Artefacts(), cfg)
+                return await generate_turns(plan.scope, store, be, Artefacts(), concurrency=args.concurrency)
             finally:
                 await be.aclose()
 
@@ -97,7 +96,7 @@ def main() -> int:
         assert g.generated == n_turns and g.failed == 0, (g.generated, g.failed)
         with Verifier(timeout=5.0) as v:
             v.warm()
-            j = judge_run(parents, store, cfg, v)
+            j = add_rule_verdicts(plan.scope, store, v, rule_settings(5.0))
         rep = write_report(store)
         store.close()
 
@@ -106,8 +105,8 @@ def main() -> int:
     gen_rate = g.generated / g.seconds
     peer_rate = n_peer / dt_peer
     print(f"studybench generate : {g.generated} turns in {g.seconds:.2f} s = {gen_rate:,.0f} turns/s")
-    print(f"studybench judge    : {j.judged} turns in {j.seconds:.2f} s = {j.judged / max(j.seconds, 1e-9):,.0f} turns/s")
-    print(f"studybench end-to-end (generate + judge): {n_turns / (g.seconds + j.seconds):,.0f} turns/s")
+    print(f"studybench verify   : {j.judged} turns in {j.seconds:.2f} s = {j.judged / max(j.seconds, 1e-9):,.0f} turns/s")
+    print(f"studybench end-to-end (generate + verify): {n_turns / (g.seconds + j.seconds):,.0f} turns/s")
     print(f"peer (openai SDK chat.completions.create, no store): {n_peer} turns in {dt_peer:.2f} s = {peer_rate:,.0f} turns/s")
     print(f"ratio studybench/peer (generation): {gen_rate / peer_rate:.2f}x")
     print(f"target >= 500 generation turns/s: {'met' if gen_rate >= 500 else 'NOT met'}")

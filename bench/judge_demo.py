@@ -8,7 +8,7 @@
    - ``sloppy``: like ``unboxed``, but the stub judge never answers in the format for it
      (unjudgeable after the parse retries).
 3. Starts a stub judge on 127.0.0.1 that is an oracle for those faults (with two HTTP 429s
-   injected), and runs ``studybench judge RUN --audit-rule-accepts`` twice on the run, then once
+   injected), and runs ``studybench judge RUN --judge-rule-accepts`` twice on the run, then once
    on a copy of the run (same pairs), printing the judge's request counts each time.
 4. Prints ``studybench consistency`` and the report's scoring conventions.
 
@@ -48,13 +48,13 @@ def inject(run: Path, every: int) -> dict[str, int]:
             continue
         kind = kinds[n % len(kinds)]
         n += 1
-        body, _, final = g["completion"].rpartition("Final Answer:")
+        body, _, final = (g.completion or "").rpartition("Final Answer:")
         if kind == "wrong":
             new = f"{body}Final Answer: {WRONG}"
         else:  # no box anywhere: the rules find no final answer, the judge reads it in the text
             tag = "" if kind == "unboxed" else " [sloppy]"
             new = f"{body}Final Answer:{final}{tag}".replace("\\boxed{", "{")
-        store.generations.append({**g, "completion": new})
+        store.append(g.model_copy(update={"completion": new}))
         counts[kind] += 1
     store.close()
     return counts
@@ -108,7 +108,7 @@ def main() -> int:
     shutil.copytree(run, twin)
     with start_stub_server(judge_reply_fn(oracle), model="stub-judge") as srv:
         srv.rate_limit(retry_after=0.05, times=2)
-        judge = ["--judge-model", "stub-judge", "--judge-base-url", srv.base_url, "--audit-rule-accepts"]
+        judge = ["--judge-model", "stub-judge", "--judge-base-url", srv.base_url, "--judge-rule-accepts"]
         for label, target in (("first judge of the run", run), ("same run again", run), ("copy of the run", twin)):
             before = srv.count
             sh("studybench", "judge", str(target), *judge, env=env)

@@ -80,7 +80,7 @@ def cli(*args: str) -> Any:
 
 def _eval(e: dict[str, Any], out: Path, *extra: str) -> Any:
     return cli("eval", "--split", e["set"], "--model", "stub-model", "--base-url", e["model"].base_url, "-k", K,
-               "--seeds", 1, "--out", out, "--judge-workers", 1, *extra)
+               "--seeds", 1, "--out", out, "--verify-workers", 1, *extra)
 
 
 def _judge(run: Path, url: str, *extra: str) -> Any:
@@ -92,8 +92,8 @@ def _report(run: Path) -> dict[str, Any]:
 
 
 def _n_rejections(run: Path) -> int:
-    rows = RunStore(run).latest_judgements().values()
-    return sum(1 for r in rows if not r["correct"])
+    rows = RunStore(run).latest_rule_verdicts().values()
+    return sum(1 for r in rows if not r.correct)
 
 
 def test_eval_with_judge_scores_rule_or_llm(env: dict[str, Any]) -> None:
@@ -278,12 +278,12 @@ def test_consistency_starred_cell_then_audit(env: dict[str, Any]) -> None:
         c = json.loads((run / "consistency.json").read_text())
         (j,) = c["judges"].values()
         o = j["overall"]
-        accepts = sum(1 for r in RunStore(run).latest_judgements().values() if r["correct"])
+        accepts = sum(1 for r in RunStore(run).latest_rule_verdicts().values() if r.correct)
         assert o["rule_accept"]["assumed_TRUE"] == accepts and o["audited_accepts"] == 0
         assert o["precision"] == 1.0
         assert o["recall"] == pytest.approx(accepts / (accepts + K))
         assert "\\*" in (run / "consistency.md").read_text()
-        res = _judge(run, jsrv.base_url, "--audit-rule-accepts")
+        res = _judge(run, jsrv.base_url, "--judge-rule-accepts")
         assert res.exit_code == 0
         assert cli("consistency", run).exit_code == 0
         c = json.loads((run / "consistency.json").read_text())
@@ -310,8 +310,8 @@ def test_kappa_between_two_judge_configurations(env: dict[str, Any]) -> None:
     with start_stub_server(judge_reply_fn(oracle), model="stub-judge") as j1, start_stub_server(
         judge_reply_fn(contrarian), model="judge-two"
     ) as j2:
-        assert _judge(run, j1.base_url, "--audit-rule-accepts").exit_code == 0
-        res = cli("judge", run, "--judge-model", "judge-two", "--judge-base-url", j2.base_url, "--audit-rule-accepts",
+        assert _judge(run, j1.base_url, "--judge-rule-accepts").exit_code == 0
+        res = cli("judge", run, "--judge-model", "judge-two", "--judge-base-url", j2.base_url, "--judge-rule-accepts",
                   "--no-activate")
         assert res.exit_code == 0, res.output
     man = json.loads((run / "manifest.json").read_text())
@@ -320,8 +320,8 @@ def test_kappa_between_two_judge_configurations(env: dict[str, Any]) -> None:
     c = json.loads((run / "consistency.json").read_text())
     assert len(c["judges"]) == 2
     (pair,) = c["pairs"]
-    rows = RunStore(run).latest_llm_judgements()
-    by = {jid: {k: r["verdict"] == "TRUE" for (k, j), r in rows.items() if j == jid} for jid in (pair["a"], pair["b"])}
+    rows = RunStore(run).latest_llm_verdicts()
+    by = {jid: {k: r.verdict == "TRUE" for (k, j), r in rows.items() if j == jid} for jid in (pair["a"], pair["b"])}
     keys = sorted(by[pair["a"]])
     expected = cohens_kappa([by[pair["a"]][k] for k in keys], [by[pair["b"]][k] for k in keys])
     assert pair["turns"] == len(keys) == 4 * K  # 4 sub-problems x K attempts, all audited by both
@@ -391,19 +391,18 @@ def test_reference_run_with_injected_wrong_answers(data_dir: Path, tmp_path: Pat
     monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "ref"
     res = cli("eval", "--split", data_dir / "transfer.json", "--model", "reference", "-k", 2, "--seeds", 1,
-              "--limit", 6, "--out", run, "--judge-workers", 1)
+              "--limit", 6, "--out", run, "--verify-workers", 1)
     assert res.exit_code == 0, res.output
     store = RunStore(run)
     injected = 0
     for i, (_key, g) in enumerate(sorted(store.latest_generations().items())):
         if i % 3 == 0:
-            row = dict(g)
-            row["completion"] = g["completion"].rsplit("Final Answer:", 1)[0] + "Final Answer: \\boxed{INJECTED_WRONG}"
-            store.generations.append(row)
+            wrong = (g.completion or "").rsplit("Final Answer:", 1)[0] + "Final Answer: \\boxed{INJECTED_WRONG}"
+            store.append(g.model_copy(update={"completion": wrong}))
             injected += 1
     store.close()
     with start_stub_server(judge_reply_fn(_oracle_for(lambda s: "INJECTED_WRONG" in s)), model="stub-judge") as jsrv:
-        res = _judge(run, jsrv.base_url, "--audit-rule-accepts")
+        res = _judge(run, jsrv.base_url, "--judge-rule-accepts")
         assert res.exit_code == 0, res.output
     assert cli("consistency", run).exit_code == 0
     c = json.loads((run / "consistency.json").read_text())

@@ -65,7 +65,7 @@ def _cmd(data: Path, out: Path, base_url: str) -> list[str]:
         sys.executable, "-m", "studybench.cli", "eval",
         "--split", str(data), "--model", "stub-model", "--base-url", base_url,
         "-k", "3", "--seeds", "2", "--out", str(out), "--concurrency", "3",
-        "--judge-workers", "1", "--max-retries", "2",
+        "--verify-workers", "1", "--max-retries", "2",
     ]
 
 
@@ -195,7 +195,7 @@ def test_failed_turns_exit_1_then_retry_and_only_judge_needs_no_endpoint(tmp_pat
     # judge again offline: no --base-url, the server is gone
     r = subprocess.run(
         [sys.executable, "-m", "studybench.cli", "eval", "--split", str(data), "--model", "stub-model", "-k", "3",
-         "--seeds", "2", "--out", str(out), "--only-judge", "--judge-timeout", "7"],
+         "--seeds", "2", "--out", str(out), "--only-judge", "--verify-timeout", "7"],
         capture_output=True, text=True, timeout=120,
     )
     assert r.returncode == 0, r.stderr

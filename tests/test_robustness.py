@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from studybench.datasets import DatasetError, load_dataset
+from studybench.evaluate import EvalSpec, generate_turns, prepare_eval
 from studybench.models.base import ChatRequest, ChatResult
 from studybench.models.openai_backend import OpenAIBackend, _parse
 from studybench.protocol import ArtefactError, Artefacts, load_artefacts
-from studybench.report import build_report, parents_index, write_report
-from studybench.runner import EvalConfig, generate, verifier_config
+from studybench.report import build_report, write_report
 from studybench.store import RunStore
 from studybench.testing import Script, start_stub_server
 
@@ -74,12 +74,15 @@ def test_guidance_keys_normalised_and_bad_files_rejected(tmp_path: Path) -> None
         load_artefacts(guidance=bad)
 
 
-def _run_dir(tmp_path: Path) -> RunStore:
+def _plan(tmp_path: Path) -> Any:
     ds = load_dataset(_write(tmp_path, [_rec("P1"), _rec("P2")]))
-    store = RunStore(tmp_path / "run")
-    cfg = EvalConfig(split=ds.name, k=1, seeds=[0])
-    store.write_manifest({"k": 1, "seeds": [0], "split": {"name": ds.name}, "backend": {"model": "m"},
-                          "verifier": verifier_config(cfg), "parents": parents_index(ds.parents)})
+    return prepare_eval(EvalSpec(dataset=ds, k=1, seeds=[0]), tmp_path / "run", backend=_Surrogate())
+
+
+def _run_dir(tmp_path: Path) -> RunStore:
+    plan = _plan(tmp_path)
+    store = RunStore(plan.run_dir)
+    store.write_manifest(plan.manifest)
     return store
 
 
@@ -96,9 +99,9 @@ def _run_dir(tmp_path: Path) -> RunStore:
 )
 def test_corrupted_manifest_is_a_clear_error(tmp_path: Path, patch: dict[str, Any], needle: str) -> None:
     store = _run_dir(tmp_path)
-    man = store.read_manifest()
+    man = json.loads(store.manifest_path.read_text())
     man.update(patch)
-    store.write_manifest(man)
+    store.manifest_path.write_text(json.dumps(man))
     with pytest.raises(ValueError, match=needle):
         build_report(store)
     r = subprocess.run([sys.executable, "-m", "studybench.cli", "report", str(store.root)], capture_output=True, text=True, timeout=60)
@@ -118,7 +121,7 @@ def test_garbage_rows_do_not_crash_or_count(tmp_path: Path) -> None:
     store.generations.append({**base, "completion": 5, "usage": [1, 2]})
     store.generations.append({**base, "parent": "S//P2", "sub_id": "P2", "completion": "\\boxed{9.8}", "usage": {"x": "y"}})
     store.judgements.append({**base, "parent": "S//P2", "sub_id": "P2", "correct": "false",
-                             "completion_digest": __import__("studybench.store", fromlist=["x"]).text_digest("\\boxed{9.8}")})
+                             "completion_digest": __import__("studybench.files", fromlist=["x"]).text_digest("\\boxed{9.8}")})
     store.close()
     with open(store.root / "generations.jsonl", "ab") as f:
         f.write(b"not json at all\n[1,2]\n")
@@ -141,14 +144,13 @@ class _Surrogate:
 
 
 def test_lone_surrogates_from_the_model_are_stored_and_resumable(tmp_path: Path) -> None:
-    store = _run_dir(tmp_path)
-    ds = load_dataset(tmp_path / "set.json")
-    cfg = EvalConfig(split=ds.name, k=1, seeds=[0])
-    st = asyncio.run(generate(ds.parents, store, _Surrogate(), Artefacts(), cfg))
+    plan = _plan(tmp_path)
+    store = RunStore(plan.run_dir)
+    st = asyncio.run(generate_turns(plan.scope, store, _Surrogate(), Artefacts()))
     assert st.generated == 2
     rows = list(store.generations.rows())
     assert len(rows) == 2 and all("\ufffd" in r["completion"] for r in rows)
-    again = asyncio.run(generate(ds.parents, store, _Surrogate(), Artefacts(), cfg))
+    again = asyncio.run(generate_turns(plan.scope, store, _Surrogate(), Artefacts()))
     assert again.reused == 2 and again.generated == 0
 
 
@@ -192,7 +194,8 @@ def test_non_finite_usage_keeps_the_completion() -> None:
         (["--temperature", "nan"], "--temperature"),
         (["--top-p", "5"], "--top-p"),
         (["--max-tokens", "0"], "--max-tokens"),
-        (["--judge-timeout", "-1"], "--judge-timeout"),
+        (["--verify-timeout", "-1"], "--verify-timeout"),
+        (["--judge-timeout", "-1"], "--verify-timeout"),
         (["-k", "0"], "-k"),
         (["--seeds", "0"], "--seeds"),
         (["--slice", "x"], "--slice"),

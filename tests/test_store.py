@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from studybench.files import JsonlLog, atomic_write_text
-from studybench.store import RunStore, TurnKey
+from studybench.store import Manifest, ParentIndex, RunStore, SplitInfo, SubIndex, TurnKey
 
 
 def _row(i: int, **kw: object) -> dict[str, object]:
@@ -52,14 +52,15 @@ def test_last_row_per_key_wins(tmp_path: Path) -> None:
     st.close()
     latest = RunStore(tmp_path).latest_generations()
     assert len(latest) == 2
-    assert latest[TurnKey("transfer", "IPhO/2001/Q1", "a", 0, 0)]["completion"] == "new"
+    assert latest[TurnKey("transfer", "IPhO/2001/Q1", "a", 0, 0)].completion == "new"
 
 
 def test_atomic_manifest_write_leaves_no_temp_files(tmp_path: Path) -> None:
     st = RunStore(tmp_path / "run")
-    st.write_manifest({"k": 8})
-    st.write_manifest({"k": 4})
-    assert st.read_manifest() == {"k": 4}
+    man = Manifest(split=SplitInfo(name="s"), k=8, seeds=[0], parents=[ParentIndex(uid="S//P", subs=[SubIndex(id="a", answer_type="NV")])])
+    st.write_manifest(man)
+    st.write_manifest(man.model_copy(update={"k": 4}))
+    assert st.read_manifest().k == 4
     assert sorted(os.listdir(tmp_path / "run")) == ["manifest.json"]
     atomic_write_text(tmp_path / "x.txt", "hello")
     assert (tmp_path / "x.txt").read_text() == "hello"

@@ -7,7 +7,7 @@ level (one cell per turn of the run's manifest, with a current completion and ru
   turns whose LLM verdict is unjudgeable, failed (``error``) or missing, overall and per answer type;
 - the rule verifier's precision and recall with respect to the cascade. Paper Table 11 convention:
   a rule accept the judge never saw counts as an LLM accept (the starred cell, ``assumed``); after
-  ``studybench judge RUN_DIR --audit-rule-accepts`` the judge has seen the rule accepts too, the
+  ``studybench judge RUN_DIR --judge-rule-accepts`` the judge has seen the rule accepts too, the
   starred cell is observed, and precision can fall below 100%. Precision is given with the
   judgeable-only denominator (accepts with a TRUE/FALSE verdict or assumed) and the full one (every
   rule accept; an unjudgeable accept counts against the rule);
@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from studybench.files import atomic_write_text, dumps_json
-from studybench.report import _md, active_judge, load_manifest_view
-from studybench.store import RunStore, TurnKey, current_rule_verdict
+from studybench.report import md_cell
+from studybench.store import RunRows, RunStore, TurnKey, llm_verdict_status, turn_verdicts
 
 __all__ = ["build_consistency", "cohens_kappa", "render_consistency_markdown", "write_consistency"]
 
@@ -104,8 +105,11 @@ def _table(cells: list[tuple[bool, str, bool]]) -> dict[str, Any]:
     }
 
 
-def build_consistency(store: RunStore) -> dict[str, Any]:
+def build_consistency(run: RunStore | Path | str) -> dict[str, Any]:
     """Rule vs LLM consistency of a run directory (see the module docstring).
+
+    Args:
+        run: the run directory (or its :class:`RunStore`).
 
     Returns:
         A dict with ``split``, ``turns``, ``active_judge`` (id or ``None``), ``judges`` (per judge id:
@@ -113,45 +117,37 @@ def build_consistency(store: RunStore) -> dict[str, Any]:
         configurations).
 
     Raises:
-        FileNotFoundError / ValueError: not a run directory or an unreadable manifest.
+        FileNotFoundError: not a run directory.
+        ValueError: an unreadable or invalid manifest.
     """
-    man = load_manifest_view(store)
-    split = man.split["name"]
-    gens = store.latest_generations()
-    rules = store.latest_judgements()
-    llm = store.latest_llm_judgements()
-    active = active_judge(man.verifier)
-    turns: list[tuple[TurnKey, str, bool, str]] = []  # key, answer type, rule verdict, completion digest
-    for seed in man.seeds:
-        for p in man.parents:
-            for s in p.subs:
-                for a in range(man.k):
-                    key = TurnKey(split, p.uid, s.id, seed, a)
-                    current = current_rule_verdict(gens, rules, key)
-                    if current is not None:
-                        j, cd = current
-                        turns.append((key, s.answer_type, j.get("correct") is True, cd))
-    ids = sorted({jid for (key, jid) in llm if key.split == split})
+    store = run if isinstance(run, RunStore) else RunStore(Path(run))
+    man = store.read_manifest()
+    split = man.split.name
+    rows = RunRows.read(store)
+    active = man.active_judge
+    # attempt-level cells: turns whose rule verdict counts and whose generation did not fail
+    turns = [t for t in turn_verdicts(man, rows) if t.rule.verdict is not None and t.rule.judgeable]
+    ids = sorted({jid for (key, jid) in rows.llm_verdicts if key.split == split})
     desc: dict[str, dict[str, Any]] = {}
-    for (_, jid), row in llm.items():
-        desc.setdefault(jid, {"judge_id": jid, "model": row.get("judge_model"), "template_digest": row.get("template_digest")})
+    for (_, jid), row in rows.llm_verdicts.items():
+        desc.setdefault(jid, {"judge_id": jid, "model": row.judge_model, "template_digest": row.template_digest})
     verdicts: dict[str, dict[TurnKey, str]] = {}
     judges: dict[str, Any] = {}
     for jid in ids:
         vmap: dict[TurnKey, str] = {}
         cells: list[tuple[bool, str, bool]] = []
         by_type: dict[str, list[tuple[bool, str, bool]]] = defaultdict(list)
-        for key, at, rule_ok, cd in turns:
-            row = llm.get((key, jid))
-            verdict = str(row.get("verdict")) if row is not None and row.get("completion_digest") == cd else None
+        for t in turns:
+            assert t.rule.completion_digest is not None
+            verdict = llm_verdict_status(rows.llm_verdicts.get((t.key, jid)), t.rule.completion_digest).value
             if verdict is not None and verdict not in _COLUMNS:
                 verdict = "error"
             observed = verdict is not None
-            cell = (rule_ok, verdict if verdict is not None else "not judged", observed)
+            cell = (t.strict, verdict if verdict is not None else "not judged", observed)
             cells.append(cell)
-            by_type[at].append(cell)
+            by_type[t.answer_type].append(cell)
             if verdict in ("TRUE", "FALSE"):
-                vmap[key] = verdict
+                vmap[t.key] = verdict
         verdicts[jid] = vmap
         judges[jid] = {
             **desc[jid],
@@ -199,7 +195,7 @@ def _kappa(x: float | None) -> str:
 def render_consistency_markdown(rep: dict[str, Any]) -> str:
     """Markdown rendering of :func:`build_consistency`'s output."""
     lines = [
-        f"# Verifier consistency: {_md(rep['split'])} / {_md(rep['model'])}",
+        f"# Verifier consistency: {md_cell(rep['split'])} / {md_cell(rep['model'])}",
         "",
         f"{rep['turns']} judged turns (attempt level). Rule = rule verifier; LLM = judge verdict on the same completion.",
         "",
@@ -210,7 +206,7 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
         o = j["overall"]
         star = " *" if o["rule_accept"]["assumed_TRUE"] else ""
         lines += [
-            f"## Judge {_md(j.get('model'))} ({jid}{', active' if j['active'] else ''})",
+            f"## Judge {md_cell(j.get('model'))} ({jid}{', active' if j['active'] else ''})",
             "",
             f"Template digest {str(j.get('template_digest'))[:12]}. "
             f"Rule accepts audited by the judge: {o['audited_accepts']} of {o['rule_accepts']}.",
@@ -226,7 +222,7 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
         if star:
             lines += [
                 f"\\* includes {o['rule_accept']['assumed_TRUE']} rule accepts the judge did not see, counted as LLM accepts "
-                "(paper Table 11 convention); `studybench judge RUN_DIR --audit-rule-accepts` makes this cell observable.",
+                "(paper Table 11 convention); `studybench judge RUN_DIR --judge-rule-accepts` makes this cell observable.",
                 "",
             ]
         lines += [
@@ -262,8 +258,19 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_consistency(store: RunStore) -> dict[str, Any]:
-    """Build the consistency report and write ``consistency.json`` / ``consistency.md`` atomically."""
+def write_consistency(run: RunStore | Path | str) -> dict[str, Any]:
+    """Build the consistency report and write ``consistency.json`` / ``consistency.md`` atomically.
+
+    Args:
+        run: the run directory (or its :class:`RunStore`).
+
+    Returns:
+        The report (:func:`build_consistency`).
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`build_consistency`; OSError when a file cannot be written.
+    """
+    store = run if isinstance(run, RunStore) else RunStore(Path(run))
     rep = build_consistency(store)
     atomic_write_text(store.root / "consistency.json", dumps_json(rep) + "\n")
     atomic_write_text(store.root / "consistency.md", render_consistency_markdown(rep))

@@ -754,7 +754,7 @@ class AuditConfig:
             raise ValueError("--containment-threshold must be in (0, 1]")
 
     def to_dict(self) -> dict[str, Any]:
-        from studybench.models.openai_backend import _redact_url
+        from studybench.models.openai_backend import redact_url as _redact_url
 
         d = asdict(self)
         if d.get("judge_base_url"):

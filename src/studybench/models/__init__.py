@@ -1,6 +1,14 @@
-"""Chat backends behind one small protocol (:class:`ChatBackend`)."""
+"""Chat backends behind one small protocol (:class:`ChatBackend`), and the endpoint check.
+
+- :class:`ChatBackend` (:mod:`studybench.models.base`): one :class:`ChatRequest` in, one
+  :class:`ChatResult` out; backends never raise for a failed turn;
+- :class:`studybench.models.openai_backend.OpenAIBackend`: any OpenAI-compatible endpoint (``vllm serve``);
+- :class:`ReferenceBackend`: the offline gold replay (``--model reference``);
+- :func:`check_endpoint`: fail fast when an endpoint does not answer.
+"""
 
 from studybench.models.base import PRESETS, ChatBackend, ChatRequest, ChatResult, SamplingParams
+from studybench.models.preflight import EndpointError, check_endpoint
 from studybench.models.reference import REFERENCE_MODES, ReferenceBackend
 
 __all__ = [
@@ -9,6 +17,8 @@ __all__ = [
     "ChatBackend",
     "ChatRequest",
     "ChatResult",
+    "EndpointError",
     "ReferenceBackend",
     "SamplingParams",
+    "check_endpoint",
 ]

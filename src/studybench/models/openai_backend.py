@@ -48,7 +48,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from studybench.models.base import ChatRequest, ChatResult, SamplingParams
 
-__all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable"]
+__all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable", "redact_url"]
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def _retry_after(exc: BaseException | None) -> float | None:
     return max(0.0, value)
 
 
-def _redact_url(url: str) -> str:
+def redact_url(url: str) -> str:
     """``url`` without any ``user:password@`` part."""
     try:
         parts = urlsplit(url)
@@ -216,7 +216,7 @@ class OpenAIBackend:
 
     def _display_url(self) -> str:
         url = self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        return self._redact(_redact_url(url))
+        return self._redact(redact_url(url))
 
     def describe(self) -> dict[str, Any]:
         """JSON-serialisable description for the run manifest; never contains the API key."""

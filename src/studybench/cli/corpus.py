@@ -7,19 +7,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from studybench.cli.common import console, fail, out_console
 from studybench.files import atomic_write_text, dumps_json
 
 corpus_app = typer.Typer(
     help="Process the textbook corpus: parse PDFs (MinerU), clean OCR, redact test items, audit for residue.",
     no_args_is_help=True,
 )
-
-console = Console(stderr=True)
-out_console = Console()
 
 _Books = Annotated[
     Path | None,
@@ -29,18 +26,13 @@ _Split = Annotated[str, typer.Option("--split", help="Test set whose items are r
 _DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Directory holding the test sets (default $STUDYBENCH_DATA).")]
 
 
-def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/bold red] {escape(msg)}", soft_wrap=True)
-    raise typer.Exit(code)
-
-
 def _books(books: Path | None) -> Path:
     root = books or (Path(os.environ["STUDYBENCH_BOOKS"]) if os.environ.get("STUDYBENCH_BOOKS") else None)
     if root is None:
-        _fail("--books DIR is required (or set $STUDYBENCH_BOOKS)")
+        fail("--books DIR is required (or set $STUDYBENCH_BOOKS)")
     assert root is not None
     if not root.is_dir():
-        _fail(f"--books {root}: not a directory (expected DIR/<source>/<chapter>/full.md)")
+        fail(f"--books {root}: not a directory (expected DIR/<source>/<chapter>/full.md)")
     return root
 
 
@@ -51,7 +43,7 @@ def _parents(split: str, data_dir: Path | None) -> list[Any]:
         path = resolve_split(split, data_dir)
         ds = load_dataset(path, name=split if split in ("application", "transfer") else None)
     except (DatasetError, ValueError) as e:
-        _fail(str(e))
+        fail(str(e))
     return list(ds.parents)
 
 
@@ -63,7 +55,7 @@ def _write_reports(root: Path, name: str, data: dict[str, Any], markdown: str, o
         atomic_write_text(target / f"{name}.json", dumps_json(data) + "\n")
         atomic_write_text(target / f"{name}.md", markdown)
     except OSError as e:
-        _fail(f"cannot write the report into {target} ({e.strerror or e})")
+        fail(f"cannot write the report into {target} ({e.strerror or e})")
     return target
 
 
@@ -78,12 +70,12 @@ def check_cmd(
     from studybench.build.corpus import CLEAN, FULL, REDACTED, CorpusError, layout_problems, scan_books
 
     if stage not in ("parse", "clean", "redact", "audit"):
-        _fail(f"--stage must be parse, clean, redact or audit, got {stage!r}")
+        fail(f"--stage must be parse, clean, redact or audit, got {stage!r}")
     root = _books(books)
     try:
         tree = scan_books(root)
     except CorpusError as e:
-        _fail(str(e))
+        fail(str(e))
     sources = sorted({p.source for p in _parents(split, data_dir)}) if stage in ("redact", "audit") else None
     t = Table(title=f"{root}")
     for col in ("source", "chapters", "pdf", FULL, CLEAN, REDACTED):
@@ -116,7 +108,7 @@ def parse_cmd(
         res = parse_books(root, force=force, backend=backend, timeout=timeout,
                           progress=lambda label, status: console.print(f"{status:>8} {escape(label)}"))
     except CorpusError as e:
-        _fail(str(e))
+        fail(str(e))
     console.print(f"parsed {len(res['parsed'])}, skipped {len(res['skipped'])} (already parsed), failed {len(res['failed'])}")
     for f in res["failed"]:
         console.print(f"[red]failed[/red] {escape(f)}", soft_wrap=True)
@@ -133,7 +125,7 @@ def clean_cmd(books: _Books = None) -> None:
     try:
         res = clean_books(root)
     except CorpusError as e:
-        _fail(str(e))
+        fail(str(e))
     totals: dict[str, int] = res["totals"]  # type: ignore[assignment]
     t = Table(title=f"clean-up edits ({len(res['chapters'])} chapters)")  # type: ignore[arg-type]
     t.add_column("rule")
@@ -163,13 +155,13 @@ def redact_cmd(
     from studybench.build.redact import RedactParams, redact_books
 
     if min_match < 24:
-        _fail("--min-match must be >= 24")
+        fail("--min-match must be >= 24")
     root = _books(books)
     parents = _parents(split, data_dir)
     try:
         res = redact_books(root, parents, params=RedactParams(min_match=min_match))
     except CorpusError as e:
-        _fail(str(e))
+        fail(str(e))
     blocks = sum(res["files"].values())
     console.print(f"redacted {blocks} block(s) in {len(res['files'])} file(s); {len(parents) - len(res['not_found'])} of "
                   f"{len(parents)} parents found")
@@ -200,15 +192,15 @@ def audit_cmd(
     from studybench.build.redact import audit_books
 
     if min_anchors < 1:
-        _fail("--min-anchors must be >= 1")
+        fail("--min-anchors must be >= 1")
     if out is not None and out.exists() and not out.is_dir():
-        _fail(f"--out {out} exists and is not a directory")
+        fail(f"--out {out} exists and is not a directory")
     root = _books(books)
     parents = _parents(split, data_dir)
     try:
         res = audit_books(root, parents, min_anchors=min_anchors)
     except CorpusError as e:
-        _fail(str(e))
+        fail(str(e))
     md = ["# Residue audit", "", f"{res['files']} redacted files, {res['parents']} parents, {res['anchors']} anchors.", ""]
     md.append(f"**{'OK: no residue, every parent has a marker' if res['ok'] else 'FAILED'}**")
     md.append("")

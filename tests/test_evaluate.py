@@ -1,4 +1,4 @@
-"""Runner: scheduling, resume rules and judging bookkeeping (in-process, no network)."""
+"""The evaluation passes: scheduling, resume rules and verdict bookkeeping (in-process, no network)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from studybench.datasets import load_dataset
+from studybench.evaluate import EvalSpec, RunScope, add_rule_verdicts, generate_turns, prepare_eval
 from studybench.models.base import ChatRequest, ChatResult
 from studybench.protocol import Artefacts
-from studybench.report import parents_index, write_report
-from studybench.runner import EvalConfig, generate, judge_run, verifier_config
-from studybench.store import RunStore
+from studybench.report import write_report
+from studybench.store import RunStore, rule_settings
 from studybench.verify.verdict import Verdict
 
 DATA = """[
@@ -60,23 +60,28 @@ class EqVerifier:
         return [Verdict(gold == pred, "correct: same" if gold == pred else "incorrect: differs", tuple(pred)) for gold, pred, _, _ in items]
 
 
-def _setup(tmp_path: Path, k: int = 2, seeds: list[int] | None = None) -> tuple[Any, RunStore, EvalConfig]:
+def _setup(tmp_path: Path, k: int = 2, seeds: list[int] | None = None) -> tuple[RunScope, RunStore]:
     f = tmp_path / "set.json"
     f.write_text(DATA)
-    ds = load_dataset(f)
-    store = RunStore(tmp_path / "run")
-    cfg = EvalConfig(split=ds.name, k=k, seeds=seeds or [0, 1], concurrency=3)
-    store.write_manifest(
-        {"k": k, "seeds": cfg.seeds, "split": {"name": ds.name}, "backend": {"model": "scripted"},
-         "verifier": verifier_config(cfg), "parents": parents_index(ds.parents)}
-    )
-    return ds, store, cfg
+    spec = EvalSpec(dataset=load_dataset(f), k=k, seeds=seeds or [0, 1], concurrency=3)
+    plan = prepare_eval(spec, tmp_path / "run", backend=ScriptedBackend())
+    store = RunStore(plan.run_dir)
+    store.write_manifest(plan.manifest)
+    return plan.scope, store
+
+
+def generate(scope: RunScope, store: RunStore, be: ScriptedBackend) -> Any:
+    return asyncio.run(generate_turns(scope, store, be, Artefacts(), concurrency=3))
+
+
+def verify(scope: RunScope, store: RunStore, v: EqVerifier) -> Any:
+    return add_rule_verdicts(scope, store, v, rule_settings(5.0))
 
 
 def test_generate_all_turns_then_reuse(tmp_path: Path) -> None:
-    ds, store, cfg = _setup(tmp_path)
+    scope, store = _setup(tmp_path)
     be = ScriptedBackend()
-    st = asyncio.run(generate(ds.parents, store, be, Artefacts(), cfg))
+    st = generate(scope, store, be)
     assert st.total == st.generated == 3 * 2 * 2 and st.failed == 0
     # second sub of P1 saw the first reply without its reasoning
     second = [c for c in be.calls if c.ref.sub_id == "b"]
@@ -84,62 +89,58 @@ def test_generate_all_turns_then_reuse(tmp_path: Path) -> None:
     # seeds differ per (seed, attempt)
     assert len({c.seed for c in be.calls}) == len(be.calls)
     be2 = ScriptedBackend()
-    st2 = asyncio.run(generate(ds.parents, store, be2, Artefacts(), cfg))
+    st2 = generate(scope, store, be2)
     assert st2.generated == 0 and st2.reused == 12 and be2.calls == []
 
 
 def test_failed_turns_are_recorded_then_retried_with_dependants(tmp_path: Path) -> None:
-    ds, store, cfg = _setup(tmp_path, k=1, seeds=[0])
+    scope, store = _setup(tmp_path, k=1, seeds=[0])
     be = ScriptedBackend(fail=10)
-    st = asyncio.run(generate(ds.parents, store, be, Artefacts(), cfg))
+    st = generate(scope, store, be)
     assert st.failed == 3
     rows = list(store.generations.rows())
     assert all(r["error"] and r["completion"] == "" for r in rows)
     v = EqVerifier()
-    js = judge_run(ds.parents, store, cfg, v)
+    js = verify(scope, store, v)
     assert js.judged == 3 and v.items == []  # failed turns never reach the verifier
     rep = write_report(store)
     assert rep["turns"]["failed"] == 3 and rep["par_at_k"]["mean"] == 0.0
     # re-run: every failed turn and the turn that depended on it are generated again
     be2 = ScriptedBackend()
-    st2 = asyncio.run(generate(ds.parents, store, be2, Artefacts(), cfg))
+    st2 = generate(scope, store, be2)
     assert st2.generated == 3 and st2.failed == 0
-    judge_run(ds.parents, store, cfg, EqVerifier())
+    verify(scope, store, EqVerifier())
     rep = write_report(store)
     assert rep["par_at_k"]["mean"] == 100.0 and rep["sub_at_k"]["mean"] == 100.0
     assert rep["turns"]["failed"] == 0 and rep["turns"]["missing_judgements"] == 0
 
 
 def test_changed_earlier_reply_invalidates_later_turns(tmp_path: Path) -> None:
-    ds, store, cfg = _setup(tmp_path, k=1, seeds=[0])
-    asyncio.run(generate(ds.parents, store, ScriptedBackend(), Artefacts(), cfg))
+    scope, store = _setup(tmp_path, k=1, seeds=[0])
+    generate(scope, store, ScriptedBackend())
     # overwrite P1/a with a different completion, as if regenerated elsewhere
     g = store.latest_generations()
     key = next(k for k in g if k.parent == "S//P1" and k.sub_id == "a")
-    row = dict(g[key])
-    row["completion"] = "Final Answer: \\boxed{42}"
-    store.generations.append(row)
+    store.append(g[key].model_copy(update={"completion": "Final Answer: \\boxed{42}"}))
     be = ScriptedBackend()
-    st = asyncio.run(generate(ds.parents, store, be, Artefacts(), cfg))
+    st = generate(scope, store, be)
     assert [c.ref.sub_id for c in be.calls] == ["b"] and st.reused == 2
     assert be.calls[0].messages[2]["content"] == "Final Answer: \\boxed{42}"
 
 
 def test_judgements_follow_completion_digest(tmp_path: Path) -> None:
-    ds, store, cfg = _setup(tmp_path, k=1, seeds=[0])
-    asyncio.run(generate(ds.parents, store, ScriptedBackend(answer="0"), Artefacts(), cfg))
-    judge_run(ds.parents, store, cfg, EqVerifier())
+    scope, store = _setup(tmp_path, k=1, seeds=[0])
+    generate(scope, store, ScriptedBackend(answer="0"))
+    verify(scope, store, EqVerifier())
     rep = write_report(store)
     assert rep["sub_at_k"]["mean"] == 0.0
-    assert judge_run(ds.parents, store, cfg, EqVerifier()).judged == 0  # nothing new to judge
+    assert verify(scope, store, EqVerifier()).judged == 0  # nothing new to judge
     # regenerate one turn with a different completion: its old verdict must not attach
     g = store.latest_generations()
     key = next(k for k in g if k.parent == "S//P2")
-    row = dict(g[key])
-    row["completion"] = "Final Answer: \\boxed{3}"
-    store.generations.append(row)
+    store.append(g[key].model_copy(update={"completion": "Final Answer: \\boxed{3}"}))
     assert write_report(store)["turns"]["missing_judgements"] == 1
-    assert judge_run(ds.parents, store, cfg, EqVerifier()).judged == 1
+    assert verify(scope, store, EqVerifier()).judged == 1
     rep = write_report(store)
     assert rep["turns"]["missing_judgements"] == 0
     assert rep["sub_at_k"]["mean"] == round(100 / 3, 4)

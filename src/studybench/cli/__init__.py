@@ -1,0 +1,59 @@
+"""The ``studybench`` command: each command group is a thin layer over the library.
+
+=================================  ===========================================  ==============================
+command                            module                                       library call
+=================================  ===========================================  ==============================
+``eval``                           :mod:`studybench.cli.eval`                   :func:`studybench.evaluate.run_plan`
+``judge``, ``consistency``,        :mod:`studybench.cli.runs`                   :func:`studybench.evaluate.add_llm_verdicts`,
+``report``                                                                      :func:`studybench.analysis.consistency.write_consistency`,
+                                                                                :func:`studybench.report.write_report`
+``data fetch|check``               :mod:`studybench.cli.data`                   :mod:`studybench.fetch`, :mod:`studybench.checks`
+``verify``, ``verify-file``        :mod:`studybench.cli.verify`                 :class:`studybench.verify.Verifier`
+``corpus ...``                     :mod:`studybench.cli.corpus`                 :mod:`studybench.build`
+``audit contamination``            :mod:`studybench.cli.audit`                  :mod:`studybench.audit`
+=================================  ===========================================  ==============================
+
+Options several commands share are declared once in :mod:`studybench.cli.common`.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from studybench import __version__
+from studybench.audit.cli import audit_app
+from studybench.cli.common import out_console
+from studybench.cli.corpus import corpus_app
+from studybench.cli.data import data_app
+from studybench.cli.eval import eval_cmd
+from studybench.cli.runs import consistency_cmd, judge_cmd, report_cmd
+from studybench.cli.verify import verify_cmd, verify_file_cmd
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    help="StudyBench: evaluate models and self-evolution methods on the Application and Transfer sets.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("eval")(eval_cmd)
+app.command("report")(report_cmd)
+app.command("judge")(judge_cmd)
+app.command("consistency")(consistency_cmd)
+app.command("verify")(verify_cmd)
+app.command("verify-file")(verify_file_cmd)
+app.add_typer(data_app, name="data")
+app.add_typer(corpus_app, name="corpus")
+app.add_typer(audit_app, name="audit")
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print the studybench version."""
+    out_console.print(__version__)
+
+
+def main() -> None:  # pragma: no cover
+    """Entry point of ``python -m studybench.cli``."""
+    app()

@@ -1,0 +1,5 @@
+"""``python -m studybench.cli``."""
+
+from studybench.cli import main
+
+main()

@@ -1,0 +1,240 @@
+"""What every command shares: consoles, errors, progress bars, and option sets defined once.
+
+An :class:`OptionSet` is a group of options several commands take (the LLM judge's, the rule
+verifier's). Decorating a command with it appends the options to the command's signature and hands
+the command one dict of their values, so each option is declared in exactly one place.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, get_type_hints
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+__all__ = [
+    "JUDGE_OPTIONS",
+    "VERIFY_OPTIONS",
+    "OptionSet",
+    "console",
+    "deprecated",
+    "fail",
+    "fail_for",
+    "flag_for",
+    "judge_overrides",
+    "judge_spec",
+    "out_console",
+    "plural",
+    "progress_bars",
+    "verify_settings",
+]
+
+console = Console(stderr=True)
+"""Messages, warnings, progress (stderr)."""
+out_console = Console()
+"""Results (stdout)."""
+
+
+def fail(msg: str, code: int = 2) -> NoReturn:
+    """Print ``error: msg`` and exit with ``code`` (2: a usage or input error)."""
+    console.print(f"[bold red]error:[/bold red] {escape(msg)}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def plural(n: int, word: str) -> str:
+    """``"1 turn"``, ``"3 turns"``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warn once that flag ``old`` is deprecated in favour of ``new``."""
+    console.print(f"[yellow]warning:[/yellow] {old} is deprecated; use {new}", soft_wrap=True)
+    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=2)
+
+
+_FLAGS = {"k": "-k", "parent_slice": "--slice", "out": "--out", "split": "--split", "judge": "--judge-model"}
+
+
+def flag_for(field: str | None) -> str | None:
+    """The command-line flag of a spec field (``"verify_timeout"`` -> ``"--verify-timeout"``,
+    ``"judge.concurrency"`` -> ``"--judge-concurrency"``)."""
+    if not field:
+        return None
+    if field.startswith("judge."):
+        sub = field.split(".", 1)[1]
+        return {"prompt": "--judge-prompt", "cache_dir": "--judge-cache", "use_cache": "--no-judge-cache"}.get(
+            sub, "--judge-" + sub.replace("_", "-"))
+    return _FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def fail_for(e: Exception, field: str | None) -> NoReturn:
+    """Fail with a library error's message, its leading field name (``"temperature: ..."``,
+    ``"judge concurrency: ..."``) replaced by the command-line flag."""
+    msg, flag = str(e), flag_for(field)
+    if field and flag:
+        for head in (field, field.replace(".", " "), field.split(".")[-1]):
+            if msg.startswith(head + ": "):
+                msg = f"{flag}: {msg[len(head) + 2:]}"
+                break
+    fail(msg)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class _RateColumn(ProgressColumn):
+    """Turns per second since the task started."""
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.elapsed or 0.0
+        rate = task.completed / elapsed if elapsed > 0 else 0.0
+        return Text(f"{rate:,.1f} turns/s", style="progress.data.speed")
+
+
+@contextmanager
+def progress_bars() -> Iterator[Callable[[str, int, int | None], None]]:
+    """A :data:`studybench.evaluate.ProgressFn` drawing one Rich bar per phase (on a terminal, or
+    with ``STUDYBENCH_PROGRESS=1``)."""
+    prog = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal and os.environ.get("STUDYBENCH_PROGRESS") != "1",
+    )
+    tasks: dict[str, Any] = {}
+
+    def update(phase: str, advance: int, total: int | None) -> None:
+        if phase not in tasks:
+            tasks[phase] = prog.add_task(phase, total=total)
+        elif total is not None:
+            prog.update(tasks[phase], total=total)
+        if advance:
+            prog.advance(tasks[phase], advance)
+
+    with prog:
+        yield update
+
+
+# --------------------------------------------------------------------------- option sets
+
+
+class OptionSet:
+    """Options shared by several commands, declared once.
+
+    Args:
+        name: the keyword under which the decorated command receives ``{option: value}``.
+        options: ``{parameter name: (Annotated type with a typer.Option, default)}``.
+    """
+
+    def __init__(self, name: str, options: dict[str, tuple[Any, Any]]) -> None:
+        self.name = name
+        self.options = options
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        hints = get_type_hints(fn, include_extras=True)
+        params = [p.replace(annotation=hints.get(p.name, p.annotation))
+                  for p in inspect.signature(fn).parameters.values() if p.name != self.name]
+        extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=t, default=d)
+                 for n, (t, d) in self.options.items()]
+        names = list(self.options)
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            group = {n: kwargs.pop(n) for n in names}
+            return fn(*args, **kwargs, **{self.name: group})
+
+        command.__signature__ = inspect.Signature([*params, *extra])  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in [*params, *extra]}
+        del command.__wrapped__  # typer must read the new signature, not the wrapped one
+        return command
+
+
+_J = "LLM judge"
+JUDGE_OPTIONS = OptionSet("judge_options", {
+    "judge_model": (Annotated[str | None, typer.Option("--judge-model", rich_help_panel=_J, help="LLM judge model at an OpenAI-compatible endpoint; rule rejections go to it (leaderboard mode rule+llm).")], None),
+    "judge_base_url": (Annotated[str | None, typer.Option("--judge-base-url", rich_help_panel=_J, help="Judge endpoint, e.g. http://127.0.0.1:8001/v1 (default $STUDYBENCH_JUDGE_BASE_URL).")], None),
+    "judge_prompt": (Annotated[Path | None, typer.Option("--judge-prompt", rich_help_panel=_J, help="Judge prompt template file with all of {problem} {reference_solution} {reference_answers} {student_solution} {student_answers} (default: ours).")], None),
+    "judge_api_key_env": (Annotated[str, typer.Option("--judge-api-key-env", rich_help_panel=_J, help="Environment variable holding the judge's API key (never stored).")], "OPENAI_API_KEY"),
+    "judge_concurrency": (Annotated[int, typer.Option("--judge-concurrency", rich_help_panel=_J, help="Judge requests in flight.")], 16),
+    "judge_request_timeout": (Annotated[float, typer.Option("--judge-request-timeout", rich_help_panel=_J, help="Seconds per judge HTTP request.")], 300.0),
+    "judge_max_retries": (Annotated[int, typer.Option("--judge-max-retries", rich_help_panel=_J, help="Retries per judge request on 429/5xx/timeouts.")], 6),
+    "judge_parse_retries": (Annotated[int, typer.Option("--judge-parse-retries", rich_help_panel=_J, help="Re-asks after a malformed judge reply; still malformed -> unjudgeable.")], 2),
+    "judge_max_tokens": (Annotated[int | None, typer.Option("--judge-max-tokens", rich_help_panel=_J, help="Token budget per judge reply (default: the server's).")], None),
+    "judge_cache": (Annotated[Path | None, typer.Option("--judge-cache", rich_help_panel=_J, help="Verdict cache directory (default $STUDYBENCH_JUDGE_CACHE, then the user cache).")], None),
+    "no_judge_cache": (Annotated[bool, typer.Option("--no-judge-cache", rich_help_panel=_J, help="Neither read nor write the verdict cache.")], False),
+})
+"""The LLM judge's options (``studybench eval`` and ``studybench judge``)."""
+
+
+def judge_spec(opts: dict[str, Any], *, model: str | None = None) -> Any:
+    """The :class:`studybench.llm_judge.spec.LLMJudgeSpec` of :data:`JUDGE_OPTIONS` values (``None``
+    without ``--judge-model``); fails with the flag at fault."""
+    from studybench.llm_judge.spec import LLMJudgeSpec, LLMJudgeSpecError
+
+    name = model or opts["judge_model"]
+    if name is None:
+        return None
+    if not os.environ.get(opts["judge_api_key_env"]):
+        console.print(f"[dim]note: ${opts['judge_api_key_env']} is not set; the judge gets the placeholder key EMPTY "
+                      "(what `vllm serve` accepts)[/dim]")
+    try:
+        return LLMJudgeSpec.create(**judge_overrides(opts), model=name)
+    except LLMJudgeSpecError as e:
+        fail_for(e, f"judge.{e.field}")
+
+
+def judge_overrides(opts: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`JUDGE_OPTIONS` values as :class:`~studybench.llm_judge.spec.LLMJudgeSpec` fields (but ``model``)."""
+    return {
+        "base_url": opts["judge_base_url"], "prompt": opts["judge_prompt"], "api_key_env": opts["judge_api_key_env"],
+        "concurrency": opts["judge_concurrency"], "request_timeout": opts["judge_request_timeout"],
+        "max_retries": opts["judge_max_retries"], "parse_retries": opts["judge_parse_retries"],
+        "max_tokens": opts["judge_max_tokens"], "cache_dir": opts["judge_cache"], "use_cache": not opts["no_judge_cache"],
+    }
+
+
+_V = "Rule verifier"
+VERIFY_OPTIONS = OptionSet("verify_options", {
+    "verify_timeout": (Annotated[float, typer.Option("--verify-timeout", rich_help_panel=_V, help="Hard wall-clock seconds per symbolic verification.")], 5.0),
+    "verify_workers": (Annotated[int | None, typer.Option("--verify-workers", rich_help_panel=_V, help="Rule verifier worker processes (default: CPU count, at most 8).")], None),
+    "judge_timeout": (Annotated[float | None, typer.Option("--judge-timeout", hidden=True, help="Deprecated: --verify-timeout.")], None),
+    "judge_workers": (Annotated[int | None, typer.Option("--judge-workers", hidden=True, help="Deprecated: --verify-workers.")], None),
+})
+"""The rule verifier's options (``--judge-timeout`` / ``--judge-workers`` still work, with a deprecation warning)."""
+
+
+def verify_settings(opts: dict[str, Any]) -> tuple[float, int | None]:
+    """(timeout, workers) from :data:`VERIFY_OPTIONS` values, honouring the deprecated names."""
+    timeout, workers = opts["verify_timeout"], opts["verify_workers"]
+    if opts["judge_timeout"] is not None:
+        deprecated("--judge-timeout", "--verify-timeout")
+        timeout = opts["judge_timeout"]
+    if opts["judge_workers"] is not None:
+        deprecated("--judge-workers", "--verify-workers")
+        workers = opts["judge_workers"]
+    return timeout, workers

@@ -1,0 +1,161 @@
+"""``studybench eval``: options -> :class:`~studybench.evaluate.EvalSpec` -> :func:`~studybench.evaluate.run_plan`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from studybench.cli.common import (
+    JUDGE_OPTIONS,
+    VERIFY_OPTIONS,
+    console,
+    fail,
+    fail_for,
+    judge_spec,
+    plural,
+    progress_bars,
+    verify_settings,
+)
+from studybench.cli.show import print_llm_pass, print_report
+
+__all__ = ["eval_cmd"]
+
+
+def _seeds(n: int, base: int, seed_list: str | None) -> list[int]:
+    if seed_list:
+        try:
+            vals = [int(x) for x in seed_list.split(",") if x.strip()]
+        except ValueError:
+            fail(f"--seed-list must be comma-separated integers, got {seed_list!r}")
+        if len(set(vals)) != len(vals) or not vals:
+            fail("--seed-list must hold distinct integers")
+        return vals
+    if n < 1:
+        fail("--seeds must be >= 1")
+    return [base + i for i in range(n)]
+
+
+@JUDGE_OPTIONS
+@VERIFY_OPTIONS
+def eval_cmd(
+    split: Annotated[str, typer.Option("--split", help="application | transfer | PATH to a test-set JSON file.")] = "transfer",
+    model: Annotated[str, typer.Option("--model", help="Model name at the endpoint, or 'reference' for the offline gold replay.")] = "reference",
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve). Default: $OPENAI_BASE_URL.")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="auto | openai | reference (auto: reference when --model reference).")] = "auto",
+    k: Annotated[int, typer.Option("-k", "--k", help="Attempts per parent (Par@k, Sub@k).")] = 8,
+    seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds (each a full set of k attempts; the paper uses 3).")] = 3,
+    seed: Annotated[int, typer.Option("--seed", help="First seed; seeds are SEED..SEED+N-1.")] = 0,
+    seed_list: Annotated[str | None, typer.Option("--seed-list", help="Explicit comma-separated seeds (overrides --seeds/--seed).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<model>-<split>, runs/reference-<mode>-<split> for the reference backend). Re-running the same command resumes.")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding application.json / transfer.json (default $STUDYBENCH_DATA, then the fetch cache).")] = None,
+    preset: Annotated[str, typer.Option("--preset", help="Sampling preset: paper | greedy | none.")] = "none",
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling p.")] = None,
+    top_k: Annotated[int | None, typer.Option(help="Top-k sampling (vLLM extra_body).")] = None,
+    min_p: Annotated[float | None, typer.Option(help="Min-p sampling (vLLM extra_body).")] = None,
+    presence_penalty: Annotated[float | None, typer.Option(help="Presence penalty.")] = None,
+    repetition_penalty: Annotated[float | None, typer.Option(help="Repetition penalty (vLLM extra_body).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Token budget per turn.")] = None,
+    thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Send chat_template_kwargs.enable_thinking (Qwen3).")] = None,
+    concurrency: Annotated[int, typer.Option(help="Maximum requests in flight.")] = 64,
+    request_timeout: Annotated[float, typer.Option(help="Seconds per HTTP request before it is retried.")] = 600.0,
+    max_retries: Annotated[int, typer.Option(help="Retries per turn on 429/5xx/timeouts/dropped connections.")] = 6,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key (never stored).")] = "OPENAI_API_KEY",
+    system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File replacing the system message (GEPA, EvoSkill).")] = None,
+    playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE).")] = None,
+    guidance: Annotated[Path | None, typer.Option("--guidance", help="JSON/JSONL hints joined on (source, year, source_problem_id, problem_id).")] = None,
+    reference_mode: Annotated[str, typer.Option("--reference-mode", help="reference backend: gold | solution.")] = "gold",
+    only_generate: Annotated[bool, typer.Option("--only-generate", help="Generate turns, do not verify or report.")] = False,
+    only_judge: Annotated[bool, typer.Option("--only-judge", help="Verify existing turns and report; generate nothing.")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N parents (after --slice).")] = None,
+    slice_: Annotated[str | None, typer.Option("--slice", help="Parents START:STOP (Python slice of the file order).")] = None,
+    verifier_mode: Annotated[
+        str | None,
+        typer.Option("--verifier-mode", rich_help_panel="LLM judge", help="rule (reward-safe, never calls an LLM) | rule+llm (leaderboard). Default: rule+llm with --judge-model, else the run's previous mode, else rule."),
+    ] = None,
+    *,
+    judge_options: dict[str, Any],
+    verify_options: dict[str, Any],
+) -> None:
+    """Run the StudyBench protocol (generate, verify, report). Resumable: re-run the same command.
+
+    With --judge-model every answer the rule verifier rejects is also sent to an LLM judge and the
+    report scores rule OR LLM (paper 2.2 leaderboard numbers)."""
+    from studybench.evaluate import EvalError, EvalSpec, check_endpoints, prepare_eval, run_plan
+
+    verify_timeout, verify_workers = verify_settings(verify_options)
+    seed_vals = _seeds(seeds, seed, seed_list)
+    if backend not in ("auto", "openai", "reference"):
+        fail(f"--backend must be auto, openai or reference, got {backend!r}")
+    if verifier_mode is not None and verifier_mode not in ("rule", "rule+llm"):
+        fail(f"--verifier-mode must be one of rule, rule+llm, got {verifier_mode!r}")
+    spec_judge = judge_spec(judge_options)
+    try:
+        spec = EvalSpec.create(
+            split=split, data_dir=data_dir, parent_slice=slice_, limit=limit, model=model, backend=backend,
+            base_url=base_url, api_key_env=api_key_env, reference_mode=reference_mode, preset=preset,
+            temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty,
+            repetition_penalty=repetition_penalty, max_tokens=max_tokens, thinking=thinking, concurrency=concurrency,
+            request_timeout=request_timeout, max_retries=max_retries, system_prompt=system_prompt, playbook=playbook,
+            guidance=guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=verify_timeout,
+            verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_judge=only_judge,
+        )
+        plan = prepare_eval(spec, out)
+    except EvalError as e:
+        fail_for(e, e.field)
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+    if plan.previous is not None:
+        console.print(f"[cyan]resuming[/cyan] {plan.run_dir}")
+        if plan.scope_changed:
+            (op, ok, os_), (np_, nk, ns) = plan.previous.scope(), plan.manifest.scope()
+            console.print(f"[yellow]note:[/yellow] the run directory last covered {op} parents, k={ok}, seeds={os_}; "
+                          f"this invocation (and the report it writes) covers {np_} parents, k={nk}, seeds={ns}. "
+                          "Rows outside it are kept.")
+    if plan.guidance is not None:
+        matched, unmatched = plan.guidance
+        console.print(f"guidance: {plural(matched, 'selected sub-problem')} with hints; "
+                      f"{plural(len(unmatched), 'guidance key')} matching no sub-problem of {plan.dataset.name}")
+    sc, bd = plan.scope, plan.manifest.backend
+    console.print(f"[bold]{sc.split}[/bold]: {len(sc.parents)} parents, {sc.n_sub_problems} sub-problems, k={sc.k}, "
+                  f"seeds={sc.seeds} -> {sc.n_turns} turns; backend {bd.get('backend')} ({bd.get('model')})")
+    console.print(f"run directory: {plan.run_dir}", soft_wrap=True)
+    try:
+        for w in check_endpoints(plan):
+            console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    except EvalError as e:
+        fail(str(e))
+    errors: list[str] = []
+
+    def on_error(key: Any, err: str) -> None:
+        errors.append(err)
+        if len(errors) <= 3:
+            console.print(f"[yellow]turn failed[/yellow] {key.parent} / {key.sub_id} seed {key.seed} attempt {key.attempt}: {escape(err)}")
+        elif len(errors) == 4:
+            console.print("[yellow]more turns failed; counting them silently[/yellow]")
+
+    from studybench.llm_judge import LLMJudgeConfigError
+
+    try:
+        with progress_bars() as progress:
+            result = run_plan(plan, progress=progress, on_turn_error=on_error, preflight=False)
+    except LLMJudgeConfigError as e:
+        fail(f"{e}. Verdicts obtained so far are kept; nothing else changed.")
+    g = result.generation
+    if g is not None:
+        rate = f" ({g.turns_per_s:.1f} turns/s)" if g.generated else ""
+        console.print(f"generated {g.generated} turns ({g.reused} reused, {g.failed} failed) in {g.seconds:.1f}s{rate}")
+    if result.rule is not None:
+        console.print(f"verified {result.rule.judged} turns ({result.rule.reused} reused) in {result.rule.seconds:.1f}s")
+    if result.llm is not None and plan.judge is not None:
+        print_llm_pass(result.llm, plan.judge.model)
+    if result.report is None:
+        return
+    print_report(result.report, plan.run_dir)
+    if result.failed_turns:
+        console.print(f"[bold yellow]{plural(result.failed_turns, 'turn')} failed after retries and count as incorrect; "
+                      f"run the same command again to retry them.[/bold yellow]")
+        raise typer.Exit(1)

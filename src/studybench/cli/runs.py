@@ -1,0 +1,133 @@
+"""Commands over an existing run directory: ``judge`` (LLM verdicts), ``consistency``, ``report``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from studybench.cli.common import (
+    JUDGE_OPTIONS,
+    VERIFY_OPTIONS,
+    console,
+    deprecated,
+    fail,
+    fail_for,
+    judge_overrides,
+    judge_spec,
+    out_console,
+    plural,
+    progress_bars,
+    verify_settings,
+)
+from studybench.cli.show import print_llm_pass, print_report
+
+__all__ = ["consistency_cmd", "judge_cmd", "report_cmd"]
+
+
+@JUDGE_OPTIONS
+@VERIFY_OPTIONS
+def judge_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
+    judge_rule_accepts: Annotated[bool, typer.Option("--judge-rule-accepts", help="Also send rule accepts to the judge (makes the rule verifier's false accepts visible in `studybench consistency`; scores are unchanged).")] = False,
+    audit_rule_accepts: Annotated[bool, typer.Option("--audit-rule-accepts", hidden=True, help="Deprecated: --judge-rule-accepts.")] = False,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Judge again turns that already hold a verdict of this judge (the cache still answers unless --no-judge-cache).")] = False,
+    activate: Annotated[bool, typer.Option("--activate/--no-activate", help="Make this judge the run's leaderboard judge (mode rule+llm). --no-activate only adds verdicts, e.g. a second judge for Cohen's kappa.")] = True,
+    split_path: Annotated[Path | None, typer.Option("--split", help="The test-set file, when it is no longer where the manifest says.")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding application.json / transfer.json.")] = None,
+    *,
+    judge_options: dict[str, Any],
+    verify_options: dict[str, Any],
+) -> None:
+    """Add or refresh LLM judge verdicts on an existing run, without generating anything.
+
+    Rule verdicts still missing are computed first; then every rule rejection (and with
+    --judge-rule-accepts every accept) gets an LLM verdict tied to the digest of the completion it
+    judged. Verdicts come from the cache when the same inputs were judged before. Writes report.json /
+    report.md. Exit 1 when some verdicts failed (re-run to retry them)."""
+    from studybench.evaluate import EvalError, add_llm_verdicts, judge_spec_from_run
+    from studybench.llm_judge import LLMJudgeConfigError
+    from studybench.store import RunStore
+
+    if audit_rule_accepts:
+        deprecated("--audit-rule-accepts", "--judge-rule-accepts")
+    verify_timeout, verify_workers = verify_settings(verify_options)
+    spec = judge_spec(judge_options)
+    try:
+        if spec is None:
+            try:
+                manifest = RunStore(run_dir).read_manifest()
+            except (FileNotFoundError, ValueError) as e:
+                fail(str(e))
+            spec = judge_spec_from_run(manifest, **judge_overrides(judge_options))
+        with progress_bars() as progress:
+            res = add_llm_verdicts(run_dir, spec, judge_rule_accepts=judge_rule_accepts or audit_rule_accepts,
+                                   refresh=refresh, activate=activate, split_path=split_path, data_dir=data_dir,
+                                   verify_timeout=verify_timeout, verify_workers=verify_workers, progress=progress)
+    except EvalError as e:
+        fail_for(e, e.field)
+    except LLMJudgeConfigError as e:
+        fail(f"{e}. Verdicts obtained so far are kept; nothing else changed.")
+    for note in res.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+    for w in res.warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    if res.rule.judged:
+        console.print(f"rule verifier: verified {res.rule.judged} turns that had no current rule verdict")
+    print_llm_pass(res.llm, str(res.judge.get("model")))
+    print_report(res.report, run_dir)
+    if res.llm.verdicts.get("error"):
+        console.print(f"[bold yellow]{plural(res.llm.verdicts['error'], 'judge request')} failed after retries; "
+                      f"run the same command again to retry them.[/bold yellow]")
+        raise typer.Exit(1)
+
+
+def consistency_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory with LLM verdicts (`studybench judge`).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print consistency.json to stdout instead of tables.")] = False,
+) -> None:
+    """Rule verifier vs LLM judge: 2x2 tables overall and per answer type, the rule verifier's precision and
+    recall w.r.t. the cascade (paper Table 11), Cohen's kappa between judge configurations.
+
+    Writes consistency.json and consistency.md into the run directory."""
+    from rich.markdown import Markdown
+
+    from studybench.analysis.consistency import render_consistency_markdown, write_consistency
+
+    try:
+        rep = write_consistency(run_dir)
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    if as_json:
+        out_console.print_json(json.dumps(rep))
+    else:
+        out_console.print(Markdown(render_consistency_markdown(rep)))
+        console.print(f"written: {run_dir / 'consistency.json'}, {run_dir / 'consistency.md'}", soft_wrap=True)
+    if not rep["judges"]:
+        raise typer.Exit(1)
+
+
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print report.json to stdout instead of a table.")] = False,
+    scoring: Annotated[
+        str | None,
+        typer.Option("--scoring", help="strict (rule verifier only) | liberal (rule OR LLM judge). Default: liberal for rule+llm runs, else strict."),
+    ] = None,
+) -> None:
+    """Recompute report.json / report.md of a run directory and print the summary."""
+    from studybench.report import SCORINGS, write_report
+
+    if scoring is not None and scoring not in SCORINGS:
+        fail(f"--scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
+    try:
+        rep = write_report(run_dir, scoring)
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    if as_json:
+        out_console.print_json(json.dumps(rep))
+    else:
+        print_report(rep, run_dir)

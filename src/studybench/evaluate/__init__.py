@@ -1,0 +1,63 @@
+"""The evaluation as a library: the main job (paper 2.2; PROTOCOL.md 2-3) under the CLI.
+
+From Python::
+
+    from studybench.evaluate import EvalSpec, run_eval
+    result = run_eval(EvalSpec(split="transfer", model="reference", k=1, seeds=[0]), "runs/ref")
+    print(result.par_at_k, result.sub_at_k)
+
+- :class:`EvalSpec` (:mod:`~studybench.evaluate.spec`): what to evaluate, validated once;
+- :func:`run_eval` = :func:`prepare_eval` (load, check, plan; no request) + :func:`run_plan`
+  (endpoint check, manifest, generation pass, rule pass, LLM pass, report), :mod:`~studybench.evaluate.run`;
+- :func:`add_llm_verdicts`: the LLM judge over a finished run (``studybench judge RUN_DIR``);
+- the passes on their own: :func:`generate_turns`, :func:`add_rule_verdicts`, :func:`add_llm_verdicts_to_scope`
+  over a :class:`RunScope` (the selected turns);
+- reports: :func:`studybench.report.write_report` / :func:`studybench.report.build_report` (a run directory in,
+  the report out).
+"""
+
+from studybench.evaluate.generate import GenerationStats, generate_turns
+from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
+from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
+from studybench.evaluate.run import (
+    EvalPlan,
+    EvalResult,
+    JudgeRunResult,
+    add_llm_verdicts,
+    check_endpoints,
+    default_run_dir,
+    judge_spec_from_run,
+    prepare_eval,
+    run_dataset,
+    run_eval,
+    run_plan,
+)
+from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
+from studybench.evaluate.spec import EvalError, EvalSpec, parse_parent_slice, select_parents
+
+__all__ = [
+    "EvalError",
+    "EvalPlan",
+    "EvalResult",
+    "EvalSpec",
+    "GenerationStats",
+    "JudgeRunResult",
+    "LLMStats",
+    "ProgressFn",
+    "RuleStats",
+    "RunScope",
+    "add_llm_verdicts",
+    "add_llm_verdicts_to_scope",
+    "add_rule_verdicts",
+    "check_endpoints",
+    "default_run_dir",
+    "generate_turns",
+    "judge_spec_from_run",
+    "parse_parent_slice",
+    "prepare_eval",
+    "request_seed",
+    "run_dataset",
+    "run_eval",
+    "run_plan",
+    "select_parents",
+]

@@ -1,0 +1,156 @@
+"""The LLM pass: an LLM verdict for every counting rule rejection of a scope (paper 2.2; PROTOCOL.md 6).
+
+Leaderboard mode (``rule+llm``) sends every current rule rejection (and, with
+``judge_rule_accepts``, every rule accept too) to an LLM judge and appends one row per (turn, judge
+configuration) to ``llm_judgements.jsonl``. A row is tied to the digest of the completion and of the
+judge inputs it judged; which stored verdicts are reused is decided by
+:func:`studybench.store.llm_verdict_status` (the one currency rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from studybench.answers import extract_answers
+from studybench.evaluate.scope import ProgressFn, RunScope
+from studybench.llm_judge import LLMJudge, LLMJudgeInputs, llm_judge_inputs
+from studybench.records import SubProblemRef
+from studybench.store import LLMVerdictRow, RunStore, TurnKey, llm_verdict_status, rule_verdict_status
+
+__all__ = ["LLMStats", "add_llm_verdicts_to_scope"]
+
+
+@dataclass
+class LLMStats:
+    """Counts of one LLM pass.
+
+    Attributes:
+        candidates: turns the judge is asked about (counting rule rejections, plus rule accepts when
+            ``judge_rule_accepts``).
+        reused: of those, turns with an up-to-date final verdict of this judge in the run already.
+        judged: verdicts obtained now (``cache_hits`` from the verdict cache, ``shared`` with a
+            concurrent identical request, the rest over HTTP with ``requests`` chat requests in all).
+        no_rule_verdict: turns skipped for lack of a counting rule verdict.
+        verdicts: counts of TRUE / FALSE / unjudgeable / error among the judged.
+        seconds: wall time of the pass.
+    """
+
+    candidates: int = 0
+    reused: int = 0
+    judged: int = 0
+    cache_hits: int = 0
+    shared: int = 0
+    requests: int = 0
+    no_rule_verdict: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts as a JSON-ready dict."""
+        return {
+            "candidates": self.candidates, "reused": self.reused, "judged": self.judged, "cache_hits": self.cache_hits,
+            "shared": self.shared, "requests": self.requests, "no_rule_verdict": self.no_rule_verdict,
+            "verdicts": dict(self.verdicts), "seconds": round(self.seconds, 3),
+        }
+
+
+async def add_llm_verdicts_to_scope(
+    scope: RunScope,
+    store: RunStore,
+    judge: LLMJudge,
+    *,
+    judge_rule_accepts: bool = False,
+    refresh: bool = False,
+    progress: ProgressFn | None = None,
+) -> LLMStats:
+    """Add LLM verdicts for the scope's counting rule rejections (see the module docstring).
+
+    Args:
+        scope: the turns.
+        store: the run directory; rows are appended to ``llm_judgements.jsonl``.
+        judge: the LLM judge.
+        judge_rule_accepts: also judge rule accepts (makes the rule verifier's false accepts
+            observable in the consistency report; the cascade verdict of an accept is unchanged).
+        refresh: judge again even where the run holds an up-to-date final verdict (the verdict cache
+            still answers unless the judge was built without it).
+        progress: see :data:`~studybench.evaluate.scope.ProgressFn` (phase ``"llm judge"``).
+
+    Returns:
+        Counts and the wall time of the pass. Turns need a counting rule verdict
+        (:func:`~studybench.evaluate.rule_pass.add_rule_verdicts`) to be judged.
+
+    Raises:
+        studybench.llm_judge.LLMJudgeConfigError: the endpoint refuses every request (HTTP 401/403/404).
+    """
+    gens = store.latest_generations()
+    rules = store.latest_rule_verdicts()
+    llm_rows = store.latest_llm_verdicts()
+    jid = judge.judge_id
+    desc = judge.describe()
+    stats = LLMStats()
+    t0 = time.perf_counter()
+    if progress:
+        progress("llm judge", 0, None)
+    todo: list[tuple[TurnKey, SubProblemRef, str, bool, LLMJudgeInputs, list[str]]] = []
+    for key, ref in scope.turns():
+        rule = rule_verdict_status(gens.get(key), rules.get(key))
+        if not rule.judgeable:
+            continue  # not generated, or the generation failed
+        if rule.verdict is None:
+            stats.no_rule_verdict += 1
+            continue
+        assert rule.generation is not None and rule.completion_digest is not None
+        if rule.verdict.correct and not judge_rule_accepts:
+            continue
+        stats.candidates += 1
+        completion = rule.generation.completion or ""
+        extracted = rule.verdict.extracted
+        if extracted is None:
+            extracted = extract_answers(completion, len(ref.sub.boxes))
+        inputs = llm_judge_inputs(ref, completion, list(extracted))
+        status = llm_verdict_status(llm_rows.get((key, jid)), rule.completion_digest, inputs.digest)
+        if not refresh and status.stale is None:
+            stats.reused += 1
+            if progress:
+                progress("llm judge", 1, None)
+            continue
+        todo.append((key, ref, rule.completion_digest, rule.verdict.correct, inputs, list(extracted)))
+    store.llm_judgements.open()
+
+    async def one(key: TurnKey, ref: SubProblemRef, cd: str, rule_ok: bool, inputs: LLMJudgeInputs, extracted: list[str]) -> None:
+        v = await judge.judge(inputs)
+        store.append(LLMVerdictRow(
+            **key.to_dict(),
+            judge_id=jid,
+            judge_model=desc.get("model"),
+            template_digest=desc.get("template_digest"),
+            completion_digest=cd,
+            inputs_digest=inputs.digest,
+            answer_type=ref.sub.answer_type.value,
+            extracted=extracted,
+            rule_correct=rule_ok,
+            verdict=v.verdict,
+            justification=v.justification,
+            error=v.error,
+            cached=v.cached,
+            shared=v.shared,
+            requests=v.requests,
+            time=time.time(),
+        ))
+        stats.judged += 1
+        stats.requests += v.requests
+        stats.cache_hits += v.cached
+        stats.shared += v.shared
+        stats.verdicts[v.verdict] = stats.verdicts.get(v.verdict, 0) + 1
+        if progress:
+            progress("llm judge", 1, None)
+
+    try:
+        await asyncio.gather(*(one(*t) for t in todo))
+    finally:
+        store.llm_judgements.sync()
+        stats.seconds = time.perf_counter() - t0
+    return stats

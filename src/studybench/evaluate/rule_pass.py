@@ -1,0 +1,132 @@
+"""The rule pass: give every turn of a scope a current rule verdict (PROTOCOL.md sections 4-5).
+
+Which turns are judged is decided by :func:`studybench.store.rule_verdict_status` (the one currency
+rule): a turn with a usable completion is judged when no verdict counts for it, or when the one that
+counts is out of date (the generation's error changed, the verifier's settings changed, or it timed
+out). A failed turn is recorded as incorrect with its error as the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from studybench.answers import extract_answers
+from studybench.evaluate.scope import ProgressFn, RunScope
+from studybench.records import SubProblemRef
+from studybench.store import RuleVerdictRow, RuleVerdictStatus, RunStore, TurnKey, rule_verdict_status
+
+__all__ = ["RuleStats", "RuleVerifier", "add_rule_verdicts"]
+
+
+class RuleVerifier(Protocol):
+    """What the rule pass needs of a verifier (:class:`studybench.verify.Verifier`)."""
+
+    def judge_many(self, items: list[tuple[Any, ...]]) -> list[Any]:
+        """Verdicts (objects with ``correct`` and ``reason``) for (gold boxes, predicted boxes, type, type_sequence) items."""
+        ...
+
+
+@dataclass
+class RuleStats:
+    """Counts of one rule pass.
+
+    Attributes:
+        total: turns with a usable completion.
+        reused: of those, turns whose verdict was current.
+        judged: turns verified now.
+        correct: current verdicts that are correct (reused and new).
+        seconds: wall time of the pass.
+    """
+
+    total: int = 0
+    reused: int = 0
+    judged: int = 0
+    correct: int = 0
+    seconds: float = 0.0
+
+
+def add_rule_verdicts(
+    scope: RunScope,
+    store: RunStore,
+    verifier: RuleVerifier,
+    settings: dict[str, Any],
+    *,
+    progress: ProgressFn | None = None,
+    chunk: int = 512,
+) -> RuleStats:
+    """Verify every turn of ``scope`` that has no current rule verdict; append the verdicts.
+
+    Args:
+        scope: the turns.
+        store: the run directory; rows are appended to ``judgements.jsonl``.
+        verifier: the rule verifier.
+        settings: the verifier's settings (:func:`studybench.store.rule_settings`), stored with each
+            verdict; a stored verdict made with other settings is verified again.
+        progress: see :data:`~studybench.evaluate.scope.ProgressFn` (phase ``"verify"``).
+        chunk: turns sent to the verifier at once.
+
+    Returns:
+        Counts and the wall time of the pass.
+    """
+    gens = store.latest_generations()
+    rules = store.latest_rule_verdicts()
+    stats = RuleStats()
+    t0 = time.perf_counter()
+    if progress:
+        progress("verify", 0, scope.n_turns)
+    todo: list[tuple[TurnKey, RuleVerdictStatus, SubProblemRef]] = []
+    for key, ref in scope.turns():
+        status = rule_verdict_status(gens.get(key), rules.get(key), settings)
+        if status.generation is None:
+            continue  # not generated, or an unusable row: the next generation pass replaces it
+        stats.total += 1
+        if status.stale is None and status.verdict is not None:
+            stats.reused += 1
+            stats.correct += status.verdict.correct
+            if progress:
+                progress("verify", 1, None)
+            continue
+        todo.append((key, status, ref))
+    store.judgements.open()
+    for start in range(0, len(todo), chunk):
+        batch = todo[start : start + chunk]
+        extracted: list[list[str]] = []
+        items = []
+        for _, status, ref in batch:
+            g = status.generation
+            assert g is not None
+            gold = ref.sub.boxes
+            preds = [] if g.error else extract_answers(g.completion or "", len(gold))
+            extracted.append(preds)
+            if not g.error:
+                items.append((gold, preds, ref.sub.answer_type, ref.sub.type_sequence))
+        verdicts = iter(verifier.judge_many(items))
+        for (key, status, ref), preds in zip(batch, extracted, strict=True):
+            g = status.generation
+            assert g is not None
+            if g.error:
+                correct, reason = False, f"incorrect: generation failed ({g.error[:300]})"
+            else:
+                v = next(verdicts)
+                correct, reason = bool(v.correct), v.reason
+            store.append(RuleVerdictRow(
+                **key.to_dict(),
+                completion_digest=status.completion_digest,
+                generation_error=g.error,
+                answer_type=ref.sub.answer_type.value,
+                type_sequence=ref.sub.type_sequence_str,
+                extracted=preds,
+                correct=correct,
+                reason=reason,
+                verifier=settings,
+                time=time.time(),
+            ))
+            stats.judged += 1
+            stats.correct += correct
+            if progress:
+                progress("verify", 1, None)
+    store.judgements.sync()
+    stats.seconds = time.perf_counter() - t0
+    return stats

@@ -1,0 +1,560 @@
+"""The main job as functions: plan an evaluation, run it, add LLM verdicts to a finished run.
+
+``run_eval(spec)`` = :func:`prepare_eval` (load and check everything, no request made) then
+:func:`run_plan` (endpoint check, manifest, generation pass, rule pass, LLM pass, report). The
+``studybench eval`` command is these two calls with a progress bar; ``studybench judge RUN_DIR`` is
+:func:`add_llm_verdicts`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from studybench import __version__
+from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
+from studybench.evaluate.generate import GenerationStats, generate_turns
+from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
+from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
+from studybench.evaluate.scope import ProgressFn, RunScope
+from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
+from studybench.llm_judge import LLMJudge
+from studybench.llm_judge.spec import LLMJudgeSpec, LLMJudgeSpecError
+from studybench.models import ChatBackend, EndpointError, check_endpoint
+from studybench.protocol import ArtefactError, Artefacts, GuidanceKey, guidance_coverage, load_artefacts
+from studybench.report import write_report
+from studybench.store import (
+    Manifest,
+    RunStore,
+    SelectionInfo,
+    SplitInfo,
+    TurnKey,
+    VerifierInfo,
+    parents_index,
+    rule_settings,
+)
+
+__all__ = [
+    "EvalPlan",
+    "EvalResult",
+    "JudgeRunResult",
+    "add_llm_verdicts",
+    "check_endpoints",
+    "default_run_dir",
+    "judge_spec_from_run",
+    "prepare_eval",
+    "run_dataset",
+    "run_eval",
+    "run_plan",
+]
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "run"
+
+
+def default_run_dir(spec: EvalSpec, split_name: str) -> Path:
+    """``runs/<model>-<split>`` (``runs/reference-<mode>-<split>`` for the reference backend)."""
+    who = f"reference-{spec.reference_mode}" if spec.uses_reference else spec.model
+    return Path("runs") / f"{_slug(who)}-{_slug(split_name)}"
+
+
+@dataclass
+class EvalPlan:
+    """An evaluation ready to run: everything loaded and checked, nothing requested yet.
+
+    Attributes:
+        spec: what was asked.
+        run_dir: the run directory (created or resumed).
+        dataset: the test set.
+        scope: the selected turns.
+        artefacts: the method artefacts.
+        manifest: the manifest this invocation writes.
+        previous: the run directory's manifest before this invocation (``None``: a new run).
+        backend: the chat backend (``None`` with ``only_judge``).
+        judge: the LLM judge (``None`` unless ``rule+llm`` with a judge given now).
+        guidance: (sub-problems of the selection with hints, guidance keys matching no sub-problem).
+        notes: things the user should know (e.g. a judge ignored in ``rule`` mode).
+    """
+
+    spec: EvalSpec
+    run_dir: Path
+    dataset: Dataset
+    scope: RunScope
+    artefacts: Artefacts
+    manifest: Manifest
+    previous: Manifest | None
+    backend: ChatBackend | None
+    judge: LLMJudge | None
+    guidance: tuple[int, list[GuidanceKey]] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def resuming(self) -> bool:
+        """Whether the run directory already held this run."""
+        return self.previous is not None
+
+    @property
+    def scope_changed(self) -> bool:
+        """Whether this invocation selects other parents, k or seeds than the previous one."""
+        return self.previous is not None and self.previous.scope() != self.manifest.scope()
+
+
+@dataclass
+class EvalResult:
+    """What an evaluation did.
+
+    Attributes:
+        run_dir: the run directory.
+        report: the report written (``None`` with ``only_generate``).
+        generation: the generation pass's counts (``None`` with ``only_judge``).
+        rule: the rule pass's counts (``None`` with ``only_generate``).
+        llm: the LLM pass's counts (``None`` without a judge, or with ``only_generate``).
+        warnings: endpoint warnings (e.g. the endpoint does not list the model).
+    """
+
+    run_dir: Path
+    report: dict[str, Any] | None = None
+    generation: GenerationStats | None = None
+    rule: RuleStats | None = None
+    llm: LLMStats | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def failed_turns(self) -> int:
+        """Turns of the selection whose generation failed after all retries (they count as incorrect)."""
+        if self.report is not None:
+            return int(self.report["turns"]["failed"])
+        return self.generation.failed if self.generation is not None else 0
+
+    @property
+    def par_at_k(self) -> float | None:
+        """Par@k in percent, mean over seeds (``None`` without a report)."""
+        return None if self.report is None else self.report["par_at_k"]["mean"]
+
+    @property
+    def sub_at_k(self) -> float | None:
+        """Sub@k in percent, mean over seeds (``None`` without a report)."""
+        return None if self.report is None else self.report["sub_at_k"]["mean"]
+
+
+def _load(spec: EvalSpec) -> Dataset:
+    if spec.dataset is not None:
+        return spec.dataset
+    try:
+        path = resolve_split(spec.split, spec.data_dir)
+        return load_dataset(path, name=spec.split if spec.split in ("application", "transfer") else None)
+    except DatasetError as e:
+        raise EvalError(str(e), "split") from None
+
+
+def _verifier(spec: EvalSpec, judge: LLMJudge | None, previous: Manifest | None) -> tuple[str, dict[str, Any] | None]:
+    """The verifier mode and active judge description: a judge given now, else the run's previous judge
+    (unless ``rule`` is asked for), else the rule verifier alone."""
+    if judge is not None:
+        return "rule+llm", judge.describe()
+    if spec.verifier_mode == "rule":
+        return "rule", None
+    old = previous.active_judge if previous is not None else None
+    if old is not None:
+        return "rule+llm", old  # keep the run's judge; its verdicts stay in the report
+    if spec.verifier_mode == "rule+llm":
+        raise EvalError("verifier_mode: rule+llm needs a judge (--judge-model and --judge-base-url)", "verifier_mode")
+    return "rule", None
+
+
+def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: ChatBackend | None = None) -> EvalPlan:
+    """Load and check everything an evaluation needs, without making a request (PROTOCOL.md 2-3).
+
+    Args:
+        spec: the evaluation.
+        out_dir: the run directory (default :func:`default_run_dir`). An existing run there is
+            resumed if it is the same run (:meth:`studybench.store.Manifest.resume_conflicts`).
+        backend: a chat backend to use instead of the one ``spec`` describes (e.g. your own).
+
+    Returns:
+        The plan; :func:`run_plan` runs it.
+
+    Raises:
+        EvalError: an unusable setting, test set, artefact or judge, a run directory holding a
+            different run, or ``only_judge`` without a run to judge.
+    """
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise EvalError(f"--out {out_dir} exists and is not a directory", "out")
+    ds = _load(spec)
+    parents = select_parents(ds, spec.limit, spec.parent_slice)
+    try:
+        art = load_artefacts(spec.system_prompt, spec.playbook, spec.guidance)
+    except ArtefactError as e:
+        raise EvalError(str(e), "artefacts") from None
+    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(spec, ds.name)
+    store = RunStore(run_dir)
+    previous: Manifest | None = None
+    if store.exists():
+        try:
+            previous = store.read_manifest()
+        except ValueError as e:
+            raise EvalError(str(e), "out") from None
+    elif spec.only_judge:
+        raise EvalError(f"{run_dir}: no run to judge (no manifest.json); run without --only-judge first", "only_judge")
+    notes: list[str] = []
+    if spec.only_judge:
+        be, backend_desc = None, dict(previous.backend) if previous is not None else {}
+    else:
+        be = backend if backend is not None else spec.make_backend()
+        backend_desc = be.describe()
+    judge: LLMJudge | None = None
+    if spec.judge is not None and spec.verifier_mode != "rule":
+        try:
+            judge = spec.judge.build()
+        except LLMJudgeSpecError as e:
+            raise EvalError(str(e), f"judge.{e.field}") from None
+    elif spec.judge is not None:
+        notes.append("--verifier-mode rule never calls an LLM; --judge-model is ignored")
+    mode, judge_desc = _verifier(spec, judge, previous)
+    manifest = Manifest(
+        studybench_version=__version__,
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        split=SplitInfo(name=ds.name, path=str(ds.path.resolve()) if ds.path.exists() else str(ds.path),
+                        sha256=ds.sha256, parents=len(ds), sub_problems=ds.n_sub_problems),
+        selection=SelectionInfo(slice=spec.parent_slice, limit=spec.limit, parents=len(parents)),
+        k=spec.k,
+        seeds=list(spec.seeds),
+        backend=backend_desc,
+        artefacts=art.describe(),
+        verifier=VerifierInfo(**{**rule_settings(spec.verify_timeout), "mode": mode, "judge": judge_desc}),
+        parents=parents_index(parents),
+        command=[Path(sys.argv[0]).name, *sys.argv[1:]],
+    )
+    if previous is not None:
+        diff = previous.resume_conflicts(manifest)
+        if diff:
+            raise EvalError(f"{run_dir} holds a different run ({'; '.join(diff)}); use another --out "
+                            f"(or delete the directory) instead of mixing runs", "out")
+        manifest.created = previous.created or manifest.created
+    coverage = guidance_coverage(art, ds, parents) if art.guidance else None
+    return EvalPlan(spec, run_dir, ds, RunScope(ds.name, parents, spec.k, list(spec.seeds)), art, manifest,
+                    previous, be, judge, coverage, notes)
+
+
+def check_endpoints(plan: EvalPlan) -> list[str]:
+    """Check the model endpoint (and the judge's, unless ``only_generate``) before a run.
+
+    Returns:
+        Warnings to show (e.g. the endpoint does not list the model).
+
+    Raises:
+        EvalError: an endpoint is unreachable, has an invalid URL, or refuses the key.
+    """
+    warnings: list[str] = []
+    try:
+        if plan.backend is not None and not plan.spec.uses_reference and hasattr(plan.backend, "base_url"):
+            warnings += check_endpoint(plan.backend)
+        if plan.judge is not None and not plan.spec.only_generate:
+            warnings += check_endpoint(plan.judge.backend, what="judge endpoint")
+    except EndpointError as e:
+        raise EvalError(str(e), "base_url") from None
+    return warnings
+
+
+async def _close(*things: Any) -> None:
+    for thing in things:
+        if thing is not None:
+            try:
+                await thing.aclose()
+            except Exception:  # noqa: BLE001 - closing must not mask the real outcome
+                pass
+
+
+def run_plan(
+    plan: EvalPlan,
+    *,
+    progress: ProgressFn | None = None,
+    on_turn_error: Callable[[TurnKey, str], None] | None = None,
+    preflight: bool = True,
+) -> EvalResult:
+    """Run a prepared evaluation: generate, verify, ask the LLM judge, write the report.
+
+    Re-running the same plan resumes: finished turns and current verdicts are reused.
+
+    Args:
+        plan: from :func:`prepare_eval`.
+        progress: see :data:`~studybench.evaluate.scope.ProgressFn`.
+        on_turn_error: called with (turn key, error) for each turn that failed after all retries.
+        preflight: check the endpoints first (:func:`check_endpoints`).
+
+    Returns:
+        The counts of each pass and the report (see :class:`EvalResult`). Turns that failed after
+        retries are recorded, count as incorrect, and are retried by the next run of the same plan.
+
+    Raises:
+        EvalError: an endpoint check failed.
+        studybench.llm_judge.LLMJudgeConfigError: the judge endpoint refuses every request.
+    """
+    from studybench.verify import Verifier
+
+    spec = plan.spec
+    result = EvalResult(plan.run_dir)
+    judge_open = plan.judge is not None
+    try:
+        if preflight:
+            result.warnings = check_endpoints(plan)
+        store = RunStore(plan.run_dir)
+        store.write_manifest(plan.manifest)
+        try:
+            if not spec.only_judge:
+                assert plan.backend is not None
+                result.generation = asyncio.run(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
+                                                               concurrency=spec.concurrency, progress=progress,
+                                                               on_error=on_turn_error))
+            if spec.only_generate:
+                return result
+            with Verifier(workers=spec.verify_workers, timeout=spec.verify_timeout) as verifier:
+                result.rule = add_rule_verdicts(plan.scope, store, verifier, rule_settings(spec.verify_timeout),
+                                                progress=progress)
+            if plan.judge is not None:
+                judge = plan.judge
+
+                async def llm() -> LLMStats:
+                    nonlocal judge_open
+                    try:
+                        return await add_llm_verdicts_to_scope(plan.scope, store, judge, progress=progress)
+                    finally:
+                        judge_open = False
+                        await judge.aclose()
+
+                result.llm = asyncio.run(llm())
+            result.report = write_report(store)
+        finally:
+            store.close()
+    finally:
+        asyncio.run(_close(plan.backend, plan.judge if judge_open else None))
+    return result
+
+
+def run_eval(
+    spec: EvalSpec,
+    out_dir: Path | str | None = None,
+    *,
+    backend: ChatBackend | None = None,
+    progress: ProgressFn | None = None,
+    on_turn_error: Callable[[TurnKey, str], None] | None = None,
+) -> EvalResult:
+    """Evaluate a model on a StudyBench test set (paper 2.2; PROTOCOL.md 2-3): resumable.
+
+    Args:
+        spec: the evaluation (see :class:`~studybench.evaluate.spec.EvalSpec`).
+        out_dir: the run directory (default ``runs/<model>-<split>``); running again resumes.
+        backend: a chat backend to use instead of the one ``spec`` describes.
+        progress: see :data:`~studybench.evaluate.scope.ProgressFn`.
+        on_turn_error: called with (turn key, error) for each turn that failed after all retries.
+
+    Returns:
+        An :class:`EvalResult` with the report (``result.report``; ``result.par_at_k``,
+        ``result.sub_at_k``).
+
+    Raises:
+        EvalError: a setting, input, endpoint or run directory that cannot be used.
+        studybench.llm_judge.LLMJudgeConfigError: the judge endpoint refuses every request.
+    """
+    return run_plan(prepare_eval(spec, out_dir, backend=backend), progress=progress, on_turn_error=on_turn_error)
+
+
+def run_dataset(manifest: Manifest, manifest_path: Path, data_dir: Path | None = None, split_path: Path | None = None) -> Dataset:
+    """The test set a run was made on, found by the manifest's path or split name and checked by sha256.
+
+    Args:
+        manifest: the run's manifest.
+        manifest_path: its file, for messages.
+        data_dir: where the official files are (for a run on ``application`` / ``transfer``).
+        split_path: the test-set file, when it is no longer where the manifest says.
+
+    Raises:
+        EvalError: no candidate file holds the run's test set (the message lists what was tried), or
+            a candidate is not a valid test set.
+    """
+    name, want = manifest.split.name, manifest.split.sha256
+    candidates: list[Path] = []
+    if split_path is not None:
+        candidates.append(split_path)
+    else:
+        if manifest.split.path:
+            candidates.append(Path(manifest.split.path))
+        if name in ("application", "transfer"):
+            try:
+                candidates.append(resolve_split(name, data_dir))
+            except (DatasetError, ValueError):
+                pass
+    tried = []
+    for path in candidates:
+        if not path.is_file():
+            tried.append(f"{path} (missing)")
+            continue
+        try:
+            ds = load_dataset(path, name=name if name in ("application", "transfer") else None)
+        except DatasetError as e:
+            raise EvalError(str(e), "split") from None
+        if want and ds.sha256 != want:
+            tried.append(f"{path} (content differs from the run's test set)")
+            continue
+        return ds
+    raise EvalError(f"{manifest_path}: cannot find the test set this run was made on ({'; '.join(tried) or 'no path recorded'}); "
+                    "pass --split PATH or --data-dir DIR", "split")
+
+
+def judge_spec_from_run(manifest: Manifest, **overrides: Any) -> LLMJudgeSpec:
+    """The spec of the judge a run used last (its model, URL and template), with ``overrides`` applied.
+
+    Args:
+        manifest: the run's manifest.
+        overrides: other :class:`~studybench.llm_judge.spec.LLMJudgeSpec` fields (``None`` values ignored).
+
+    Raises:
+        EvalError: the run has no judge yet, or an override is invalid.
+    """
+    prev = manifest.verifier.judge if manifest.verifier is not None else None
+    if not isinstance(prev, dict) or not isinstance(prev.get("model"), str):
+        raise EvalError("a judge model is required (--judge-model): this run has no judge yet", "judge.model")
+    values: dict[str, Any] = {"model": prev["model"]}
+    if isinstance(prev.get("base_url"), str):
+        values["base_url"] = prev["base_url"]  # the run's judge, not $STUDYBENCH_JUDGE_BASE_URL
+    if prev.get("template") not in (None, "builtin"):
+        values["prompt"] = Path(str(prev["template"]))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return LLMJudgeSpec.create(**values)
+    except LLMJudgeSpecError as e:
+        raise EvalError(str(e), f"judge.{e.field}") from None
+
+
+@dataclass
+class JudgeRunResult:
+    """What :func:`add_llm_verdicts` did.
+
+    Attributes:
+        run_dir: the run directory.
+        judge: the judge's description.
+        rule: counts of the rule pass (rule verdicts that were still missing).
+        llm: counts of the LLM pass.
+        report: the report written afterwards.
+        notes: things the user should know (e.g. the judge prompt changed since the run was judged).
+        warnings: endpoint warnings.
+    """
+
+    run_dir: Path
+    judge: dict[str, Any]
+    rule: RuleStats
+    llm: LLMStats
+    report: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def add_llm_verdicts(
+    run_dir: Path | str,
+    judge: LLMJudgeSpec | None = None,
+    *,
+    judge_rule_accepts: bool = False,
+    refresh: bool = False,
+    activate: bool = True,
+    split_path: Path | None = None,
+    data_dir: Path | None = None,
+    verify_timeout: float = 5.0,
+    verify_workers: int | None = None,
+    progress: ProgressFn | None = None,
+    preflight: bool = True,
+) -> JudgeRunResult:
+    """Add or refresh LLM verdicts on an existing run, without generating anything (paper 2.2).
+
+    Rule verdicts still missing are computed first; then every counting rule rejection (and with
+    ``judge_rule_accepts`` every accept) gets an LLM verdict tied to the digest of the completion it
+    judged. Verdicts come from the cache when the same inputs were judged before. The report is
+    written afterwards.
+
+    Args:
+        run_dir: a run directory made by :func:`run_eval`.
+        judge: the judge (``None``: the run's judge, :func:`judge_spec_from_run`).
+        judge_rule_accepts: also send rule accepts to the judge (scores are unchanged; the
+            consistency report's starred cell becomes observed).
+        refresh: judge again turns that already hold a verdict of this judge.
+        activate: make this judge the run's leaderboard judge (mode ``rule+llm``); ``False`` only
+            adds verdicts (e.g. a second judge for Cohen's kappa).
+        split_path: the test-set file, when it is no longer where the manifest says.
+        data_dir: where the official files are.
+        verify_timeout: the rule verifier's timeout when the run recorded none.
+        verify_workers: rule verifier worker processes.
+        progress: see :data:`~studybench.evaluate.scope.ProgressFn`.
+        preflight: check the judge endpoint first.
+
+    Returns:
+        A :class:`JudgeRunResult`.
+
+    Raises:
+        EvalError: not a run directory, a bad manifest, test set or judge, or an unreachable endpoint.
+        studybench.llm_judge.LLMJudgeConfigError: the judge endpoint refuses every request; the
+            verdicts obtained so far are kept.
+    """
+    from studybench.verify import Verifier
+
+    store = RunStore(Path(run_dir))
+    try:
+        man = store.read_manifest()
+    except (FileNotFoundError, ValueError) as e:
+        raise EvalError(str(e), "run_dir") from None
+    spec = judge if judge is not None else judge_spec_from_run(man)
+    rule_timeout = man.verifier.timeout if man.verifier is not None and man.verifier.timeout else verify_timeout
+    try:
+        llm_judge = spec.build()
+    except LLMJudgeSpecError as e:
+        raise EvalError(str(e), f"judge.{e.field}") from None
+    notes: list[str] = []
+    warnings: list[str] = []
+    judge_open = True
+    try:
+        ds = run_dataset(man, store.manifest_path, data_dir, split_path)
+        by_uid = {p.uid: p for p in ds.parents}
+        missing = [p.uid for p in man.parents if p.uid not in by_uid]
+        if missing:
+            raise EvalError(f"{store.manifest_path}: parents not in the test set: {', '.join(missing[:5])}", "split")
+        scope = RunScope(ds.name, [by_uid[p.uid] for p in man.parents], man.k, list(man.seeds))
+        prev = man.verifier.judge if man.verifier is not None else None
+        if (isinstance(prev, dict) and prev.get("model") == llm_judge.model and prev.get("template") == llm_judge.template.source
+                and prev.get("template_digest") != llm_judge.template.digest):
+            notes.append(f"the judge prompt {llm_judge.template.source} changed since this run was last judged; "
+                         "this is a new judge configuration (its verdicts are judged afresh)")
+        if preflight:
+            try:
+                warnings += check_endpoint(llm_judge.backend, what="judge endpoint")
+            except EndpointError as e:
+                raise EvalError(str(e), "judge.base_url") from None
+        try:
+            with Verifier(workers=verify_workers, timeout=rule_timeout) as verifier:
+                rule = add_rule_verdicts(scope, store, verifier, rule_settings(rule_timeout), progress=progress)
+
+            async def llm() -> LLMStats:
+                nonlocal judge_open
+                try:
+                    return await add_llm_verdicts_to_scope(scope, store, llm_judge, judge_rule_accepts=judge_rule_accepts,
+                                                           refresh=refresh, progress=progress)
+                finally:
+                    judge_open = False
+                    await llm_judge.aclose()
+
+            llm_stats = asyncio.run(llm())
+            if activate:
+                verifier_info = man.verifier or VerifierInfo(**rule_settings(rule_timeout))
+                man.verifier = verifier_info.model_copy(update={"mode": "rule+llm", "judge": llm_judge.describe()})
+                store.write_manifest(man)
+            rep = write_report(store)
+        finally:
+            store.close()
+    finally:
+        if judge_open:
+            asyncio.run(_close(llm_judge))
+    return JudgeRunResult(store.root, llm_judge.describe(), rule, llm_stats, rep, notes, warnings)

@@ -1,0 +1,225 @@
+"""What to evaluate: :class:`EvalSpec`, validated once, for the CLI and for Python code alike.
+
+An :class:`EvalSpec` names the test set (a split name, a file, or an in-memory
+:class:`~studybench.datasets.Dataset`), the selection, the model and how to reach it, the sampling,
+the method artefacts, k and the seeds, and the verifier (rule settings; the LLM judge of
+``rule+llm``). :func:`studybench.evaluate.run_eval` runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from studybench.datasets import Dataset
+from studybench.llm_judge.spec import LLMJudgeSpec
+from studybench.models import PRESETS, REFERENCE_MODES, ChatBackend, ReferenceBackend, SamplingParams
+from studybench.records import Parent
+
+__all__ = ["EvalError", "EvalSpec", "parse_parent_slice", "select_parents"]
+
+
+class EvalError(ValueError):
+    """An evaluation that cannot run as specified (bad setting, input file or run directory).
+
+    Attributes:
+        field: the :class:`EvalSpec` field at fault, when one is (the CLI names its flag).
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class EvalSpec(BaseModel):
+    """One evaluation (PROTOCOL.md sections 2-3), as ``studybench eval`` takes it.
+
+    Attributes:
+        split: ``"application"``, ``"transfer"`` or a path to a test-set JSON file.
+        dataset: an already loaded test set (overrides ``split``; e.g. made with
+            :meth:`~studybench.datasets.Dataset.from_parents`).
+        data_dir: directory holding the official files (default ``$STUDYBENCH_DATA``, then the fetch cache).
+        parent_slice: parents ``"START:STOP"`` of the file order (a Python slice).
+        limit: only the first ``limit`` parents (after ``parent_slice``).
+        model: model name at the endpoint, or ``"reference"`` for the offline gold replay.
+        backend: ``"auto"`` (reference when ``model == "reference"``), ``"openai"`` or ``"reference"``.
+        base_url: OpenAI-compatible endpoint (default ``$OPENAI_BASE_URL``), e.g. ``vllm serve``'s.
+        api_key_env: environment variable holding the API key (never stored).
+        reference_mode: ``"gold"`` or ``"solution"`` (the reference backend only).
+        preset: sampling preset (``"paper"``, ``"greedy"``, ``"none"``); the fields below override it.
+        temperature, top_p, top_k, min_p, presence_penalty, repetition_penalty, max_tokens: sampling.
+        thinking: send ``chat_template_kwargs.enable_thinking`` (Qwen3).
+        concurrency: requests in flight.
+        request_timeout: seconds per HTTP request before it is retried.
+        max_retries: retries per turn on 429, 5xx, timeouts and dropped connections.
+        system_prompt, playbook, guidance: method artefact files (GEPA/EvoSkill, ACE, hints).
+        k: attempts per parent and seed (Par@k, Sub@k).
+        seeds: the run seeds, each a full set of k attempts (the paper uses three).
+        verifier_mode: ``"rule"`` (reward-safe, never calls an LLM), ``"rule+llm"`` (needs ``judge``),
+            or ``None``: rule+llm with a judge, else the run's previous mode, else rule.
+        verify_timeout: hard wall-clock seconds per symbolic verification.
+        verify_workers: rule verifier worker processes (``None``: one per CPU, at most 8).
+        judge: the LLM judge for rule rejections (leaderboard mode).
+        only_generate: generate turns; do not verify or report.
+        only_judge: verify stored turns and report; generate nothing (needs no endpoint).
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    split: str = "transfer"
+    dataset: Dataset | None = None
+    data_dir: Path | None = None
+    parent_slice: str | None = None
+    limit: int | None = Field(None, ge=0)
+    model: str = "reference"
+    backend: Literal["auto", "openai", "reference"] = "auto"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    reference_mode: str = "gold"
+    preset: str = "none"
+    temperature: float | None = Field(None, ge=0.0, le=100.0, allow_inf_nan=False)
+    top_p: float | None = Field(None, ge=1e-9, le=1.0, allow_inf_nan=False)
+    top_k: int | None = Field(None, ge=-1, le=1_000_000)
+    min_p: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0, allow_inf_nan=False)
+    repetition_penalty: float | None = Field(None, ge=1e-9, le=100.0, allow_inf_nan=False)
+    max_tokens: int | None = Field(None, ge=1, le=10_000_000)
+    thinking: bool | None = None
+    concurrency: int = Field(64, ge=1, le=100_000)
+    request_timeout: float = Field(600.0, ge=1e-3, le=86_400.0, allow_inf_nan=False)
+    max_retries: int = Field(6, ge=0, le=1000)
+    system_prompt: Path | None = None
+    playbook: Path | None = None
+    guidance: Path | None = None
+    k: int = Field(8, ge=1, le=100_000)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1, max_length=10_000)
+    verifier_mode: Literal["rule", "rule+llm"] | None = None
+    verify_timeout: float = Field(5.0, ge=1e-3, le=86_400.0, allow_inf_nan=False)
+    verify_workers: int | None = Field(None, ge=1, le=1024)
+    judge: LLMJudgeSpec | None = None
+    only_generate: bool = False
+    only_judge: bool = False
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("seeds must be distinct")
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        if v not in PRESETS:
+            raise ValueError(f"must be one of {', '.join(PRESETS)}")
+        return v
+
+    @field_validator("reference_mode")
+    @classmethod
+    def _reference_mode(cls, v: str) -> str:
+        if v not in REFERENCE_MODES:
+            raise ValueError(f"must be one of {', '.join(REFERENCE_MODES)}")
+        return v
+
+    @field_validator("parent_slice")
+    @classmethod
+    def _slice(cls, v: str | None) -> str | None:
+        parse_parent_slice(v)
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EvalSpec:
+        if self.only_generate and self.only_judge:
+            raise ValueError("only_generate and only_judge exclude each other (--only-generate, --only-judge)")
+        return self
+
+    @classmethod
+    def create(cls, **values: Any) -> EvalSpec:
+        """Validate settings into a spec.
+
+        Raises:
+            EvalError: the first invalid setting, with ``field`` naming it.
+        """
+        try:
+            return cls(**values)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = [str(x) for x in err.get("loc", ())]
+            field = loc[0] if loc else None
+            msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+            shown = (f", got {err['input']!r}" if loc and "input" in err and not isinstance(err["input"], dict)
+                     and "got " not in msg else "")
+            raise EvalError(f"{'.'.join(loc)}: {msg}{shown}" if loc else msg, field) from None
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether the offline reference backend answers (``backend="reference"``, or ``"auto"`` with model reference)."""
+        return self.backend == "reference" or (self.backend == "auto" and self.model == "reference")
+
+    def sampling(self) -> SamplingParams:
+        """The preset with every non-``None`` sampling field applied."""
+        return PRESETS[self.preset].merged(
+            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, min_p=self.min_p,
+            presence_penalty=self.presence_penalty, repetition_penalty=self.repetition_penalty,
+            max_tokens=self.max_tokens, enable_thinking=self.thinking,
+        )
+
+    def make_backend(self) -> ChatBackend:
+        """The chat backend this spec describes (no request is made).
+
+        Raises:
+            EvalError: the openai backend without an endpoint (``base_url`` nor ``$OPENAI_BASE_URL``).
+        """
+        if self.uses_reference:
+            return ReferenceBackend(self.reference_mode)
+        from studybench.models.openai_backend import OpenAIBackend
+
+        url = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        if not url:
+            raise EvalError("base_url is required for the openai backend (--base-url or $OPENAI_BASE_URL), "
+                            "e.g. http://127.0.0.1:8000/v1 from `vllm serve`", "base_url")
+        return OpenAIBackend(self.model, url, self.sampling(), concurrency=self.concurrency,
+                             request_timeout=self.request_timeout, max_retries=self.max_retries,
+                             api_key_env=self.api_key_env)
+
+
+_SLICE = re.compile(r"\s*(-?\d*)\s*:\s*(-?\d*)\s*")
+
+
+def parse_parent_slice(text: str | None) -> tuple[int, int | None]:
+    """``"START:STOP"`` as a (start, stop) pair; ``None`` or ``""`` is the whole file.
+
+    Raises:
+        ValueError: not of the form ``START:STOP`` (either part may be empty or negative).
+    """
+    if not text:
+        return 0, None
+    m = _SLICE.fullmatch(text)
+    if not m:
+        raise ValueError(f"must look like START:STOP (e.g. 10:20), got {text!r}")
+    a, b = m.group(1), m.group(2)
+    return (int(a) if a else 0), (int(b) if b else None)
+
+
+def select_parents(ds: Dataset, limit: int | None = None, parent_slice: str | None = None) -> list[Parent]:
+    """Parents ``ds.parents[START:STOP]``, then the first ``limit`` of those.
+
+    Raises:
+        EvalError: a malformed slice, a negative limit or an empty selection.
+    """
+    try:
+        start, stop = parse_parent_slice(parent_slice)
+    except ValueError as e:
+        raise EvalError(f"parent_slice: {e}", "parent_slice") from None
+    if limit is not None and limit < 0:
+        raise EvalError("limit must be >= 0", "limit")
+    sel = ds.parents[start:stop]
+    if limit is not None:
+        sel = sel[:limit]
+    if not sel:
+        raise EvalError(f"the selection [{start}:{stop}] limit {limit} holds no parents of {ds.name}", "parent_slice")
+    return sel

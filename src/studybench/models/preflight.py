@@ -1,0 +1,56 @@
+"""Check that an OpenAI-compatible endpoint answers before a long job starts.
+
+``studybench eval`` and ``studybench judge`` call :func:`check_endpoint` before generating or
+judging, so that a wrong URL, a server that is not running or a refused key fails at once with a
+clear message instead of after the retries of the first requests.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+__all__ = ["EndpointError", "check_endpoint"]
+
+
+class EndpointError(RuntimeError):
+    """The endpoint cannot be used: invalid URL, unreachable, or it refuses the API key."""
+
+
+def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
+    """``GET {base_url}/models`` once.
+
+    Args:
+        backend: an object with ``base_url``, ``api_key_env``, ``request_timeout``, ``model`` and
+            ``describe()`` (:class:`studybench.models.openai_backend.OpenAIBackend`).
+        what: how messages name the endpoint (``"endpoint"``, ``"judge endpoint"``).
+
+    Returns:
+        Warnings (e.g. the endpoint lists models but not ``backend.model``); empty when all is well
+        or when the server does not implement ``/models``.
+
+    Raises:
+        EndpointError: an invalid URL, no connection, or HTTP 401/403 (the key is refused).
+    """
+    shown = backend.describe().get("base_url")
+    url = str(backend.base_url or "").rstrip("/") + "/models"
+    key = os.environ.get(backend.api_key_env) or "EMPTY"
+    try:
+        r = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=min(30.0, backend.request_timeout))
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as e:
+        raise EndpointError(f"the {what} URL {shown!r} is not a valid http(s) URL ({e})") from None
+    except httpx.HTTPError as e:
+        raise EndpointError(f"cannot reach the {what} {shown} ({type(e).__name__}); is the server running?") from None
+    if r.status_code in (401, 403):
+        raise EndpointError(f"the {what} refused the API key (HTTP {r.status_code}); set ${backend.api_key_env}")
+    if r.status_code != 200:
+        return []  # some servers do not implement /models
+    try:
+        ids = [m.get("id") for m in r.json().get("data", []) if isinstance(m, dict)]
+    except (ValueError, AttributeError):
+        return []
+    if ids and backend.model not in ids:
+        return [f"the {what} lists {', '.join(map(str, ids[:8]))} but not {backend.model!r}"]
+    return []

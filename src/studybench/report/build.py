@@ -1,0 +1,240 @@
+"""Compute a run's report from its directory (paper 2.2 metrics; Physics-R1 scoring conventions).
+
+``report.json`` carries at its top level ``k``, ``seeds``, ``par_at_k`` and ``sub_at_k`` (each
+``{"mean", "std", "per_seed"}`` in percent), ``breakdowns`` (by sub-discipline, source and answer
+type) and run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements).
+What each turn scores comes from :func:`studybench.store.turn_verdicts` (the one currency rule).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from studybench.files import atomic_write_text, dumps_json
+from studybench.metrics import breakdown, mean_std, par_at_k, sub_at_k, sub_at_k_by
+from studybench.report.render import render_markdown
+from studybench.store import Manifest, RunRows, RunStore, turn_verdicts
+
+__all__ = ["SCORINGS", "build_report", "write_report"]
+
+SCORINGS = ("strict", "liberal")
+"""Physics-R1's conventions: strict = rule verifier only; liberal = rule OR LLM judge (the cascade)."""
+
+Grid = list[list[list[bool]]]
+"""Verdicts of one seed: ``grid[parent][sub_problem][attempt]``."""
+
+
+def _store(run: RunStore | Path | str) -> RunStore:
+    return run if isinstance(run, RunStore) else RunStore(Path(run))
+
+
+def _grid(manifest: Manifest, values: list[bool], seed_index: int) -> Grid:
+    """Cut the flat per-turn list (seeds, parents, sub-problems, attempts order) into one seed's grid."""
+    k = manifest.k
+    per_seed = sum(len(p.subs) for p in manifest.parents) * k
+    flat = values[seed_index * per_seed : (seed_index + 1) * per_seed]
+    out: Grid = []
+    i = 0
+    for p in manifest.parents:
+        parent: list[list[bool]] = []
+        for _ in p.subs:
+            parent.append(flat[i : i + k])
+            i += k
+        out.append(parent)
+    return out
+
+
+def build_report(run: RunStore | Path | str, scoring: str | None = None) -> dict[str, Any]:
+    """Compute the report of a run directory from its manifest and logs.
+
+    A turn without a counting rule verdict (not generated, not yet judged, or judged on an older
+    completion) counts as incorrect and is counted in ``turns.missing_judgements``.
+
+    Args:
+        run: the run directory (or its :class:`RunStore`).
+        scoring: ``"strict"`` (rule verdicts only), ``"liberal"`` (rule OR LLM verdict of the
+            manifest's active judge, the paper's leaderboard) or ``None``: liberal when the
+            manifest's verifier mode is ``rule+llm``, else strict. The report carries both under
+            ``scoring`` whenever the run has an active judge.
+
+    Returns:
+        The report as a JSON-ready dict.
+
+    Raises:
+        FileNotFoundError: not a run directory.
+        ValueError: an unreadable or invalid manifest (the message names the file and field), or an
+            unknown ``scoring``.
+    """
+    if scoring is not None and scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
+    store = _store(run)
+    man = store.read_manifest()
+    k, seeds, split = man.k, man.seeds, man.split.name
+    judge = man.active_judge
+    headline = scoring or ("liberal" if judge is not None else "strict")
+    rows = RunRows.read(store, llm=judge is not None)
+    table = turn_verdicts(man, rows, judge["judge_id"] if judge is not None else None)
+
+    strict = [t.strict for t in table]
+    liberal = [t.liberal for t in table]
+    judgeable = [t.judgeable for t in table]
+    per_seed = {
+        "strict": {s: _grid(man, strict, i) for i, s in enumerate(seeds)},
+        "liberal": {s: _grid(man, liberal, i) for i, s in enumerate(seeds)},
+    }
+    judgeable_grid = {s: _grid(man, judgeable, i) for i, s in enumerate(seeds)}
+    main = per_seed[headline]
+
+    reasons: Counter[str] = Counter()
+    llm_counts: Counter[str] = Counter()
+    rule_rejections = 0
+    solved: Counter[tuple[str, str]] = Counter()
+    for t in table:
+        if t.llm is not None:
+            rule_rejections += 1
+            llm_counts[t.llm.value if t.llm.value is not None else "not judged"] += 1
+        if t.rule.verdict is not None and not t.liberal:
+            reasons[_reason_kind(t.rule.verdict.reason)] += 1
+        if t.liberal if headline == "liberal" else t.strict:
+            solved[(t.key.parent, t.key.sub_id)] += 1
+    unsolved = [
+        {"parent": p.uid, "sub_id": s.id, "answer_type": s.answer_type}
+        for p in man.parents
+        for s in p.subs
+        if solved[(p.uid, s.id)] == 0
+    ]
+
+    par = mean_std([par_at_k(main[s], k) for s in seeds])
+    sub = mean_std([sub_at_k(main[s], k) for s in seeds])
+    disc = [p.problem_type for p in man.parents]
+    src = [p.source for p in man.parents]
+    types = [[s.answer_type for s in p.subs] for p in man.parents]
+    by_type_seed = [sub_at_k_by(main[s], types) for s in seeds]
+    by_type = {t: mean_std([d[t] for d in by_type_seed]).to_dict() for t in sorted(by_type_seed[0])}
+    type_counts = Counter(t for ts in types for t in ts)
+    raw_labels = sorted({(p.problem_type_raw, p.problem_type) for p in man.parents if p.problem_type_raw != p.problem_type})
+
+    def bd(groups: list[str]) -> dict[str, Any]:
+        par_g = breakdown(main, groups, lambda v: par_at_k(v, k))
+        sub_g = breakdown(main, groups, lambda v: sub_at_k(v, k))
+        n = Counter(groups)
+        return {g: {"parents": n[g], "par_at_k": par_g[g].to_dict(), "sub_at_k": sub_g[g].to_dict()} for g in sorted(par_g)}
+
+    usage: Counter[str] = Counter()
+    for g in rows.generations.values():
+        if g.split != split or not isinstance(g.usage, dict):
+            continue
+        for kk, vv in g.usage.items():
+            if isinstance(vv, int) and not isinstance(vv, bool):
+                usage[str(kk)] += vv
+    rep: dict[str, Any] = {
+        "k": k,
+        "seeds": seeds,
+        "scoring_used": headline,
+        "par_at_k": par.to_dict(),
+        "sub_at_k": sub.to_dict(),
+        "breakdowns": {
+            "sub_discipline": bd(disc),
+            "source": bd(src),
+            "answer_type": {t: {"sub_problems": type_counts[t], "sub_at_k": by_type[t]} for t in by_type},
+        },
+        "split": split,
+        "model": man.backend.get("model"),
+        "backend": man.backend,
+        "verifier": None if man.verifier is None else man.verifier.model_dump(mode="json", exclude_unset=True),
+        "parents": len(man.parents),
+        "sub_problems": sum(len(p.subs) for p in man.parents),
+        "turns": {
+            "expected": len(table),
+            "failed": sum(1 for t in table if t.rule.failed),
+            "missing_judgements": sum(1 for t in table if t.missing),
+        },
+        "incorrect_reasons": dict(reasons.most_common()),
+        "label_normalisation": [{"raw": r, "normalised": n} for r, n in raw_labels],
+        "unsolved_sub_problems": unsolved,
+        "usage": dict(usage),
+    }
+    if judge is not None:
+        judged = sum(llm_counts[v] for v in ("TRUE", "FALSE", "unjudgeable"))
+        rep["llm_judge"] = {
+            "judge": judge,
+            "rule_rejections": rule_rejections,
+            "verdicts": {v: llm_counts.get(v, 0) for v in ("TRUE", "FALSE", "unjudgeable", "error", "not judged")},
+            "unjudgeable_rate": round(llm_counts["unjudgeable"] / judged, 6) if judged else None,
+        }
+        rep["scoring"] = _conventions(per_seed, judgeable_grid, seeds, k)
+    return rep
+
+
+def _conventions(per_seed: dict[str, dict[int, Grid]], judgeable: dict[int, Grid], seeds: list[int], k: int) -> dict[str, Any]:
+    """Physics-R1 reporting conventions: strict vs liberal, per sub-problem vs per problem, each
+    with the full denominator and with unjudgeable (or not yet judged) attempts left out."""
+    out: dict[str, Any] = {}
+    for name in SCORINGS:
+        v = per_seed[name]
+        sub_ok = sub_n = sub_jok = sub_jn = prob_ok = prob_n = prob_jok = prob_jn = 0
+        for seed in seeds:
+            for parent, pj in zip(v[seed], judgeable[seed], strict=True):
+                for a in range(k):
+                    all_ok = all(sub[a] for sub in parent)
+                    all_j = name == "strict" or all(sj[a] for sj in pj)
+                    prob_n += 1
+                    prob_ok += all_ok
+                    if all_j:
+                        prob_jn += 1
+                        prob_jok += all_ok
+                    for sub, sj in zip(parent, pj, strict=True):
+                        sub_n += 1
+                        sub_ok += sub[a]
+                        if name == "strict" or sj[a]:
+                            sub_jn += 1
+                            sub_jok += sub[a]
+
+        def pct(a: int, b: int) -> float | None:
+            return round(100.0 * a / b, 4) if b else None
+
+        out[name] = {
+            "par_at_k": mean_std([par_at_k(v[s], k) for s in seeds]).to_dict(),
+            "sub_at_k": mean_std([sub_at_k(v[s], k) for s in seeds]).to_dict(),
+            "per_sub_problem": {
+                "correct": sub_ok, "attempts": sub_n, "accuracy": pct(sub_ok, sub_n),
+                "judgeable_attempts": sub_jn, "judgeable_accuracy": pct(sub_jok, sub_jn),
+            },
+            "per_problem": {
+                "correct": prob_ok, "attempts": prob_n, "accuracy": pct(prob_ok, prob_n),
+                "judgeable_attempts": prob_jn, "judgeable_accuracy": pct(prob_jok, prob_jn),
+            },
+        }
+    return out
+
+
+def _reason_kind(reason: str) -> str:
+    """A verdict reason with its specific values folded, so reasons can be counted by kind."""
+    r = reason or "incorrect: unspecified"
+    r = re.sub(r"'[^']*'", "'…'", r)
+    r = re.sub(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", "N", r)
+    return r[:100]
+
+
+def write_report(run: RunStore | Path | str, scoring: str | None = None) -> dict[str, Any]:
+    """Build the report (:func:`build_report`) and write ``report.json`` and ``report.md`` atomically.
+
+    Args:
+        run: the run directory (or its :class:`RunStore`).
+        scoring: see :func:`build_report`.
+
+    Returns:
+        The report.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`build_report`; OSError when a file cannot be written.
+    """
+    store = _store(run)
+    rep = build_report(store, scoring)
+    atomic_write_text(store.root / "report.json", dumps_json(rep) + "\n")
+    atomic_write_text(store.root / "report.md", render_markdown(rep))
+    return rep
+

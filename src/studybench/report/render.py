@@ -1,0 +1,116 @@
+"""Render a report (the dict :func:`studybench.report.build_report` returns) as Markdown or a Rich table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["md_cell", "render_markdown", "rich_table"]
+
+
+def md_cell(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(rep: dict[str, Any]) -> str:
+    """Markdown rendering of :func:`build_report`'s output."""
+
+    def fmt(d: dict[str, Any]) -> str:
+        return f"{d['mean']:.2f}" if d["std"] is None else f"{d['mean']:.2f} ± {d['std']:.2f}"
+
+    lines = [
+        f"# StudyBench report: {md_cell(rep['split'])} / {md_cell(rep['model'])}",
+        "",
+        f"k = {rep['k']}, seeds = {rep['seeds']}, parents = {rep['parents']}, sub-problems = {rep['sub_problems']}, "
+        f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}, scoring = {rep.get('scoring_used', 'strict')} "
+        f"({'rule OR LLM judge' if rep.get('scoring_used') == 'liberal' else 'rule verifier only'})",
+        "",
+        "| metric | mean ± std | per seed |",
+        "|---|---|---|",
+        f"| Par@{rep['k']} | {fmt(rep['par_at_k'])} | {', '.join(f'{x:.2f}' for x in rep['par_at_k']['per_seed'])} |",
+        f"| Sub@{rep['k']} | {fmt(rep['sub_at_k'])} | {', '.join(f'{x:.2f}' for x in rep['sub_at_k']['per_seed'])} |",
+        "",
+        f"Turns expected: {rep['turns']['expected']}, failed: {rep['turns']['failed']}, "
+        f"missing judgements: {rep['turns']['missing_judgements']}.",
+        "",
+    ]
+    if rep.get("llm_judge"):
+        lj = rep["llm_judge"]
+        jd = lj["judge"]
+        vc = lj["verdicts"]
+        rate = "n/a" if lj["unjudgeable_rate"] is None else f"{100 * lj['unjudgeable_rate']:.2f}%"
+        lines += [
+            "## LLM judge",
+            "",
+            f"Judge {md_cell(jd.get('model'))} (template {md_cell(jd.get('template'))}, digest {str(jd.get('template_digest'))[:12]}). "
+            f"Rule rejections: {lj['rule_rejections']}; LLM verdicts: TRUE {vc['TRUE']}, FALSE {vc['FALSE']}, "
+            f"unjudgeable {vc['unjudgeable']} (rate {rate}; counted as incorrect), error {vc['error']}, not judged {vc['not judged']}.",
+            "",
+        ]
+        if vc["error"] or vc["not judged"]:
+            lines += ["Errors and unjudged rejections count as incorrect; run `studybench judge RUN_DIR` to judge them.", ""]
+    if rep.get("scoring"):
+        kk = rep["k"]
+        lines += [
+            "## Scoring conventions",
+            "",
+            "strict = rule verifier only; liberal = rule OR LLM judge. Accuracy is per attempt; a problem attempt is "
+            "correct when all its sub-problems are. Judgeable = attempts with no unjudgeable, failed or unjudged LLM verdict.",
+            "",
+            f"| scoring | Par@{kk} | Sub@{kk} | per sub-problem | per sub-problem, judgeable | per problem | per problem, judgeable |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, d in rep["scoring"].items():
+            def cell(g: dict[str, Any], judgeable: bool) -> str:
+                if judgeable:
+                    acc, n = g["judgeable_accuracy"], g["judgeable_attempts"]
+                else:
+                    acc, n = g["accuracy"], g["attempts"]
+                return "n/a" if acc is None else f"{acc:.2f} (n={n})"
+
+            lines.append(
+                f"| {name} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} | {cell(d['per_sub_problem'], False)} | "
+                f"{cell(d['per_sub_problem'], True)} | {cell(d['per_problem'], False)} | {cell(d['per_problem'], True)} |"
+            )
+        lines.append("")
+    for name, title in (("sub_discipline", "Sub-discipline"), ("source", "Source")):
+        lines += [f"## By {title.lower()}", "", f"| {title} | parents | Par@{rep['k']} | Sub@{rep['k']} |", "|---|---|---|---|"]
+        for g, d in rep["breakdowns"][name].items():
+            lines.append(f"| {md_cell(g)} | {d['parents']} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} |")
+        lines.append("")
+    lines += ["## By answer type", "", f"| answer type | sub-problems | Sub@{rep['k']} |", "|---|---|---|"]
+    for t, d in rep["breakdowns"]["answer_type"].items():
+        lines.append(f"| {t} | {d['sub_problems']} | {fmt(d['sub_at_k'])} |")
+    lines.append("")
+    if rep.get("label_normalisation"):
+        lines += ["Sub-discipline labels normalised: " + "; ".join(f"'{x['raw']}' -> '{x['normalised']}'" for x in rep["label_normalisation"]), ""]
+    if rep.get("incorrect_reasons"):
+        lines += ["## Why attempts were judged incorrect", "", "| reason | count |", "|---|---|"]
+        for r, c in rep["incorrect_reasons"].items():
+            lines.append(f"| {md_cell(r)} | {c} |")
+        lines.append("")
+    if rep.get("unsolved_sub_problems"):
+        lines += [f"## Sub-problems never solved ({len(rep['unsolved_sub_problems'])})", ""]
+        for u in rep["unsolved_sub_problems"][:200]:
+            lines.append(f"- {u['parent']} / {u['sub_id']} ({u['answer_type']})")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def rich_table(rep: dict[str, Any]) -> Any:
+    """A Rich table with Par@k / Sub@k and the sub-discipline breakdown."""
+    from rich.table import Table
+
+    def fmt(d: dict[str, Any]) -> str:
+        return f"{d['mean']:.2f}" if d["std"] is None else f"{d['mean']:.2f} ± {d['std']:.2f}"
+
+    k = rep["k"]
+    t = Table(title=f"StudyBench {rep['split']} · {rep['model']} · k={k} · seeds={len(rep['seeds'])}")
+    t.add_column("group")
+    t.add_column("parents", justify="right")
+    t.add_column(f"Par@{k}", justify="right")
+    t.add_column(f"Sub@{k}", justify="right")
+    t.add_row("[bold]overall[/bold]", str(rep["parents"]), f"[bold]{fmt(rep['par_at_k'])}[/bold]", f"[bold]{fmt(rep['sub_at_k'])}[/bold]")
+    for g, d in rep["breakdowns"]["sub_discipline"].items():
+        t.add_row(g, str(d["parents"]), fmt(d["par_at_k"]), fmt(d["sub_at_k"]))
+    return t

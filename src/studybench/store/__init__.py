@@ -1,0 +1,67 @@
+"""The run directory: typed manifest and rows, append-only logs, and the one rule of currency.
+
+- :mod:`studybench.store.rows`: :class:`TurnKey`, :class:`GenerationRow`, :class:`RuleVerdictRow`,
+  :class:`LLMVerdictRow` (shared by every writer and reader);
+- :mod:`studybench.store.manifest`: :class:`Manifest` and the resume rules;
+- :mod:`studybench.store.currency`: which stored verdict counts, and which must be judged again;
+- :mod:`studybench.store.run`: :class:`RunStore`, the files of one run directory;
+- :mod:`studybench.store.verdicts`: the verdict table of a run (what each turn scores).
+"""
+
+from studybench.store.currency import (
+    RETRYABLE_RULE_REASON,
+    LLMVerdictStatus,
+    RuleVerdictStatus,
+    llm_verdict_status,
+    rule_verdict_status,
+)
+from studybench.store.manifest import (
+    OPERATIONAL_BACKEND_KEYS,
+    VERIFIER_MODES,
+    Manifest,
+    ParentIndex,
+    SelectionInfo,
+    SplitInfo,
+    SubIndex,
+    VerifierInfo,
+    parents_index,
+    rule_settings,
+)
+from studybench.store.rows import (
+    FINAL_LLM_VERDICTS,
+    LLM_VERDICTS,
+    GenerationRow,
+    LLMVerdictRow,
+    RuleVerdictRow,
+    TurnKey,
+)
+from studybench.store.run import RunStore
+from studybench.store.verdicts import RunRows, TurnVerdict, turn_verdicts
+
+__all__ = [
+    "FINAL_LLM_VERDICTS",
+    "LLM_VERDICTS",
+    "OPERATIONAL_BACKEND_KEYS",
+    "RETRYABLE_RULE_REASON",
+    "VERIFIER_MODES",
+    "GenerationRow",
+    "LLMVerdictRow",
+    "LLMVerdictStatus",
+    "Manifest",
+    "ParentIndex",
+    "RuleVerdictRow",
+    "RuleVerdictStatus",
+    "RunRows",
+    "RunStore",
+    "SelectionInfo",
+    "SplitInfo",
+    "SubIndex",
+    "TurnKey",
+    "TurnVerdict",
+    "VerifierInfo",
+    "llm_verdict_status",
+    "parents_index",
+    "rule_settings",
+    "rule_verdict_status",
+    "turn_verdicts",
+]

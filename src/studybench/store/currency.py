@@ -1,0 +1,134 @@
+"""Which stored verdict counts: the one rule of currency, used by the runner, the report and the analyses.
+
+A run directory's logs are append-only, so a turn may hold rows made on completions that were
+regenerated since, or with verifier settings that changed since. Two questions are asked of them,
+and both are answered here and nowhere else:
+
+**Does a stored verdict count for the turn?** (the report, the consistency analysis). A rule
+verdict counts when it was made on the turn's current completion (same ``completion_digest`` as the
+sha256 of the last generation row's ``completion``). An LLM verdict counts when, in addition, it too
+was made on that completion. Nothing else matters for counting: a verdict made by an older verifier
+version, one that timed out or one whose judge inputs changed still counts until it is replaced.
+
+**Must the pass judge the turn (again)?** (the rule pass and the LLM pass). Yes when no verdict
+counts, and also when the counting verdict is out of date: for a rule verdict, the generation's
+``error`` changed, the rule verifier's settings changed (mode, version, timeout), or it timed out
+(``reason`` starts with :data:`RETRYABLE_RULE_REASON`: load may have caused it); for an LLM verdict,
+its judge inputs changed (``inputs_digest``) or it is not final (``"error"``: a transport failure).
+
+:func:`rule_verdict_status` and :func:`llm_verdict_status` return both answers at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from studybench.files import text_digest
+from studybench.store.rows import FINAL_LLM_VERDICTS, GenerationRow, LLMVerdictRow, RuleVerdictRow
+
+__all__ = ["RETRYABLE_RULE_REASON", "LLMVerdictStatus", "RuleVerdictStatus", "llm_verdict_status", "rule_verdict_status"]
+
+RETRYABLE_RULE_REASON = "incorrect: timed out"
+"""Rule verdicts whose reason starts with this are judged again by the next rule pass."""
+
+
+@dataclass(frozen=True)
+class RuleVerdictStatus:
+    """What the stored rows say about one turn's rule verdict.
+
+    Attributes:
+        generation: the turn's last generation row, ``None`` when it has none (or an unusable one).
+        completion_digest: sha256 of ``generation.completion`` (``None`` without a generation).
+        verdict: the rule verdict that counts for the turn (made on its current completion), or ``None``.
+        stale: why the rule pass must judge the turn (again); ``None`` when ``verdict`` is up to date
+            or when there is nothing to judge (no usable generation).
+    """
+
+    generation: GenerationRow | None
+    completion_digest: str | None
+    verdict: RuleVerdictRow | None
+    stale: str | None
+
+    @property
+    def failed(self) -> bool:
+        """The turn's generation failed (its row carries an ``error``)."""
+        return self.generation is not None and bool(self.generation.error)
+
+    @property
+    def judgeable(self) -> bool:
+        """The turn has a usable completion, not a failed generation: LLM-judgeable when it counts."""
+        return self.generation is not None and not self.generation.error
+
+
+def rule_verdict_status(
+    generation: GenerationRow | None, rule: RuleVerdictRow | None, settings: dict[str, Any] | None = None
+) -> RuleVerdictStatus:
+    """Whether a turn's stored rule verdict counts, and whether the rule pass must judge it again.
+
+    Args:
+        generation: the turn's last generation row (``None``: not generated).
+        rule: the turn's last rule verdict row (``None``: never judged).
+        settings: the rule verifier's settings now (see :func:`studybench.store.manifest.rule_settings`);
+            ``None`` when the caller only counts (reports) and does not judge.
+
+    Returns:
+        A :class:`RuleVerdictStatus` (see the module docstring for the rule).
+    """
+    if generation is None or generation.completion is None:
+        return RuleVerdictStatus(None, None, None, None)
+    cd = text_digest(generation.completion)
+    if rule is None:
+        return RuleVerdictStatus(generation, cd, None, "not judged")
+    if rule.completion_digest != cd:
+        return RuleVerdictStatus(generation, cd, None, "judged another completion")
+    stale: str | None = None
+    if rule.generation_error != generation.error:
+        stale = "the generation's error changed"
+    elif settings is not None and rule.verifier != settings:
+        stale = "the rule verifier's settings changed"
+    elif rule.reason.startswith(RETRYABLE_RULE_REASON):
+        stale = "timed out"
+    return RuleVerdictStatus(generation, cd, rule, stale)
+
+
+@dataclass(frozen=True)
+class LLMVerdictStatus:
+    """What the stored rows say about one turn's LLM verdict by one judge configuration.
+
+    Attributes:
+        verdict: the LLM verdict that counts (made on the turn's current completion), or ``None``.
+        stale: why the LLM pass must judge the turn (again); ``None`` when ``verdict`` is up to date.
+    """
+
+    verdict: LLMVerdictRow | None
+    stale: str | None
+
+    @property
+    def value(self) -> str | None:
+        """The counting verdict's value (``"TRUE"``, ``"FALSE"``, ``"unjudgeable"``, ``"error"``) or ``None``."""
+        return None if self.verdict is None else self.verdict.verdict
+
+
+def llm_verdict_status(
+    row: LLMVerdictRow | None, completion_digest: str, inputs_digest: str | None = None
+) -> LLMVerdictStatus:
+    """Whether a turn's stored LLM verdict counts, and whether the LLM pass must judge it again.
+
+    Args:
+        row: the last LLM verdict row of the turn for one judge id (``None``: never judged by it).
+        completion_digest: sha256 of the turn's current completion (:attr:`RuleVerdictStatus.completion_digest`).
+        inputs_digest: the judge inputs' digest now; ``None`` when the caller only counts.
+
+    Returns:
+        An :class:`LLMVerdictStatus` (see the module docstring for the rule).
+    """
+    if row is None:
+        return LLMVerdictStatus(None, "not judged")
+    if row.completion_digest != completion_digest:
+        return LLMVerdictStatus(None, "judged another completion")
+    if inputs_digest is not None and row.inputs_digest != inputs_digest:
+        return LLMVerdictStatus(row, "the judge inputs changed")
+    if row.verdict not in FINAL_LLM_VERDICTS:
+        return LLMVerdictStatus(row, "no final verdict")
+    return LLMVerdictStatus(row, None)

@@ -1,0 +1,257 @@
+"""The run manifest (``manifest.json``): a typed model, and the rules for resuming a run.
+
+A manifest records what a run directory holds: the test set (name, path, sha256), the selection
+(slice, limit), k and the seeds, the backend with its sampling parameters, the method artefacts'
+digests, the verifier's mode and settings (with the LLM judge of ``rule+llm`` runs), a compact index
+of the selected parents (so that reports need only the run directory) and the command line.
+
+**Resuming.** Re-running into a directory is safe only when the new invocation would produce the same
+turns. :meth:`Manifest.resume_conflicts` lists what must match and differs: every backend setting
+except the operational ones in :data:`OPERATIONAL_BACKEND_KEYS` (URL, concurrency, retries,
+timeouts, backoff, key variable), the test-set file's sha256, and each artefact's digest. The
+selection (parents, k, seeds) may change: rows outside it are kept, and the manifest and report
+describe the latest invocation.
+
+Manifests written by older versions load unchanged (unknown fields are kept).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from studybench import __version__
+from studybench.records import Parent, label_map
+
+__all__ = [
+    "OPERATIONAL_BACKEND_KEYS",
+    "VERIFIER_MODES",
+    "Manifest",
+    "ParentIndex",
+    "SelectionInfo",
+    "SplitInfo",
+    "SubIndex",
+    "VerifierInfo",
+    "parents_index",
+    "rule_settings",
+]
+
+VERIFIER_MODES = ("rule", "rule+llm")
+"""``rule``: the rule verifier only (reward-safe, never calls an LLM); ``rule+llm``: rule rejections
+also go to an LLM judge (the paper's leaderboard numbers)."""
+
+OPERATIONAL_BACKEND_KEYS = frozenset(
+    {"base_url", "concurrency", "request_timeout", "max_retries", "backoff_initial", "backoff_max", "api_key_env"}
+)
+"""Backend settings that may change between invocations of one run: they do not change answers."""
+
+MAX_CELLS = 50_000_000
+"""Upper bound on k x seeds x sub-problems of a manifest (guards reports against hostile files)."""
+
+
+def rule_settings(timeout: float) -> dict[str, Any]:
+    """The rule verifier's settings as stored with every rule verdict (a change triggers re-judging).
+
+    Args:
+        timeout: hard wall-clock seconds per symbolic verification.
+
+    Returns:
+        ``{"mode": "rule", "version": <studybench version>, "timeout": timeout}``.
+    """
+    return {"mode": "rule", "version": __version__, "timeout": timeout}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class SplitInfo(_Model):
+    """The test set a run was made on."""
+
+    name: str
+    path: str | None = None
+    sha256: str | None = None
+    parents: int | None = None
+    sub_problems: int | None = None
+
+
+class SelectionInfo(_Model):
+    """Which parents of the test set the latest invocation selected."""
+
+    slice: str | None = None
+    limit: int | None = None
+    parents: int | None = None
+
+
+class SubIndex(_Model):
+    """One sub-problem of a parent in the manifest's index."""
+
+    id: str
+    answer_type: str
+    type_sequence: str = ""
+
+
+class ParentIndex(_Model):
+    """One selected parent in the manifest's index (enough for reports without the test-set file)."""
+
+    uid: str
+    source: str = ""
+    year: str = ""
+    source_problem_id: str = ""
+    problem_type: str = "(none)"
+    problem_type_raw: str = ""
+    subs: list[SubIndex] = Field(min_length=1)
+
+
+class VerifierInfo(_Model):
+    """The verifier of a run: ``mode`` and the rule settings, plus the active LLM judge in ``rule+llm``."""
+
+    mode: str = "rule"
+    version: str | None = None
+    timeout: float | None = None
+    judge: dict[str, Any] | None = None
+
+    @property
+    def active_judge(self) -> dict[str, Any] | None:
+        """The LLM judge configuration the leaderboard report uses (``rule+llm`` only), or ``None``."""
+        if self.mode != "rule+llm" or not isinstance(self.judge, dict):
+            return None
+        return self.judge if isinstance(self.judge.get("judge_id"), str) else None
+
+
+class Manifest(_Model):
+    """``manifest.json`` of a run directory (see the module docstring).
+
+    Attributes:
+        studybench_version: the package version that wrote it.
+        created: ISO time of the first invocation.
+        split: the test set.
+        selection: the latest invocation's selection.
+        k: attempts per parent and seed.
+        seeds: the run seeds.
+        backend: the backend's description (``backend``, ``model``, sampling, transport settings; no secrets).
+        artefacts: which method artefacts were used, with their sha256 digests.
+        verifier: mode, rule settings and the active LLM judge.
+        parents: the index of the selected parents.
+        command: the command line of the latest invocation (secrets redacted).
+    """
+
+    studybench_version: str | None = None
+    created: str | None = None
+    split: SplitInfo
+    selection: SelectionInfo | None = None
+    k: int = Field(ge=1, le=100_000)
+    seeds: list[int] = Field(min_length=1, max_length=10_000)
+    backend: dict[str, Any] = Field(default_factory=dict)
+    artefacts: dict[str, Any] = Field(default_factory=dict)
+    verifier: VerifierInfo | None = None
+    parents: list[ParentIndex] = Field(min_length=1)
+    command: list[str] = Field(default_factory=list)
+
+    @field_validator("verifier", mode="before")
+    @classmethod
+    def _verifier_object(cls, v: Any) -> Any:
+        return v if isinstance(v, (dict, VerifierInfo)) or v is None else {}
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Manifest:
+        cells = self.k * len(self.seeds) * sum(len(p.subs) for p in self.parents)
+        if cells > MAX_CELLS:
+            raise ValueError(f"k x seeds x sub-problems = {cells:,} is implausibly large")
+        return self
+
+    @property
+    def active_judge(self) -> dict[str, Any] | None:
+        """The LLM judge the leaderboard report uses (see :attr:`VerifierInfo.active_judge`)."""
+        return None if self.verifier is None else self.verifier.active_judge
+
+    @property
+    def n_turns(self) -> int:
+        """Turns the latest selection covers: sub-problems x k x seeds."""
+        return sum(len(p.subs) for p in self.parents) * self.k * len(self.seeds)
+
+    @classmethod
+    def parse(cls, obj: Any, source: Path | str = "manifest.json") -> Manifest:
+        """Validate a manifest object.
+
+        Args:
+            obj: the decoded JSON.
+            source: the file, for error messages.
+
+        Raises:
+            ValueError: ``SOURCE: field 'LOC': what is wrong`` for the first invalid field.
+        """
+        if not isinstance(obj, dict):
+            raise ValueError(f"{source}: expected a JSON object")
+        try:
+            return cls.model_validate(obj)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err.get("loc", ())) or "<manifest>"
+            msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+            raise ValueError(f"{source}: field '{loc}': {msg}") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as written to ``manifest.json``."""
+        return self.model_dump(mode="json")
+
+    def resume_conflicts(self, new: Manifest) -> list[str]:
+        """What makes ``new`` a different run from this one (empty when resuming into it is safe).
+
+        Args:
+            new: the manifest the new invocation would write.
+
+        Returns:
+            One line per conflict, e.g. ``"backend.model: 'a' -> 'b'"``, ``"test-set file content
+            changed"``, ``"artefact playbook changed"``.
+        """
+        diff: list[str] = []
+        ob, nb = self.backend, new.backend
+        for key in sorted(set(ob) | set(nb)):
+            if key not in OPERATIONAL_BACKEND_KEYS and ob.get(key) != nb.get(key):
+                diff.append(f"backend.{key}: {ob.get(key)!r} -> {nb.get(key)!r}")
+        if self.split.sha256 != new.split.sha256:
+            diff.append("test-set file content changed")
+        od = self.artefacts.get("digests") or {}
+        nd = new.artefacts.get("digests") or {}
+        od = od if isinstance(od, dict) else {}
+        nd = nd if isinstance(nd, dict) else {}
+        for key in sorted(set(od) | set(nd)):
+            if od.get(key) != nd.get(key):
+                diff.append(f"artefact {key} changed")
+        return diff
+
+    def scope(self) -> tuple[int, int, list[int]]:
+        """(parents, k, seeds) of the latest selection."""
+        return len(self.parents), self.k, list(self.seeds)
+
+
+def parents_index(parents: list[Parent]) -> list[ParentIndex]:
+    """The manifest's index of the selected parents.
+
+    Sub-discipline labels are normalised with :func:`studybench.records.label_map` over the
+    selection (two spellings of one label, e.g. ``&`` vs ``and``, map to the most frequent one);
+    the raw label is kept in ``problem_type_raw``.
+
+    Args:
+        parents: the selected parents, in order.
+
+    Returns:
+        One :class:`ParentIndex` per parent.
+    """
+    canon = label_map(p.problem_type for p in parents)
+    return [
+        ParentIndex(
+            uid=p.uid,
+            source=p.source,
+            year=p.year,
+            source_problem_id=p.source_problem_id,
+            problem_type=canon.get(p.problem_type, "(none)"),
+            problem_type_raw=p.problem_type,
+            subs=[SubIndex(id=s.problem_id, answer_type=s.answer_type.value, type_sequence=s.type_sequence_str)
+                  for s in p.subs()],
+        )
+        for p in parents
+    ]
