@@ -39,7 +39,6 @@ import contextlib
 import http
 import http.client
 import json
-import math
 import os
 import re
 import signal
@@ -47,15 +46,22 @@ import subprocess as _subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.testing.stub_core import HttpProtocol, StubCore
+from studybench.testing.stub_script import (
+    DEFAULT_REPLY,
+    Fault,
+    Reply,
+    ReplyFn,
+    Script,
+    conversation_turn,
+)
+
 __all__ = [
     "DEFAULT_REPLY",
+    "conversation_turn",
     "Fault",
     "Reply",
     "ReplyFn",
@@ -67,568 +73,6 @@ __all__ = [
 
 #: Hosts the server may bind; everything maps to the IPv4 loopback address.
 _ALLOWED_HOSTS = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1"}
-
-#: Default reply template: turn ``i`` (0-based) of a conversation answers ``\boxed{i}``.
-DEFAULT_REPLY = "Stub reasoning for turn {turn}.\nFinal Answer: \\boxed{{turn}}"
-
-_MAX_HEAD = 64 * 1024
-_MAX_BODY = 64 * 1024 * 1024
-
-
-# --------------------------------------------------------------------------------------------------
-# Replies and scripts
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Reply:
-    """One assistant reply.
-
-    Attributes:
-        content: ``choices[0].message.content``.
-        reasoning: sent as ``choices[0].message.reasoning_content`` (vLLM's reasoning parser) when
-            not ``None``.
-        finish_reason: ``choices[0].finish_reason``.
-    """
-
-    content: str
-    reasoning: str | None = None
-    finish_reason: str = "stop"
-
-    @classmethod
-    def coerce(cls, value: Reply | str | dict[str, Any]) -> Reply:
-        """Build a reply from a string (the content), a dict of the fields, or a reply.
-
-        Raises:
-            TypeError: for any other type.
-        """
-        if isinstance(value, Reply):
-            return value
-        if isinstance(value, str):
-            return cls(content=value)
-        if isinstance(value, dict):
-            return cls(
-                content=str(value.get("content", "")),
-                reasoning=value.get("reasoning"),
-                finish_reason=str(value.get("finish_reason", "stop")),
-            )
-        raise TypeError(f"cannot make a Reply from {type(value).__name__}")
-
-
-#: A reply function: the parsed request body in, the reply (or just its content) out.
-ReplyFn = Callable[[dict[str, Any]], "Reply | str"]
-
-
-def _text_of(content: Any) -> str:
-    """The text of an OpenAI message ``content`` (a string or a list of typed parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def conversation_turn(body: dict[str, Any]) -> tuple[int, str]:
-    """``(turn, last_user_text)`` of a chat request: turn = number of user messages - 1 (>= 0)."""
-    messages = body.get("messages") or []
-    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    last = _text_of(users[-1].get("content")) if users else ""
-    return max(len(users) - 1, 0), last
-
-
-def _fill(text: str | None, ctx: dict[str, str]) -> str | None:
-    """Replace the placeholders ``{turn}``, ``{turn1}``, ``{seed}``, ``{model}`` (plain text, not format)."""
-    if text is None or "{" not in text:
-        return text
-    for key, val in ctx.items():
-        text = text.replace("{" + key + "}", val)
-    return text
-
-
-@dataclass
-class Script:
-    """A declarative reply function (JSON-serialisable, so it also drives a subprocess server).
-
-    The reply to a request is chosen as follows, with ``turn`` = number of user messages - 1:
-
-    1. the first of ``rules`` whose ``match`` regex is found in the last user message;
-    2. else ``turns[turn]`` (the last entry repeats for later turns) when ``turns`` is non-empty;
-    3. else ``default``.
-
-    A chosen reply is a string (the content) or a dict with ``content``, ``reasoning``,
-    ``finish_reason``. Placeholders ``{turn}`` (0-based), ``{turn1}`` (1-based), ``{seed}`` and
-    ``{model}`` are replaced by plain substitution, so LaTeX braces need no escaping:
-    ``"Final Answer: \\\\boxed{{turn1}}"`` answers ``\\boxed{1}`` on the first turn. When ``think`` is set,
-    the content is prefixed with ``<think>THINK</think>\\n``; when ``reasoning`` is set and the reply
-    has none, it is sent as ``reasoning_content``.
-
-    ``faults`` are installed when a server starts with this script: each a :class:`Fault` dict plus
-    one of ``"at": N`` (request number N, 0-based), ``"match": REGEX`` (requests whose last user
-    message matches; optional ``"times"``), or neither (a queue for the next requests; optional
-    ``"times"``).
-    """
-
-    turns: list[str | dict[str, Any]] = field(default_factory=list)
-    rules: list[dict[str, Any]] = field(default_factory=list)
-    default: str = DEFAULT_REPLY
-    think: str | None = None
-    reasoning: str | None = None
-    faults: list[dict[str, Any]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._compiled = [(re.compile(str(r["match"])), r["reply"]) for r in self.rules]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Script:
-        """Build a script from its JSON form (the dataclass fields).
-
-        Raises:
-            ValueError: unknown keys or a non-object.
-        """
-        if not isinstance(data, dict):
-            raise ValueError("a stub script must be a JSON object")
-        known = {"turns", "rules", "default", "think", "reasoning", "faults"}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown stub script keys: {sorted(unknown)}")
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (inverse of :meth:`from_dict`)."""
-        return {
-            "turns": self.turns,
-            "rules": self.rules,
-            "default": self.default,
-            "think": self.think,
-            "reasoning": self.reasoning,
-            "faults": self.faults,
-        }
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        turn, last = conversation_turn(body)
-        chosen: Any = None
-        for pattern, reply in self._compiled:
-            if pattern.search(last):
-                chosen = reply
-                break
-        if chosen is None:
-            chosen = self.turns[min(turn, len(self.turns) - 1)] if self.turns else self.default
-        reply = Reply.coerce(chosen)
-        ctx = {
-            "turn": str(turn),
-            "turn1": str(turn + 1),
-            "seed": str(body.get("seed")),
-            "model": str(body.get("model")),
-        }
-        content = _fill(reply.content, ctx) or ""
-        reasoning = _fill(reply.reasoning, ctx)
-        if self.think is not None:
-            content = f"<think>{_fill(self.think, ctx)}</think>\n{content}"
-        if reasoning is None and self.reasoning is not None:
-            reasoning = _fill(self.reasoning, ctx)
-        return Reply(content=content, reasoning=reasoning, finish_reason=reply.finish_reason)
-
-
-# --------------------------------------------------------------------------------------------------
-# Faults
-# --------------------------------------------------------------------------------------------------
-
-_FAULT_KINDS = ("status", "slow", "drop", "malformed")
-
-
-@dataclass
-class Fault:
-    """A fault to inject into one request.
-
-    Attributes:
-        kind: ``"status"`` (answer HTTP ``status`` with an OpenAI-style error body, with a
-            ``Retry-After: retry_after`` header when set), ``"slow"`` (answer normally after
-            ``delay`` seconds), ``"drop"`` (close the connection without a response, after
-            ``delay`` seconds), ``"malformed"`` (HTTP 200 with a truncated JSON body).
-        status: HTTP status for ``"status"``.
-        retry_after: seconds for the ``Retry-After`` header (``"status"`` only); may be fractional.
-        delay: seconds to wait before acting (all kinds; the point of ``"slow"``).
-        message: error message for ``"status"``.
-
-    Raises:
-        ValueError: an unknown kind or a negative delay.
-    """
-
-    kind: str
-    status: int = 500
-    retry_after: float | None = None
-    delay: float = 0.0
-    message: str = "injected fault"
-
-    def __post_init__(self) -> None:
-        if self.kind not in _FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {_FAULT_KINDS}")
-        if self.delay < 0:
-            raise ValueError("fault delay must be >= 0")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "status": self.status,
-            "retry_after": self.retry_after,
-            "delay": self.delay,
-            "message": self.message,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Fault:
-        keys = ("kind", "status", "retry_after", "delay", "message")
-        return cls(**{k: data[k] for k in keys if k in data})
-
-
-@dataclass
-class _FaultRule:
-    pattern: re.Pattern[str]
-    fault: Fault
-    times: int | None
-
-
-# --------------------------------------------------------------------------------------------------
-# Server core (shared by thread and process modes)
-# --------------------------------------------------------------------------------------------------
-
-
-def _phrase(status: int) -> str:
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return "Status"
-
-
-def _response(status: int, body: bytes, *, close: bool = False, extra: str = "") -> bytes:
-    connection = "Connection: close\r\n" if close else ""
-    head = (
-        f"HTTP/1.1 {status} {_phrase(status)}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}{connection}\r\n"
-    )
-    return head.encode("latin-1") + body
-
-
-def _error_body(status: int, message: str) -> bytes:
-    kind = (
-        "rate_limit_error"
-        if status == 429
-        else ("server_error" if status >= 500 else "invalid_request_error")
-    )
-    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
-
-
-@dataclass
-class _Action:
-    """What the protocol does with one request: wait ``delay`` s, then send ``payload`` or drop."""
-
-    delay: float
-    payload: bytes | None
-    counted: bool = False
-    close: bool = False
-
-
-class _Core:
-    """Request accounting, fault selection and reply rendering (runs on the server's event loop).
-
-    Fault tables are guarded by a lock because thread-mode callers edit them from the test thread.
-    """
-
-    def __init__(self, reply_fn: ReplyFn, *, record: bool, latency: float, model: str) -> None:
-        self.reply_fn = reply_fn
-        self.record = record
-        self.latency = latency
-        self.model = model
-        self.count = 0
-        self.inflight = 0
-        self.max_inflight = 0
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self._lock = threading.Lock()
-        self._at: dict[int, Fault] = {}
-        self._queue: deque[Fault] = deque()
-        self._rules: list[_FaultRule] = []
-        self._created = int(time.time())
-
-    # -- control plane -------------------------------------------------------------------------------
-
-    def install(self, specs: list[dict[str, Any]]) -> None:
-        """Install script faults (see :class:`Script`)."""
-        for spec in specs:
-            fault = Fault.from_dict(spec)
-            if "at" in spec:
-                self.control({"op": "at", "n": spec["at"], "fault": fault.to_dict()})
-            elif "match" in spec:
-                self.control(
-                    {
-                        "op": "when",
-                        "match": spec["match"],
-                        "fault": fault.to_dict(),
-                        "times": spec.get("times"),
-                    }
-                )
-            else:
-                self.control({"op": "push", "fault": fault.to_dict(), "times": spec.get("times", 1)})
-
-    def control(self, op: dict[str, Any]) -> dict[str, Any]:
-        """Apply one control operation; returns the statistics afterwards.
-
-        Operations (``op`` key): ``push`` (``fault``, ``times``), ``at`` (``n``, ``fault``),
-        ``when`` (``match``, ``fault``, ``times``), ``clear``, ``reset_stats``, ``latency``
-        (``seconds``), ``stats``.
-
-        Raises:
-            ValueError: unknown operation or bad arguments.
-        """
-        name = op.get("op")
-        with self._lock:
-            if name == "push":
-                fault = Fault.from_dict(op["fault"])
-                self._queue.extend([fault] * int(op.get("times", 1)))
-            elif name == "at":
-                self._at[int(op["n"])] = Fault.from_dict(op["fault"])
-            elif name == "when":
-                times = op.get("times")
-                self._rules.append(
-                    _FaultRule(
-                        re.compile(str(op["match"])),
-                        Fault.from_dict(op["fault"]),
-                        None if times is None else int(times),
-                    )
-                )
-            elif name == "clear":
-                self._at.clear()
-                self._queue.clear()
-                self._rules.clear()
-            elif name == "reset_stats":
-                self.count = 0
-                self.max_inflight = self.inflight
-                self.requests.clear()
-                self.headers.clear()
-            elif name == "latency":
-                self.latency = float(op["seconds"])
-            elif name != "stats":
-                raise ValueError(f"unknown control op {name!r}")
-        return self.stats()
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "inflight": self.inflight,
-            "max_concurrent": self.max_inflight,
-            "pending_faults": len(self._queue) + len(self._at),
-        }
-
-    def _pick_fault(self, n: int, body: dict[str, Any]) -> Fault | None:
-        fault = self._at.pop(n, None)
-        if fault is not None:
-            return fault
-        if self._queue:
-            return self._queue.popleft()
-        if self._rules:
-            _, last = conversation_turn(body)
-            for rule in self._rules:
-                if rule.pattern.search(last):
-                    if rule.times is not None:
-                        rule.times -= 1
-                        if rule.times <= 0:
-                            self._rules.remove(rule)
-                    return rule.fault
-        return None
-
-    # -- requests ----------------------------------------------------------------------------------
-
-    def dispatch(self, method: str, path: str, headers: dict[str, str], body: bytes) -> _Action:
-        """Route one parsed HTTP request."""
-        path = path.split("?", 1)[0]
-        if path in ("/v1/chat/completions", "/chat/completions"):
-            if method != "POST":
-                return _Action(0.0, _response(405, _error_body(405, "use POST")))
-            return self._chat(headers, body)
-        if path in ("/v1/models", "/models") and method == "GET":
-            data = {
-                "object": "list",
-                "data": [{"id": self.model, "object": "model", "created": self._created, "owned_by": "stub"}],
-            }
-            return _Action(0.0, _response(200, json.dumps(data).encode()))
-        if path == "/_stub/stats" and method == "GET":
-            return _Action(0.0, _response(200, json.dumps(self.stats()).encode()))
-        if path == "/_stub/requests" and method == "GET":
-            with self._lock:
-                data = {"requests": list(self.requests), "headers": list(self.headers)}
-            return _Action(0.0, _response(200, json.dumps(data).encode()))
-        if path == "/_stub/control" and method == "POST":
-            try:
-                result = self.control(json.loads(body))
-            except (ValueError, KeyError, TypeError) as exc:
-                return _Action(0.0, _response(400, _error_body(400, f"bad control request: {exc}")))
-            return _Action(0.0, _response(200, json.dumps(result).encode()))
-        return _Action(0.0, _response(404, _error_body(404, f"no route for {method} {path}")))
-
-    def _chat(self, headers: dict[str, str], raw: bytes) -> _Action:
-        try:
-            body = json.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError("body is not an object")
-        except ValueError as exc:
-            return _Action(0.0, _response(400, _error_body(400, f"invalid JSON body: {exc}")))
-        with self._lock:
-            n = self.count
-            self.count = n + 1
-            self.inflight += 1
-            if self.inflight > self.max_inflight:
-                self.max_inflight = self.inflight
-            if self.record:
-                self.requests.append(body)
-                self.headers.append(headers)
-            fault = self._pick_fault(n, body) if (self._at or self._queue or self._rules) else None
-        delay = self.latency
-        if fault is None or fault.kind == "slow":
-            if fault is not None:
-                delay += fault.delay
-            return _Action(delay, self._render(n, body), counted=True)
-        delay += fault.delay
-        if fault.kind == "status":
-            extra = "" if fault.retry_after is None else f"Retry-After: {fault.retry_after:g}\r\n"
-            return _Action(
-                delay, _response(fault.status, _error_body(fault.status, fault.message), extra=extra), True
-            )
-        if fault.kind == "drop":
-            return _Action(delay, None, counted=True)
-        # malformed: a 200 whose JSON body is cut off mid-object.
-        bad = b'{"id": "chatcmpl-stub-%d", "object": "chat.completion", "choices": [{"index": 0, "mess' % n
-        return _Action(delay, _response(200, bad), counted=True)
-
-    def _render(self, n: int, body: dict[str, Any]) -> bytes:
-        try:
-            reply = Reply.coerce(self.reply_fn(body))
-        except Exception as exc:  # a broken reply function is a server error, visible to the client
-            return _response(
-                500, _error_body(500, f"stub reply function failed: {type(exc).__name__}: {exc}")
-            )
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-        if reply.reasoning is not None:
-            message["reasoning_content"] = reply.reasoning
-        prompt_chars = sum(
-            len(_text_of(m.get("content"))) for m in body.get("messages") or () if isinstance(m, dict)
-        )
-        prompt_tokens = math.ceil(prompt_chars / 4)
-        completion_tokens = math.ceil((len(reply.content) + len(reply.reasoning or "")) / 4)
-        data = {
-            "id": f"chatcmpl-stub-{n}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model") or self.model,
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
-        return _response(200, json.dumps(data).encode())
-
-    def finished(self) -> None:
-        with self._lock:
-            self.inflight -= 1
-
-
-class _HttpProtocol(asyncio.Protocol):
-    """Minimal HTTP/1.1 server connection: keep-alive, ``Content-Length`` bodies, in-order answers."""
-
-    def __init__(self, core: _Core, loop: asyncio.AbstractEventLoop, conns: set[_HttpProtocol]) -> None:
-        self.core = core
-        self.loop = loop
-        self.conns = conns
-        self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.busy = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.conns.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
-        self.conns.discard(self)
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if not self.busy:
-            self._drain()
-
-    def _bad(self, status: int, message: str) -> None:
-        if self.transport is not None:
-            self.transport.write(_response(status, _error_body(status, message), close=True))
-            self.transport.close()
-            self.transport = None
-
-    def _drain(self) -> None:
-        while self.transport is not None and not self.busy:
-            buf = self.buf
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > _MAX_HEAD:
-                    self._bad(431, "request head too large")
-                return
-            try:
-                lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-                method, path, version = lines[0].split(" ", 2)
-                headers: dict[str, str] = {}
-                for line in lines[1:]:
-                    key, _, value = line.partition(":")
-                    headers[key.strip().lower()] = value.strip()
-                length = int(headers.get("content-length", "0"))
-                if length < 0:
-                    raise ValueError("negative length")
-            except ValueError:
-                self._bad(400, "malformed request head")
-                return
-            if "chunked" in headers.get("transfer-encoding", "").lower():
-                self._bad(411, "chunked request bodies are not supported; send Content-Length")
-                return
-            if length > _MAX_BODY:
-                self._bad(413, "request body too large")
-                return
-            total = end + 4 + length
-            if len(buf) < total:
-                return
-            body = bytes(buf[end + 4 : total])
-            del buf[:total]
-            conn = headers.get("connection", "").lower()
-            close = conn == "close" or (version == "HTTP/1.0" and conn != "keep-alive")
-            action = self.core.dispatch(method, path, headers, body)
-            action.close = action.close or close
-            if action.delay > 0:
-                self.busy = True
-                self.loop.call_later(action.delay, self._deliver_later, action)
-                return
-            self._deliver(action)
-
-    def _deliver(self, action: _Action) -> None:
-        if action.counted:
-            self.core.finished()
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            self.transport = None
-            return
-        if action.payload is None:
-            transport.abort()
-            self.transport = None
-            return
-        transport.write(action.payload)
-        if action.close:
-            transport.close()
-            self.transport = None
-
-    def _deliver_later(self, action: _Action) -> None:
-        self.busy = False
-        self._deliver(action)
-        if self.buf:
-            self._drain()
-
 
 def _check_host(host: str) -> str:
     """The address to bind for ``host``.
@@ -643,11 +87,11 @@ def _check_host(host: str) -> str:
 
 
 async def _create_server(
-    core: _Core, host: str, port: int, conns: set[_HttpProtocol]
+    core: StubCore, host: str, port: int, conns: set[HttpProtocol]
 ) -> asyncio.AbstractServer:
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: _HttpProtocol(core, loop, conns), _check_host(host), port, backlog=2048, reuse_address=True
+        lambda: HttpProtocol(core, loop, conns), _check_host(host), port, backlog=2048, reuse_address=True
     )
 
 
@@ -688,7 +132,7 @@ class StubServer:
         self.host = "127.0.0.1"
         self.port = 0
         self.mode = "thread"
-        self._core: _Core | None = None
+        self._core: StubCore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._proc: _subprocess.Popen[str] | None = None
@@ -702,10 +146,10 @@ class StubServer:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def _start_thread(self, core: _Core, host: str, port: int, timeout: float) -> None:
+    def _start_thread(self, core: StubCore, host: str, port: int, timeout: float) -> None:
         ready = threading.Event()
         failure: list[BaseException] = []
-        conns: set[_HttpProtocol] = set()
+        conns: set[HttpProtocol] = set()
 
         def run() -> None:
             loop = asyncio.new_event_loop()
@@ -948,7 +392,7 @@ def start_stub_server(
             raise TypeError("a subprocess stub server needs a Script (or dict / str), not a function")
         server._start_process(script_obj, host, port, latency, server._record, startup_timeout)
     else:
-        core = _Core(reply_fn, record=server._record, latency=latency, model=model)
+        core = StubCore(reply_fn, record=server._record, latency=latency, model=model)
         if script_obj is not None:
             core.install(script_obj.faults)
         server._start_thread(core, host, port, startup_timeout)
@@ -960,8 +404,8 @@ def start_stub_server(
 # --------------------------------------------------------------------------------------------------
 
 
-async def _serve(core: _Core, host: str, port: int) -> None:
-    conns: set[_HttpProtocol] = set()
+async def _serve(core: StubCore, host: str, port: int) -> None:
+    conns: set[HttpProtocol] = set()
     server = await _create_server(core, host, port, conns)
     bound = server.sockets[0].getsockname()[1]
     stop = asyncio.Event()
@@ -1005,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.reply is not None:
         script.default = args.reply
-    core = _Core(script, record=args.record, latency=args.latency, model=args.model)
+    core = StubCore(script, record=args.record, latency=args.latency, model=args.model)
     core.install(script.faults)
     try:
         asyncio.run(_serve(core, args.host, args.port))
