@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,7 +67,6 @@ def plural(n: int, word: str) -> str:
 def deprecated(old: str, new: str) -> None:
     """Warn once that flag ``old`` is deprecated in favour of ``new``."""
     console.print(f"[yellow]warning:[/yellow] {old} is deprecated; use {new}", soft_wrap=True)
-    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=2)
 
 
 _FLAGS = {"k": "-k", "parent_slice": "--slice", "out": "--out", "split": "--split", "judge": "--judge-model"}

@@ -1,0 +1,93 @@
+"""The evaluation as a library (studybench.evaluate): what the README's "From Python" section shows,
+settings refused with the field named, and the LLM judge over a finished run — all in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from studybench.evaluate import EvalError, EvalSpec, add_llm_verdicts, prepare_eval, run_eval
+from studybench.llm_judge.spec import LLMJudgeSpec
+from studybench.testing.stub_judge import answers_of, judge_reply_fn
+from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
+
+SET = [
+    {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block.",
+     "answer": "", "answer_type": "", "type_sequence": "",
+     "sub_problems": [
+         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
+         {"problem_id": "b", "problem": "Q2: what happens?", "answer": "\\boxed{\\text{it stops}}", "answer_type": "QL", "type_sequence": ""}]},
+]
+
+
+def model(body: dict[str, Any]) -> Reply:
+    _, last = conversation_turn(body)
+    return Reply("Final Answer: \\boxed{2}" if "Q1" in last else "Final Answer: \\boxed{\\text{it comes to rest}}")
+
+
+@pytest.fixture
+def test_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("STUDYBENCH_JUDGE_BASE_URL", raising=False)
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    return f
+
+
+def test_run_eval_against_a_stub_server(test_set: Path, tmp_path: Path) -> None:
+    with start_stub_server(model, model="stub-model") as srv:
+        spec = EvalSpec(split=str(test_set), model="stub-model", base_url=srv.base_url, k=2, seeds=[0, 1])
+        result = run_eval(spec, tmp_path / "run")
+        assert srv.count == 2 * 2 * 2  # sub-problems x k x seeds
+        assert (result.par_at_k, result.sub_at_k) == (0.0, 50.0)  # the QL paraphrase is not a rule match
+        assert result.generation is not None and result.generation.generated == 8
+        again = run_eval(spec, tmp_path / "run")  # resumes: nothing asked again
+        assert srv.count == 8 and again.generation is not None and again.generation.reused == 8
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["sub_at_k"]["mean"] == 50.0
+
+
+def test_llm_verdicts_on_a_finished_run(test_set: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with start_stub_server(model, model="stub-model") as srv:
+        run_eval(EvalSpec(split=str(test_set), model="stub-model", base_url=srv.base_url, k=1, seeds=[0]), run)
+    accept = judge_reply_fn(lambda x: answers_of(x["student_answers"]) == ["\\text{it comes to rest}"])
+    with start_stub_server(accept, model="stub-judge") as jsrv:
+        res = add_llm_verdicts(run, LLMJudgeSpec(model="stub-judge", base_url=jsrv.base_url))
+        assert jsrv.count == 1 and res.llm.verdicts == {"TRUE": 1}
+        assert res.report["par_at_k"]["mean"] == 100.0 and res.report["scoring_used"] == "liberal"
+        again = add_llm_verdicts(run)  # the run's own judge, reused verdict: no request
+        assert jsrv.count == 1 and again.llm.reused == 1
+
+
+@pytest.mark.parametrize(
+    "settings,field",
+    [
+        ({"k": 0}, "k"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"seeds": [1, 1]}, "seeds"),
+        ({"parent_slice": "1-2"}, "parent_slice"),
+        ({"preset": "warm"}, "preset"),
+        ({"verify_timeout": 0}, "verify_timeout"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+def test_spec_errors_name_the_field(settings: dict[str, Any], field: str) -> None:
+    with pytest.raises(EvalError) as e:
+        EvalSpec.create(**settings)
+    assert e.value.field == field and str(e.value).startswith(field)
+
+
+def test_openai_backend_needs_an_endpoint(test_set: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(EvalError) as e:
+        prepare_eval(EvalSpec(split=str(test_set), model="m"), tmp_path / "run")
+    assert e.value.field == "base_url"
+    assert not (tmp_path / "run").exists()
+
+
+def test_rule_llm_mode_without_a_judge_is_refused(test_set: Path, tmp_path: Path) -> None:
+    with pytest.raises(EvalError, match="needs a judge"):
+        prepare_eval(EvalSpec(split=str(test_set), verifier_mode="rule+llm"), tmp_path / "run")

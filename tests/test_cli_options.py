@@ -1,0 +1,46 @@
+"""Option sets shared by several commands (declared once) and the deprecated flag names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from studybench.cli import app
+
+SET = [{"source": "S", "year": "", "source_problem_id": "P1", "problem": "q", "answer": "\\boxed{1}",
+        "answer_type": "NV", "type_sequence": "", "sub_problems": []}]
+
+
+def _invoke(*args: object) -> object:
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("command", ["eval", "judge"])
+def test_shared_options_appear_on_each_command(command: str) -> None:
+    text = _invoke(command, "--help").output  # type: ignore[attr-defined]
+    for flag in ("--verify-timeout", "--verify-workers", "--judge-model", "--judge-cache", "--no-judge-cache"):
+        assert flag in text, flag
+    assert "--judge-timeout" not in text and "--judge-workers" not in text  # deprecated: hidden
+
+
+def test_deprecated_verifier_flags_still_work(tmp_path: Path) -> None:
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    res = _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", tmp_path / "run", "--judge-timeout", 7, "--judge-workers", 1)
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    assert "--judge-timeout is deprecated; use --verify-timeout" in res.output  # type: ignore[attr-defined]
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert man["verifier"]["timeout"] == 7.0
+    rows = [json.loads(x) for x in (tmp_path / "run" / "judgements.jsonl").read_text().splitlines()]
+    assert rows and all(r["verifier"]["timeout"] == 7.0 for r in rows)
+
+
+def test_new_verifier_flags(tmp_path: Path) -> None:
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    res = _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", tmp_path / "run", "--verify-timeout", 3, "--verify-workers", 1)
+    assert res.exit_code == 0 and "deprecated" not in res.output  # type: ignore[attr-defined]
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["verifier"]["timeout"] == 3.0

@@ -1,0 +1,226 @@
+"""The one currency rule (studybench.store.currency) and the resume rules (Manifest.resume_conflicts),
+branch by branch, without processes: stored rows stale in exactly one way each."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from studybench.datasets import load_dataset
+from studybench.evaluate import EvalError, EvalSpec, add_llm_verdicts_to_scope, add_rule_verdicts, prepare_eval
+from studybench.files import text_digest
+from studybench.llm_judge import LLMVerdict
+from studybench.report import build_report
+from studybench.store import (
+    GenerationRow,
+    LLMVerdictRow,
+    Manifest,
+    ParentIndex,
+    RuleVerdictRow,
+    RunStore,
+    SplitInfo,
+    SubIndex,
+    llm_verdict_status,
+    rule_settings,
+    rule_verdict_status,
+)
+from studybench.verify.verdict import Verdict
+
+KEY = {"split": "s", "parent": "S//P1", "sub_id": "P1", "seed": 0, "attempt": 0}
+SETTINGS = rule_settings(5.0)
+
+
+def gen(completion: str | None = "Final Answer: \\boxed{1}", error: str | None = None) -> GenerationRow:
+    return GenerationRow(**KEY, completion=completion, error=error)
+
+
+def rule(g: GenerationRow, **kw: Any) -> RuleVerdictRow:
+    base: dict[str, Any] = {"completion_digest": text_digest(g.completion or ""), "generation_error": g.error,
+                            "correct": False, "reason": "incorrect: differs", "verifier": SETTINGS}
+    base.update(kw)
+    return RuleVerdictRow(**KEY, **base)
+
+
+@pytest.mark.parametrize(
+    "make,counts,stale",
+    [
+        (lambda g: None, False, "not judged"),
+        (lambda g: rule(g, completion_digest=text_digest("another reply")), False, "judged another completion"),
+        (lambda g: rule(g, generation_error="HTTP 500"), True, "the generation's error changed"),
+        (lambda g: rule(g, verifier={**SETTINGS, "timeout": 9.0}), True, "the rule verifier's settings changed"),
+        (lambda g: rule(g, verifier={**SETTINGS, "version": "0.0.1"}), True, "the rule verifier's settings changed"),
+        (lambda g: rule(g, reason="incorrect: timed out"), True, "timed out"),
+        (lambda g: rule(g), True, None),
+    ],
+    ids=["missing", "other-completion", "error-changed", "timeout-setting", "version", "timed-out", "current"],
+)
+def test_rule_verdict_status_each_branch(make: Any, counts: bool, stale: str | None) -> None:
+    g = gen()
+    st = rule_verdict_status(g, make(g), SETTINGS)
+    assert (st.verdict is not None) == counts
+    assert st.stale == stale
+    # a reader that only counts (settings=None) never calls a verdict stale for settings
+    if stale == "the rule verifier's settings changed":
+        assert rule_verdict_status(g, make(g)).stale is None
+
+
+def test_rule_status_without_a_usable_generation() -> None:
+    assert rule_verdict_status(None, None, SETTINGS).generation is None
+    st = rule_verdict_status(gen(completion=None), None, SETTINGS)
+    assert st.generation is None and st.stale is None and st.verdict is None
+
+
+@pytest.mark.parametrize(
+    "kw,counts,stale",
+    [
+        ({"completion_digest": "x"}, False, "judged another completion"),
+        ({"inputs_digest": "other"}, True, "the judge inputs changed"),
+        ({"verdict": "error"}, True, "no final verdict"),
+        ({}, True, None),
+    ],
+    ids=["other-completion", "inputs-changed", "error", "current"],
+)
+def test_llm_verdict_status_each_branch(kw: dict[str, Any], counts: bool, stale: str | None) -> None:
+    row = LLMVerdictRow(**{**KEY, "judge_id": "j", "completion_digest": "cd", "inputs_digest": "in", "verdict": "TRUE", **kw})
+    st = llm_verdict_status(row, "cd", "in")
+    assert (st.verdict is not None) == counts and st.stale == stale
+    assert llm_verdict_status(None, "cd", "in").stale == "not judged"
+    if stale == "the judge inputs changed":
+        assert llm_verdict_status(row, "cd").stale is None  # counting readers ignore the inputs
+
+
+# ----------------------------------------------------------------------------- through the passes
+
+DATA = """[{"source": "S", "year": "", "source_problem_id": "P1", "problem": "q", "answer": "\\\\boxed{1}",
+  "answer_type": "NV", "type_sequence": "", "sub_problems": []}]"""
+
+
+class CountingVerifier:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def judge_many(self, items: list[Any]) -> list[Verdict]:
+        self.calls += len(items)
+        return [Verdict(g == p, "correct: same" if g == p else "incorrect: differs", tuple(p)) for g, p, _, _ in items]
+
+
+class FakeJudge:
+    judge_id = "fake"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"judge_id": self.judge_id, "model": "fake", "template_digest": "t"}
+
+    async def judge(self, inputs: Any) -> LLMVerdict:
+        self.calls += 1
+        return LLMVerdict("TRUE", "ok", requests=1)
+
+
+def _scope(tmp_path: Path) -> tuple[Any, RunStore]:
+    f = tmp_path / "s.json"
+    f.write_text(DATA)
+    plan = prepare_eval(EvalSpec(dataset=load_dataset(f), k=1, seeds=[0]), tmp_path / "run")
+    store = RunStore(plan.run_dir)
+    store.write_manifest(plan.manifest)
+    return plan.scope, store
+
+
+@pytest.mark.parametrize(
+    "stale_row,rejudged,counts_in_report",
+    [
+        (lambda g: rule(g, completion_digest="x"), 1, False),
+        (lambda g: rule(g, generation_error="HTTP 500"), 1, True),
+        (lambda g: rule(g, verifier={**SETTINGS, "timeout": 1.0}), 1, True),
+        (lambda g: rule(g, reason="incorrect: timed out"), 1, True),
+        (lambda g: rule(g, correct=True, reason="correct: same"), 0, True),
+    ],
+    ids=["other-completion", "error-changed", "settings", "timed-out", "current"],
+)
+def test_rule_pass_rejudges_exactly_the_stale(tmp_path: Path, stale_row: Any, rejudged: int, counts_in_report: bool) -> None:
+    scope, store = _scope(tmp_path)
+    g = GenerationRow(**{**KEY, "split": "s"}, completion="Final Answer: \\boxed{1}")
+    store.append(g)
+    store.append(stale_row(g))
+    store.close()
+    rep = build_report(store)
+    assert rep["turns"]["missing_judgements"] == (0 if counts_in_report else 1)
+    v = CountingVerifier()
+    st = add_rule_verdicts(scope, store, v, SETTINGS)
+    assert (st.judged, st.reused) == (rejudged, 1 - rejudged)
+    assert build_report(store)["sub_at_k"]["mean"] == 100.0  # the fresh verdict (1 == 1) counts
+
+
+@pytest.mark.parametrize(
+    "kw,rejudged",
+    [({"completion_digest": "x"}, 1), ({"inputs_digest": "old"}, 1), ({"verdict": "error"}, 1), ({}, 0)],
+    ids=["other-completion", "inputs-changed", "error", "current"],
+)
+def test_llm_pass_rejudges_exactly_the_stale(tmp_path: Path, kw: dict[str, Any], rejudged: int) -> None:
+    scope, store = _scope(tmp_path)
+    g = GenerationRow(**KEY, completion="Final Answer: \\boxed{2}")
+    store.append(g)
+    add_rule_verdicts(scope, store, CountingVerifier(), SETTINGS)  # a rejection: 2 != 1
+    judge = FakeJudge()
+    asyncio.run(add_llm_verdicts_to_scope(scope, store, judge))
+    assert judge.calls == 1
+    row = next(iter(store.latest_llm_verdicts().values()))
+    store.append(row.model_copy(update=kw))
+    judge2 = FakeJudge()
+    st = asyncio.run(add_llm_verdicts_to_scope(scope, store, judge2))
+    assert judge2.calls == rejudged and (st.judged, st.reused) == (rejudged, 1 - rejudged)
+    judge3 = FakeJudge()
+    asyncio.run(add_llm_verdicts_to_scope(scope, store, judge3, refresh=True))
+    assert judge3.calls == 1
+
+
+# ----------------------------------------------------------------------------- resume rules
+
+
+def _manifest(**kw: Any) -> Manifest:
+    base: dict[str, Any] = {
+        "split": SplitInfo(name="s", sha256="aaa"), "k": 2, "seeds": [0],
+        "backend": {"backend": "openai", "model": "m", "base_url": "http://a/v1", "sampling": {"temperature": 1.0},
+                    "concurrency": 8},
+        "artefacts": {"digests": {"playbook": "p1"}},
+        "parents": [ParentIndex(uid="S//P1", subs=[SubIndex(id="P1", answer_type="NV")])],
+    }
+    base.update(kw)
+    return Manifest(**base)
+
+
+@pytest.mark.parametrize(
+    "change,conflict",
+    [
+        ({"backend": {"backend": "openai", "model": "other", "base_url": "http://a/v1", "sampling": {"temperature": 1.0}, "concurrency": 8}}, "backend.model"),
+        ({"backend": {"backend": "openai", "model": "m", "base_url": "http://a/v1", "sampling": {"temperature": 0.0}, "concurrency": 8}}, "backend.sampling"),
+        ({"split": SplitInfo(name="s", sha256="bbb")}, "test-set file content changed"),
+        ({"artefacts": {"digests": {"playbook": "p2"}}}, "artefact playbook changed"),
+        ({"artefacts": {"digests": {}}}, "artefact playbook changed"),
+        ({"backend": {"backend": "openai", "model": "m", "base_url": "http://b/v1", "sampling": {"temperature": 1.0}, "concurrency": 64}}, None),
+        ({"k": 8, "seeds": [0, 1, 2]}, None),
+    ],
+    ids=["model", "sampling", "test-set", "artefact", "artefact-dropped", "operational", "scope"],
+)
+def test_resume_conflicts(change: dict[str, Any], conflict: str | None) -> None:
+    diff = _manifest().resume_conflicts(_manifest(**change))
+    if conflict is None:
+        assert diff == []
+    else:
+        assert len(diff) == 1 and diff[0].startswith(conflict)
+
+
+def test_prepare_eval_refuses_a_different_run(tmp_path: Path) -> None:
+    f = tmp_path / "s.json"
+    f.write_text(DATA)
+    ds = load_dataset(f)
+    plan = prepare_eval(EvalSpec(dataset=ds, k=1, seeds=[0]), tmp_path / "run")
+    RunStore(plan.run_dir).write_manifest(plan.manifest)
+    again = prepare_eval(EvalSpec(dataset=ds, k=3, seeds=[0, 1]), tmp_path / "run")
+    assert again.resuming and again.scope_changed and again.manifest.created == plan.manifest.created
+    with pytest.raises(EvalError, match=r"holds a different run \(backend.mode: 'gold' -> 'solution'\)"):
+        prepare_eval(EvalSpec(dataset=ds, k=1, seeds=[0], reference_mode="solution"), tmp_path / "run")
