@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from studybench.datasets import load_dataset
-from studybench.evaluate import EvalError, EvalSpec, add_llm_verdicts_to_scope, add_rule_verdicts, prepare_eval
+from studybench.evaluate import (
+    EvalError,
+    EvalSpec,
+    add_llm_verdicts_to_scope,
+    add_rule_verdicts,
+    prepare_eval,
+)
 from studybench.files import text_digest
 from studybench.llm_judge import LLMVerdict
 from studybench.report import build_report
