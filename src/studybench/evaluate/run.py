@@ -155,8 +155,11 @@ def _load(spec: EvalSpec) -> Dataset:
 
 
 def _verifier(spec: EvalSpec, judge: LLMJudge | None, previous: Manifest | None) -> tuple[str, dict[str, Any] | None]:
-    """The verifier mode and active judge description: a judge given now, else the run's previous judge
-    (unless ``rule`` is asked for), else the rule verifier alone."""
+    """The verifier mode and active judge description.
+
+    A judge given now, else the run's previous judge (unless ``rule`` is asked for), else the rule
+    verifier alone.
+    """
     if judge is not None:
         return "rule+llm", judge.describe()
     if spec.verifier_mode == "rule":

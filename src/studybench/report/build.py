@@ -170,8 +170,11 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None) -> dict
 
 
 def _conventions(per_seed: dict[str, dict[int, Grid]], judgeable: dict[int, Grid], seeds: list[int], k: int) -> dict[str, Any]:
-    """Physics-R1 reporting conventions: strict vs liberal, per sub-problem vs per problem, each
-    with the full denominator and with unjudgeable (or not yet judged) attempts left out."""
+    """Physics-R1 reporting conventions: strict vs liberal, per sub-problem vs per problem.
+
+    Each accuracy comes with the full denominator and with unjudgeable (or not yet judged) attempts
+    left out.
+    """
     out: dict[str, Any] = {}
     for name in SCORINGS:
         v = per_seed[name]

@@ -125,12 +125,12 @@ class RunStore:
         log.append(row.to_json())
 
     def sync(self) -> None:
-        """fsync every open log."""
+        """Flush every open log to disk (fsync)."""
         for log in (self.generations, self.judgements, self.llm_judgements):
             log.sync()
 
     def close(self) -> None:
-        """fsync and close every open log."""
+        """Flush (fsync) and close every open log."""
         self.generations.close()
         self.judgements.close()
         self.llm_judgements.close()
