@@ -89,6 +89,13 @@ class LLMJudgeInputs:
 
     Built by :func:`studybench.llm_judge.llm_judge_inputs`; other tasks take a mapping of their own
     placeholder names to texts instead.
+
+    Attributes:
+        problem: the shared stem and the sub-problem's text.
+        reference_solution: the sub-problem's reference solution.
+        reference_answers: the answer type and the gold answer(s).
+        student_solution: the student's reply, reasoning removed (fenced by the template).
+        student_answers: the answers extracted from the reply's ``Final Answer:`` line.
     """
 
     problem: str
@@ -144,7 +151,18 @@ class LLMVerdict:
 
 @dataclass
 class LLMJudgeStats:
-    """Counters of one :class:`LLMJudge` (requests are chat requests, retries included)."""
+    """Counters of one :class:`LLMJudge`.
+
+    Attributes:
+        judgements: verdicts returned (cached and shared ones included).
+        cache_hits: verdicts served from the verdict cache.
+        shared: verdicts answered by a concurrent request for identical inputs.
+        requests: HTTP requests sent, transport retries and format re-asks included.
+        malformed_replies: replies the task's parser refused.
+        unjudgeable: verdicts ``"unjudgeable"``.
+        errors: verdicts ``"error"`` (transport failures).
+        verdicts: count per verdict value.
+    """
 
     judgements: int = 0
     cache_hits: int = 0
