@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +300,9 @@ def test_parse_duplicate_verdict_gives_reasons_and_the_explanation() -> None:
         parse_duplicate_verdict("DUPLICATE: YES\nDUPLICATE: NO")
     with pytest.raises(MalformedReply, match="last line"):
         parse_duplicate_verdict("DUPLICATE: YES because")
+    t0 = time.perf_counter()
+    assert parse_duplicate_reply("<think>" * 100_000 + "\nDUPLICATE: YES") is None  # linear, not quadratic
+    assert time.perf_counter() - t0 < 1.0
 
 
 def _pairs(n: int = 1) -> list[tuple[str, str]]:

@@ -139,6 +139,15 @@ def test_huge_reply_is_refused_quickly() -> None:
         parse_verdict("## Justification\n" + "x" * 300_000 + "\n## Verdict\nTRUE")
 
 
+def test_many_unclosed_think_tags_are_refused_in_linear_time() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(MalformedReply, match="unclosed"):
+        parse_verdict("<think>" * 28_000)  # 196,000 characters: the old regex took ~15 s
+    assert time.perf_counter() - t0 < 1.0
+
+
 # ---------------------------------------------------------------- reasoning removal
 
 _TAG = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
