@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ from studybench.audit.contamination import (
 from studybench.audit.records import AuditRecord, RecordError, read_files, read_records
 
 pytest.importorskip("datasketch")
+
+
+@pytest.fixture(autouse=True)
+def _own_judge_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stage 3 caches verdicts by default (in $STUDYBENCH_JUDGE_CACHE): one cache per test."""
+    monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "judge-cache"))
 
 BASE = [
     "A block of mass 2 kg slides down a frictionless inclined plane that makes an angle of 30 degrees with "
@@ -240,6 +247,9 @@ def test_missing_extra_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> No
         ("DUPLICATE: YES because", None),
         ("<think>unfinished DUPLICATE: YES", None),
         ("", None),
+        ("notes without an opening tag</think>\nDUPLICATE: NO", False),
+        ("<THINK>DUPLICATE: YES</Think>\nThey differ.\nDUPLICATE: NO", False),
+        ("DUPLICATE: NO\nsame after all\nDUPLICATE: NO", False),
     ],
 )
 def test_parse_duplicate_reply(reply: str, verdict: bool | None) -> None:
@@ -278,7 +288,196 @@ def test_stage3_judge_with_stub_server(tmp_path: Path) -> None:
     assert rep["flagged_pairs"] == 2 and rep["flagging_rule"].startswith("judge says YES")
 
 
+def test_parse_duplicate_verdict_gives_reasons_and_the_explanation() -> None:
+    from studybench.audit.contamination import parse_duplicate_verdict
+    from studybench.llm_judge import MalformedReply
+
+    v = parse_duplicate_verdict("<think>hmm</think>\nSame incline,\n  same speed.\nDUPLICATE: YES")
+    assert v.correct is True and v.justification == "Same incline, same speed."
+    with pytest.raises(MalformedReply, match="unclosed <think>"):
+        parse_duplicate_verdict("DUPLICATE: YES\n<think>but maybe")
+    with pytest.raises(MalformedReply, match="contradicting"):
+        parse_duplicate_verdict("DUPLICATE: YES\nDUPLICATE: NO")
+    with pytest.raises(MalformedReply, match="last line"):
+        parse_duplicate_verdict("DUPLICATE: YES because")
+    t0 = time.perf_counter()
+    assert parse_duplicate_reply("<think>" * 100_000 + "\nDUPLICATE: YES") is None  # linear, not quadratic
+    assert time.perf_counter() - t0 < 1.0
+
+
+def _pairs(n: int = 1) -> list[tuple[str, str]]:
+    return [(BASE[k], BASE[k]) for k in range(n)]
+
+
+def _fast(**kw: Any) -> dict[str, Any]:
+    return {"model": "stub-judge", "backoff_initial": 0.01, "backoff_max": 0.05, **kw}
+
+
+def test_stage3_transport_retries_like_the_llm_judge(tmp_path: Path) -> None:
+    from studybench.audit.contamination import judge_pairs
+    from studybench.llm_judge import LLMVerdictCache
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    with start_stub_server(duplicate_reply_fn(lambda t, e: t == e), model="stub-judge") as srv:
+        srv.rate_limit(retry_after=0.01, times=2)  # 429 + Retry-After, twice
+        (v,) = judge_pairs(_pairs(), **_fast(base_url=srv.base_url))
+        assert (v.verdict, v.status, v.requests, srv.count) == (True, "yes", 3, 3)
+
+        srv.reset_stats()
+        srv.fail(500, times=1)  # a 500, then success
+        (v,) = judge_pairs(_pairs(), **_fast(base_url=srv.base_url))
+        assert (v.status, v.requests, srv.count) == ("yes", 2, 2)
+
+        srv.reset_stats()
+        srv.fail(500, times=10)  # retries exhausted: error, not cached, asked again next time
+        cache = tmp_path / "c"
+        (v,) = judge_pairs(_pairs(), **_fast(base_url=srv.base_url, max_retries=1, cache=LLMVerdictCache(cache)))
+        assert (v.verdict, v.status, v.requests) == (None, "error", 2) and "HTTP 500" in (v.detail or "")
+        assert len(LLMVerdictCache(cache)) == 0
+        srv.clear_faults()
+        (v,) = judge_pairs(_pairs(), **_fast(base_url=srv.base_url, cache=LLMVerdictCache(cache)))
+        assert v.status == "yes" and not v.cached and v.requests == 1
+
+        srv.reset_stats()
+        srv.fail(413, times=1)  # inputs refused: unjudgeable at once, not retried
+        (v,) = judge_pairs([(BASE[1], BASE[2])], **_fast(base_url=srv.base_url))
+        assert (v.verdict, v.status, v.requests, srv.count) == (None, "unjudgeable", 1, 1)
+        assert "HTTP 413" in (v.detail or "")
+
+
+def test_stage3_malformed_replies_are_reasked_with_the_reminder_then_unjudgeable() -> None:
+    from studybench.audit.contamination import DUPLICATE_REMINDER, judge_pairs
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    reasks = iter(["Still alike.", True])
+    fn = duplicate_reply_fn(lambda t, e: "<think>DUPLICATE: NO</think>\nThey look alike.", lambda t, e, n: next(reasks))
+    with start_stub_server(fn, model="stub-judge") as srv:
+        (v,) = judge_pairs(_pairs(), **_fast(base_url=srv.base_url))
+        assert (v.verdict, v.status, v.requests) == (True, "yes", 3)
+        second, third = srv.requests[1]["messages"], srv.requests[2]["messages"]
+        # a re-ask carries the last reply without its reasoning, then the reminder
+        assert [m["role"] for m in second] == [m["role"] for m in third] == ["user", "assistant", "user"]
+        assert second[1]["content"] == "They look alike." and second[2]["content"] == DUPLICATE_REMINDER
+        assert third[1]["content"] == "Still alike." and third[0] == second[0]
+    with start_stub_server(duplicate_reply_fn(lambda t, e: "I cannot decide."), model="stub-judge") as srv:
+        (v,) = judge_pairs(_pairs(), **_fast(base_url=srv.base_url, parse_retries=1))
+        assert (v.verdict, v.status, v.requests, srv.count) == (None, "unjudgeable", 2, 2)
+        assert "malformed" in (v.detail or "")
+
+
+def test_stage3_identical_pairs_share_one_request_and_surrogates_are_cleaned() -> None:
+    from studybench.audit.contamination import judge_pairs
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    text = BASE[0] + " \ud800"
+    with start_stub_server(duplicate_reply_fn(lambda t, e: t == e), model="stub-judge", latency=0.05) as srv:
+        out = judge_pairs([(text, text)] * 4, **_fast(base_url=srv.base_url))
+        assert srv.count == 1 and [v.status for v in out] == ["yes"] * 4
+        assert sorted(v.shared for v in out) == [False, True, True, True]
+        assert "\ufffd" in srv.requests[0]["messages"][0]["content"]
+
+
+def test_answer_and_duplicate_verdicts_share_one_cache_without_colliding(tmp_path: Path) -> None:
+    import asyncio
+
+    from studybench.audit.contamination import DUPLICATE_TASK, judge_pairs
+    from studybench.llm_judge import LLMJudge, LLMJudgeInputs, LLMVerdictCache
+    from studybench.testing.stub_judge import format_verdict
+    from studybench.testing.stub_server import start_stub_server
+
+    def reply(body: dict[str, Any]) -> str:
+        prompt = body["messages"][0]["content"]
+        return "Same.\nDUPLICATE: YES" if "DUPLICATE" in prompt else format_verdict(False)
+
+    async def answer(judge: LLMJudge) -> Any:
+        try:
+            return await judge.judge(LLMJudgeInputs("p", "s", "42", "41", "41"))
+        finally:
+            await judge.aclose()
+
+    with start_stub_server(reply, model="stub-judge") as srv:
+        for _ in range(2):
+            a = asyncio.run(answer(LLMJudge("stub-judge", srv.base_url, cache=LLMVerdictCache(tmp_path))))
+            (d,) = judge_pairs(_pairs(), model="stub-judge", base_url=srv.base_url, cache=LLMVerdictCache(tmp_path))
+            assert (a.verdict, d.status) == ("FALSE", "yes")
+        assert srv.count == 2 and a.cached and d.cached  # the second round came from the one cache
+    rows = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and len({r["key"] for r in rows}) == 2
+    assert {r["template_digest"] for r in rows} == {LLMJudge("m", None).template.digest, DUPLICATE_TASK.builtin_template().digest}
+
+
 # -- CLI ------------------------------------------------------------------------------------------------------
+
+
+def _audit_cli(train_p: Path, eval_p: Path, out: Path, url: str, *extra: str) -> Any:
+    return CliRunner().invoke(
+        audit_app,
+        ["contamination", "--train", str(train_p), "--eval", str(eval_p), "--out", str(out), "--no-embeddings",
+         "--judge-model", "stub-judge", "--judge-base-url", url, *extra],
+    )
+
+
+def test_cli_second_audit_is_answered_by_the_verdict_cache_and_no_judge_cache_asks_again(tmp_path: Path) -> None:
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    train_p, eval_p = _fixture_files(tmp_path)
+    cache = tmp_path / "verdicts"
+
+    def decide(train: str, evl: str) -> bool | str:
+        if "Problem 7." in train:
+            return "no verdict line"  # copy-lens: unjudgeable, cached like the others
+        return "confined in a one-dimensional" in train  # copy-well: YES; cjk-copy: NO
+
+    with start_stub_server(duplicate_reply_fn(decide), model="stub-judge") as srv:
+        srv.rate_limit(retry_after=0.01, times=1)
+        first = _audit_cli(train_p, eval_p, tmp_path / "o1", srv.base_url, "--judge-cache", str(cache))
+        assert first.exit_code == 0, first.output
+        n = srv.count
+        assert n == 1 + 1 + 3 + 1  # one 429, copy-well, copy-lens asked three times, cjk-copy
+        second = _audit_cli(train_p, eval_p, tmp_path / "o2", srv.base_url, "--judge-cache", str(cache))
+        assert second.exit_code == 0, second.output
+        assert srv.count == n  # zero requests
+        third = _audit_cli(train_p, eval_p, tmp_path / "o3", srv.base_url, "--judge-cache", str(cache), "--no-judge-cache")
+        assert third.exit_code == 0, third.output
+        assert srv.count == n + 1 + 3 + 1  # asked again; nothing read from the cache
+    reports = [json.loads((tmp_path / o / "report.json").read_text()) for o in ("o1", "o2", "o3")]
+    llm = [r["stages"]["llm"] for r in reports]
+    assert [(x["requests"], x["cache_hits"]) for x in llm] == [(n, 0), (0, 3), (5, 0)]
+    assert all(x["verdicts"] == {"yes": 1, "no": 1, "unjudgeable": 1, "error": 0} for x in llm)
+    pairs = [(tmp_path / o / "pairs.jsonl").read_text() for o in ("o1", "o2", "o3")]
+    assert pairs[0] == pairs[1] == pairs[2]
+    assert len((cache / "verdicts.jsonl").read_text().splitlines()) == 3  # --no-judge-cache wrote nothing
+    assert reports[1]["parameters"]["judge_cache"] == str(cache) and reports[2]["parameters"]["judge_use_cache"] is False
+    assert "0 requests, 3 from the verdict cache" in " ".join(second.stdout.split())
+
+
+def test_cli_refused_key_stops_the_audit_with_exit_2(tmp_path: Path) -> None:
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    train_p, eval_p = _fixture_files(tmp_path)
+    with start_stub_server(duplicate_reply_fn(lambda t, e: True), model="stub-judge") as srv:
+        srv.fail(401, times=100)
+        res = _audit_cli(train_p, eval_p, tmp_path / "out", srv.base_url, "--judge-api-key-env", "MY_AUDIT_KEY")
+        assert srv.count >= 1
+    assert res.exit_code == 2
+    err = " ".join(res.stderr.split())
+    assert "error:" in err and "HTTP 401" in err and "$MY_AUDIT_KEY" in err and "--judge-base-url" in err
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_cli_unusable_judge_cache_is_a_usage_error(tmp_path: Path) -> None:
+    train_p, eval_p = _fixture_files(tmp_path)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for cache in (blocker, blocker / "sub"):
+        res = _audit_cli(train_p, eval_p, tmp_path / "out", "http://127.0.0.1:9/v1", "--judge-cache", str(cache))
+        assert res.exit_code == 2 and "--judge-cache" in " ".join(res.stderr.split()) and "Traceback" not in res.output
 
 
 def test_cli_end_to_end_no_embeddings(tmp_path: Path) -> None:

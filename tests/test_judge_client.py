@@ -13,8 +13,12 @@ from studybench.llm_judge import (
     PLACEHOLDERS,
     LLMJudge,
     LLMJudgeInputs,
+    LLMJudgeTask,
     LLMJudgeTemplate,
     LLMVerdictCache,
+    MalformedReply,
+    ParsedVerdict,
+    strip_judge_reasoning,
 )
 from studybench.testing.stub_judge import answers_of, format_verdict, judge_reply_fn
 from studybench.testing.stub_server import Reply, start_stub_server
@@ -192,3 +196,45 @@ def test_api_key_comes_from_the_environment_and_is_not_described(monkeypatch: py
         _run(judge, [_inputs("42")])
         assert srv.headers[0].get("authorization") == "Bearer sk-judgesecret123456"
         assert "judgesecret" not in str(judge.describe())
+
+
+def _same_unit(reply: str) -> ParsedVerdict:
+    lines = strip_judge_reasoning(reply).splitlines()
+    if not lines or lines[-1] not in ("SAME", "DIFFERENT"):
+        raise MalformedReply("no SAME/DIFFERENT line")
+    return ParsedVerdict(lines[-1] == "SAME", " ".join(lines[:-1]))
+
+
+SAME_UNIT = LLMJudgeTask(
+    name="same-unit",
+    template="Do {a} and {b} measure the same quantity? Explain, then end with SAME or DIFFERENT.",
+    placeholders=("a", "b"),
+    parse=_same_unit,
+    format_reminder="End your reply with one line: SAME or DIFFERENT.",
+)
+
+
+def test_another_task_gets_the_same_client_template_parser_reminder_and_cache(tmp_path: Path) -> None:
+    def reply(body: dict[str, Any]) -> str:
+        msgs = body["messages"]
+        if len(msgs) == 1 and "N m" in msgs[0]["content"]:
+            return "<think>SAME?</think>Both are energies"  # no final line: re-asked
+        return "Torque and energy share a unit.\nSAME" if "N m" in msgs[0]["content"] else "No.\nDIFFERENT"
+
+    with start_stub_server(reply, model="stub-judge") as srv:
+        srv.rate_limit(retry_after=0.01, times=1)
+        judge = _judge(srv, cache=LLMVerdictCache(tmp_path), task=SAME_UNIT)
+        a, b = _run(judge, [{"a": "N m", "b": "J"}, {"a": "{b}", "b": "kg"}])
+        assert (a.verdict, a.justification, b.verdict) == ("TRUE", "Torque and energy share a unit.", "FALSE")
+        assert a.requests + b.requests == srv.count == 4  # one 429, one re-ask
+        asked = [m["messages"] for m in srv.requests if len(m["messages"]) == 3]
+        assert asked and asked[0][1]["content"] == "Both are energies" and asked[0][2]["content"] == SAME_UNIT.format_reminder
+        prompts = {m["messages"][0]["content"] for m in srv.requests}
+        assert "Do {b} and kg measure the same quantity? Explain, then end with SAME or DIFFERENT." in prompts
+        assert judge.stats.malformed_replies == 1 and judge.describe()["template"] == "builtin"
+        again = _run(_judge(srv, cache=LLMVerdictCache(tmp_path), task=SAME_UNIT), [{"a": "N m", "b": "J"}])
+        assert again[0].cached and srv.count == 4
+        with pytest.raises(ValueError, match="same-unit"):
+            _run(_judge(srv, task=SAME_UNIT), [_inputs("42")])
+        with pytest.raises(ValueError, match="answer-equivalence"):
+            _run(_judge(srv), [{"a": "N m", "b": "J"}])

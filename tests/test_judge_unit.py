@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from studybench.analysis.consistency import cohens_kappa
+from studybench.answers import strip_reasoning
 from studybench.datasets import load_dataset
 from studybench.llm_judge import (
+    ANSWER_EQUIVALENCE_TASK,
     DEFAULT_TEMPLATE,
+    FORMAT_REMINDER,
     PLACEHOLDERS,
+    LLMJudge,
     LLMJudgeInputs,
+    LLMJudgeTask,
     LLMJudgeTemplate,
     LLMJudgeTemplateError,
     LLMVerdictCache,
     MalformedReply,
+    ParsedVerdict,
     cache_key,
     llm_judge_inputs,
     parse_verdict,
+    strip_judge_reasoning,
 )
 from studybench.records import SubProblemRef
 from studybench.testing.stub_judge import read_inputs
@@ -127,6 +137,123 @@ def test_malformed_replies_are_refused(reply: str) -> None:
 def test_huge_reply_is_refused_quickly() -> None:
     with pytest.raises(MalformedReply, match="too long"):
         parse_verdict("## Justification\n" + "x" * 300_000 + "\n## Verdict\nTRUE")
+
+
+def test_many_unclosed_think_tags_are_refused_in_linear_time() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(MalformedReply, match="unclosed"):
+        parse_verdict("<think>" * 28_000)  # 196,000 characters: the old regex took ~15 s
+    assert time.perf_counter() - t0 < 1.0
+
+
+# ---------------------------------------------------------------- reasoning removal
+
+_TAG = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def _documented_strict_strip(reply: str) -> str:
+    """The judge's reasoning removal as documented (and as written before it was built on
+    studybench.answers.strip_reasoning): closed blocks, then up to a stray </think>; an unclosed
+    <think> is malformed. Tags case-insensitive."""
+    text = _TAG.sub("", reply)
+    close = text.lower().rfind("</think>")
+    if close >= 0:
+        text = text[close + len("</think>") :]
+    if "<think>" in text.lower():
+        raise MalformedReply("unclosed")
+    return text.strip()
+
+
+_PIECES = ["<think>", "</think>", "<THINK>", "</Think>", "a", "TRUE", "\n", " ", "<", ">", "/think>", "<th", "ink>",
+           "## Verdict\n", "## Justification\nok\n"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+def test_strict_reasoning_removal_is_strip_reasoning_plus_a_check(pieces: list[str]) -> None:
+    reply = "".join(pieces)
+    try:
+        expected: str | None = _documented_strict_strip(reply)
+    except MalformedReply:
+        expected = None
+    try:
+        got: str | None = strip_judge_reasoning(reply)
+    except MalformedReply:
+        got = None
+    assert got == expected
+    if got is not None and "THINK" not in reply and "Think" not in reply:
+        assert got == strip_reasoning(reply)  # one remover: the strict variant only refuses more
+
+
+@pytest.mark.parametrize(
+    ("reply", "visible"),
+    [
+        ("<think>TRUE</think>\nFALSE", "FALSE"),
+        ("<THINK>TRUE</THINK>FALSE", "FALSE"),
+        ("thinking out loud</think>\n\nFALSE", "FALSE"),
+        ("<think>a</think>b<think>c</think>d", "bd"),
+        ("FALSE\n<think>no, TRUE", None),
+        ("<think>never closed", None),
+    ],
+)
+def test_strip_judge_reasoning_cases(reply: str, visible: str | None) -> None:
+    if visible is None:
+        with pytest.raises(MalformedReply, match="unclosed"):
+            strip_judge_reasoning(reply)
+    else:
+        assert strip_judge_reasoning(reply) == visible
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def test_default_task_keeps_the_cache_keys_of_existing_caches() -> None:
+    # digests computed by the code before the task became pluggable: existing caches still answer
+    x = LLMJudgeInputs("Find x \ud800.", "x = 42 {problem}", "Answer type: NV (numerical value)\n42", "so x = 42 \u00e9", "42")
+    assert x.digest == "73271a5fa4930424f3ed025918369d651185487d449c822a445f5da6344be88c"
+    assert ANSWER_EQUIVALENCE_TASK.inputs_digest(x.as_dict()) == x.digest
+    t = LLMJudge("stub-judge", None).template
+    assert t == LLMJudgeTemplate.builtin() and t.source == "builtin"
+    assert t.digest == "db98935de1968eee2d8cbd8142fca0c8346555c4b6044ab56a2257a3f90f1dc2"
+    assert cache_key("stub-judge", t.digest, x.digest) == "d6b752af2ed20b95e89557041c2277838200d42edfab80c986f565b576933962"
+    assert ANSWER_EQUIVALENCE_TASK.parse is parse_verdict and ANSWER_EQUIVALENCE_TASK.format_reminder == FORMAT_REMINDER
+
+
+def _yes_no(reply: str) -> ParsedVerdict:
+    last = strip_judge_reasoning(reply).splitlines()[-1:] or [""]
+    if last[0].strip() not in ("YES", "NO"):
+        raise MalformedReply("no YES/NO line")
+    return ParsedVerdict(last[0].strip() == "YES", "")
+
+
+def test_a_task_validates_its_template_reminder_and_names(tmp_path: Path) -> None:
+    ok = LLMJudgeTask("t", "Is {a} {b}?", ("a", "b"), _yes_no, "Say YES or NO.")
+    assert ok.builtin_template().placeholders == ("a", "b") and ok.builtin_template().source == "builtin"
+    with pytest.raises(LLMJudgeTemplateError, match=r"lacks \{b\}"):
+        LLMJudgeTask("t", "Is {a}?", ("a", "b"), _yes_no, "Say YES or NO.")
+    for names in [(), ("a", "a"), ("a b",)]:
+        with pytest.raises(ValueError):
+            LLMJudgeTask("t", "Is {a}?", names, _yes_no, "Say YES or NO.")
+    with pytest.raises(ValueError, match="reminder"):
+        LLMJudgeTask("t", "Is {a}?", ("a",), _yes_no, " ")
+    f = tmp_path / "t.txt"
+    f.write_text("Compare {a} with {problem}.", encoding="utf-8")
+    with pytest.raises(LLMJudgeTemplateError, match=r"lacks \{b\}") as e:
+        ok.template_from_file(f)
+    assert str(f) in str(e.value)
+    with pytest.raises(LLMJudgeTemplateError, match="cannot serve the judge task t"):
+        LLMJudge("m", None, task=ok, template=LLMJudgeTemplate.builtin())
+    with pytest.raises(ValueError, match="missing"):
+        ok.values({"a": "x"})
+    with pytest.raises(ValueError, match="unknown"):
+        ok.values({"a": "x", "b": "y", "c": "z"})
+    # a template's placeholders are its task's: single-pass rendering with other names
+    rendered = ok.builtin_template().render({"a": "{b}", "b": "{a}"})
+    assert rendered == "Is {b} {a}?"
+    # the inputs digest is over the values in placeholder order, so another task never shares a key
+    assert ok.inputs_digest({"a": "1", "b": "2"}) != ok.inputs_digest({"a": "2", "b": "1"})
 
 
 # ---------------------------------------------------------------- inputs

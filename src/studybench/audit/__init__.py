@@ -4,7 +4,9 @@ Three stages, each narrowing the candidates of the previous one:
 
 1. word n-gram Jaccard (MinHash LSH candidate search, then the exact Jaccard), :mod:`.contamination`;
 2. embedding cosine (sentence-transformers, the ``audit`` extra);
-3. an optional LLM judge on the union of the stage-1 and stage-2 candidates.
+3. an optional LLM judge on the union of the stage-1 and stage-2 candidates: the LLM judge's client
+   (:class:`studybench.llm_judge.LLMJudge`) with the duplicate task (:data:`.contamination.DUPLICATE_TASK`),
+   so it retries, re-asks malformed replies and caches verdicts like ``studybench judge``.
 
 Records are read by :mod:`.records`; the ``studybench audit contamination`` command lives in :mod:`.cli`.
 """

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from studybench.audit.contamination import AuditConfig, AuditExtraMissing, run_audit, write_outputs
 from studybench.audit.records import RecordError, read_files
+from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
 
@@ -107,6 +108,14 @@ def contamination(
     judge_concurrency: Annotated[int, typer.Option(help="Stage 3: requests in flight.")] = 8,
     judge_timeout: Annotated[float, typer.Option(help="Stage 3: seconds per HTTP attempt.")] = 300.0,
     judge_max_retries: Annotated[int, typer.Option(help="Stage 3: retries on transient failures.")] = 3,
+    judge_cache: Annotated[
+        Path | None,
+        typer.Option("--judge-cache", help="Stage 3: verdict cache directory (default $STUDYBENCH_JUDGE_CACHE, then the "
+                     "user cache; the same cache as `studybench judge`)."),
+    ] = None,
+    no_judge_cache: Annotated[
+        bool, typer.Option("--no-judge-cache", help="Stage 3: neither read nor write the verdict cache.")
+    ] = False,
     clean_train: Annotated[
         Path | None, typer.Option(help="Also write the unflagged training records (original JSON) to this JSONL file.")
     ] = None,
@@ -114,7 +123,9 @@ def contamination(
     """Three-stage contamination audit: n-gram Jaccard -> embedding cosine -> optional LLM judge.
 
     Without a judge a pair is flagged when stage 1 or 2 proposes it; with --judge-model, when the judge
-    says it is the same problem (or gives no verdict). Exit status 2 on a usage or input error.
+    says it is the same problem (or gives no verdict). Judge verdicts are cached (--judge-cache,
+    --no-judge-cache), so a second audit of the same pairs sends no request. Exit status 2 on a usage
+    or input error, or when the judge endpoint refuses the key, URL or model (HTTP 401/403/404).
     """
     train = _expand(train, "--train")
     eval_files = _expand(eval_files, "--eval")
@@ -124,6 +135,16 @@ def contamination(
         _fail("--judge-base-url needs --judge-model")
     if judge_max_retries < 0:
         _fail("--judge-max-retries must be >= 0")
+    if judge_model and not no_judge_cache:
+        if judge_cache is not None and judge_cache.exists() and not judge_cache.is_dir():
+            _fail(f"--judge-cache {judge_cache} exists and is not a directory")
+        cache = LLMVerdictCache(judge_cache)
+        try:
+            cache.check_writable()
+        except OSError as e:
+            _fail(f"cannot use the verdict cache {cache.root} ({e.strerror or e}); pass --judge-cache DIR or --no-judge-cache")
+        finally:
+            cache.close()
     config = AuditConfig(
         ngram=ngram,
         jaccard_threshold=jaccard_threshold,
@@ -144,6 +165,8 @@ def contamination(
         judge_concurrency=judge_concurrency,
         judge_timeout=judge_timeout,
         judge_max_retries=judge_max_retries,
+        judge_cache=str(judge_cache) if judge_cache is not None else None,
+        judge_use_cache=not no_judge_cache,
     )
     try:
         config.validate()
@@ -181,6 +204,8 @@ def contamination(
             result = run_audit(train_records, eval_records, config, progress=report)
         except AuditExtraMissing as e:
             _fail(str(e))
+        except LLMJudgeConfigError as e:
+            _fail(f"stage 3 stopped: {e}. No outputs were written.")
         except (RuntimeError, ValueError) as e:
             _fail(str(e))
     result.read_seconds = read_s
@@ -198,6 +223,14 @@ def contamination(
         else:
             table.add_row(name, str(st["candidates"]), str(st["flagged"]), f"{st['seconds']:.1f}")
     out_console.print(table)
+    llm = rep["stages"]["llm"]
+    if llm is not None:
+        v = llm["verdicts"]
+        out_console.print(
+            f"llm judge: YES {v['yes']}, NO {v['no']}, unjudgeable {v['unjudgeable']}, error {v['error']}; "
+            f"{llm['requests']} request{'' if llm['requests'] == 1 else 's'}, {llm['cache_hits']} from the verdict cache",
+            soft_wrap=True,
+        )
     out_console.print(
         f"flagged pairs: {rep['flagged_pairs']}; flagged train records: {rep['flagged_train_records']}; "
         f"eval records with a flagged match: {rep['flagged_eval_records']}",

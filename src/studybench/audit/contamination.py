@@ -32,8 +32,13 @@ are stage-2 candidates. The counts at 0.80, 0.85, 0.90 and 0.95 are kept for the
 an OpenAI-compatible model with :data:`JUDGE_PROMPT`. *Duplicate* means the same underlying problem:
 the same physical situation asking for the same quantities, even when reworded, reordered,
 translated or with different numerical values, or the training text posing one part of a multi-part
-evaluation problem. The reply must end with ``DUPLICATE: YES`` or ``DUPLICATE: NO``; a malformed
-reply is re-asked up to 2 times, then the verdict is ``None`` (status ``unjudgeable``).
+evaluation problem. The reply must end with ``DUPLICATE: YES`` or ``DUPLICATE: NO``
+(:func:`parse_duplicate_verdict`); a malformed reply is re-asked up to 2 times, then the verdict is
+``None`` (status ``unjudgeable``). The client is the LLM judge's (:class:`studybench.llm_judge.LLMJudge`
+with :data:`DUPLICATE_TASK`), so stage 3 has its transport (retries with backoff and
+``Retry-After``; HTTP 401/403/404 stop the audit with :class:`studybench.llm_judge.LLMJudgeConfigError`;
+HTTP 400/413/422 make the pair ``unjudgeable``), its sharing of identical requests in flight and its
+on-disk verdict cache (same directory as the answer judge; the template digest keeps the keys apart).
 
 **Stage 1b, containment** (:func:`stage_containment`, ours): an evaluation text, or one sub-problem
 of a test-set parent, and a training record of which one lies at least 80% inside the other
@@ -61,9 +66,21 @@ from typing import Any
 
 from studybench.audit.records import AuditRecord
 from studybench.files import atomic_write_text, dumps_json
+from studybench.llm_judge import (
+    LLMJudge,
+    LLMJudgeTask,
+    LLMVerdict,
+    LLMVerdictCache,
+    MalformedReply,
+    ParsedVerdict,
+    strip_judge_reasoning,
+)
+from studybench.models.openai_backend import redact_url
 
 __all__ = [
     "COSINE_SWEEP",
+    "DUPLICATE_REMINDER",
+    "DUPLICATE_TASK",
     "JACCARD_SWEEP",
     "JUDGE_PROMPT",
     "AuditConfig",
@@ -74,19 +91,27 @@ __all__ = [
     "Stage1Result",
     "Stage2Result",
     "build_report",
+    "cpu_has_bf16",
     "default_lsh_threshold",
+    "duplicate_judge",
     "embed_texts",
+    "eval_units",
     "exact_jaccard",
     "judge_pairs",
     "load_embedding_model",
     "naive_jaccard_pairs",
     "normalize_tokens",
+    "pair_dict",
     "parse_duplicate_reply",
+    "parse_duplicate_verdict",
+    "render_markdown",
+    "resolve_dtype",
     "run_audit",
     "shingle_sets",
     "shingles",
     "stage1_jaccard",
     "stage2_cosine",
+    "stage_containment",
     "write_outputs",
 ]
 
@@ -557,69 +582,156 @@ DUPLICATE: YES
 or
 DUPLICATE: NO"""
 
-_REMINDER = (
+DUPLICATE_REMINDER = (
     "Your reply did not end with the required final line. Reply again and end with exactly one line "
     "'DUPLICATE: YES' or 'DUPLICATE: NO'."
 )
+"""The format reminder sent after a reply without a verdict line."""
+
 _JUDGE_TEXT_LIMIT = 6000
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_JUSTIFICATION_LIMIT = 2000
 _VERDICT_LINE = re.compile(r"^\**\s*DUPLICATE\s*:\s*\**\s*(YES|NO)\s*\**\.?$", re.IGNORECASE)
 
 
-def parse_duplicate_reply(reply: str) -> bool | None:
-    """The verdict of a judge reply: True (``DUPLICATE: YES``), False (``NO``) or None (malformed).
+def parse_duplicate_verdict(reply: str) -> ParsedVerdict:
+    """Parse a stage-3 reply strictly: the parser of :data:`DUPLICATE_TASK`.
 
-    The last non-empty line, after removing ``<think>...</think>`` blocks, must be the verdict line
-    (case-insensitive; Markdown bold and a final period tolerated). An unclosed ``<think>`` or two
-    contradictory verdict lines make the reply malformed.
+    Judge reasoning is removed first (:func:`studybench.llm_judge.strip_judge_reasoning`: closed
+    ``<think>`` blocks, everything up to a stray ``</think>``). The last non-empty line must then be
+    the verdict line ``DUPLICATE: YES`` or ``DUPLICATE: NO`` (case-insensitive; Markdown bold and a
+    final period tolerated).
+
+    Args:
+        reply: the judge's message content.
+
+    Returns:
+        :class:`~studybench.llm_judge.ParsedVerdict`: ``correct`` is True for YES; the justification
+        is the text before the verdict line (whitespace collapsed, at most 2,000 characters).
+
+    Raises:
+        MalformedReply: an empty reply, an unclosed ``<think>``, no verdict line at the end, or a
+            contradicting verdict line before it.
     """
-    text = _THINK.sub("", reply)
-    if re.search(r"<think>", text, re.IGNORECASE):
-        return None
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not isinstance(reply, str):
+        raise MalformedReply("empty reply")
+    text = strip_judge_reasoning(reply)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
-        return None
+        raise MalformedReply("empty reply")
     m = _VERDICT_LINE.match(lines[-1])
     if not m:
-        return None
+        raise MalformedReply("the last line is not 'DUPLICATE: YES' or 'DUPLICATE: NO'")
     verdict = m.group(1).upper() == "YES"
     for ln in lines[:-1]:
         other = _VERDICT_LINE.match(ln)
         if other and (other.group(1).upper() == "YES") != verdict:
-            return None
-    return verdict
+            raise MalformedReply("contradicting DUPLICATE lines")
+    return ParsedVerdict(verdict, " ".join(" ".join(lines[:-1]).split())[:_JUSTIFICATION_LIMIT])
+
+
+def parse_duplicate_reply(reply: str) -> bool | None:
+    """The verdict of a stage-3 reply: True (``DUPLICATE: YES``), False (``NO``) or None (malformed).
+
+    Args:
+        reply: the judge's message content.
+
+    Returns:
+        The verdict of :func:`parse_duplicate_verdict`, or ``None`` where it raises.
+    """
+    try:
+        return parse_duplicate_verdict(reply).correct
+    except MalformedReply:
+        return None
+
+
+DUPLICATE_TASK = LLMJudgeTask(
+    name="duplicate",
+    template=JUDGE_PROMPT,
+    placeholders=("train", "eval"),
+    parse=parse_duplicate_verdict,
+    format_reminder=DUPLICATE_REMINDER,
+)
+"""Stage 3 as an LLM judge task: :data:`JUDGE_PROMPT` with placeholders ``{train}`` and ``{eval}``
+(each text clipped to 6,000 characters), :func:`parse_duplicate_verdict`, :data:`DUPLICATE_REMINDER`."""
 
 
 def _clip(text: str, limit: int = _JUDGE_TEXT_LIMIT) -> str:
-    text = re.sub("[\ud800-\udfff]", "\ufffd", text)
+    """``text`` cut to ``limit`` characters, with a note (the judge client cleans surrogates)."""
     return text if len(text) <= limit else text[:limit] + "\n[... truncated]"
 
 
 @dataclass
 class JudgeVerdict:
-    """One stage-3 verdict: ``verdict`` True/False/None, ``status`` yes/no/unjudgeable/error."""
+    """One stage-3 verdict.
+
+    Attributes:
+        verdict: True (duplicate), False, or None (no verdict).
+        status: ``yes``, ``no``, ``unjudgeable`` (malformed after the re-asks, or inputs refused by
+            the endpoint) or ``error`` (transport failure after the retries; not cached).
+        requests: HTTP requests made for it, retries included (0 from the cache or shared).
+        detail: why there is no verdict.
+        cached: served from the verdict cache.
+        shared: answered by a concurrent request for identical texts.
+    """
 
     verdict: bool | None
     status: str
     requests: int
     detail: str | None = None
+    cached: bool = False
+    shared: bool = False
 
 
-async def _judge_one(backend: Any, train_text: str, eval_text: str, parse_retries: int) -> JudgeVerdict:
-    from studybench.models.base import ChatRequest
+def _audit_verdict(v: LLMVerdict) -> JudgeVerdict:
+    if v.verdict in ("TRUE", "FALSE"):
+        yes = v.verdict == "TRUE"
+        return JudgeVerdict(yes, "yes" if yes else "no", v.requests, None, v.cached, v.shared)
+    return JudgeVerdict(None, v.verdict, v.requests, v.error, v.cached, v.shared)
 
-    messages = [{"role": "user", "content": JUDGE_PROMPT.format(train=_clip(train_text), eval=_clip(eval_text))}]
-    requests = 0
-    for _ in range(parse_retries + 1):
-        result = await backend.complete(ChatRequest(list(messages), None, None, 0))
-        requests += 1
-        if result.error:
-            return JudgeVerdict(None, "error", requests, result.error)
-        verdict = parse_duplicate_reply(result.completion)
-        if verdict is not None:
-            return JudgeVerdict(verdict, "yes" if verdict else "no", requests)
-        messages += [{"role": "assistant", "content": result.completion}, {"role": "user", "content": _REMINDER}]
-    return JudgeVerdict(None, "unjudgeable", requests, "no verdict line after re-asking")
+
+def duplicate_judge(
+    *,
+    model: str,
+    base_url: str | None,
+    api_key_env: str = "OPENAI_API_KEY",
+    concurrency: int = 8,
+    request_timeout: float = 300.0,
+    max_retries: int = 3,
+    parse_retries: int = 2,
+    max_tokens: int | None = None,
+    cache: LLMVerdictCache | None = None,
+    read_cache: bool = True,
+    backoff_initial: float = 1.0,
+    backoff_max: float = 60.0,
+) -> LLMJudge:
+    """The stage-3 client: :class:`studybench.llm_judge.LLMJudge` with :data:`DUPLICATE_TASK`.
+
+    Args:
+        model, base_url, api_key_env, concurrency, request_timeout, max_retries, parse_retries,
+            max_tokens, cache, read_cache, backoff_initial, backoff_max: as for :class:`LLMJudge`
+            (``cache=None`` turns the verdict cache off).
+
+    Returns:
+        The client (close it with ``await judge.aclose()``).
+
+    Raises:
+        ValueError: invalid transport settings.
+    """
+    return LLMJudge(
+        model,
+        base_url,
+        task=DUPLICATE_TASK,
+        cache=cache,
+        parse_retries=parse_retries,
+        concurrency=concurrency,
+        request_timeout=request_timeout,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        api_key_env=api_key_env,
+        backoff_initial=backoff_initial,
+        backoff_max=backoff_max,
+        read_cache=read_cache,
+    )
 
 
 def judge_pairs(
@@ -633,30 +745,48 @@ def judge_pairs(
     max_retries: int = 3,
     parse_retries: int = 2,
     max_tokens: int | None = None,
+    cache: LLMVerdictCache | None = None,
+    read_cache: bool = True,
+    backoff_initial: float = 1.0,
+    backoff_max: float = 60.0,
     progress: ProgressFn | None = None,
 ) -> list[JudgeVerdict]:
     """Stage 3 (paper 2.3): ask an LLM whether each ``(train text, eval text)`` is the same problem.
 
-    Transport: :class:`studybench.models.openai_backend.OpenAIBackend` (temperature 0, retries with
-    backoff on transient failures, ``concurrency`` requests in flight, key read from the environment
-    variable ``api_key_env``). Each text is clipped to 6,000 characters. A malformed reply is
-    re-asked up to ``parse_retries`` times in the same conversation.
+    The client is :func:`duplicate_judge` (the LLM judge's, with :data:`DUPLICATE_TASK`): temperature
+    0, ``concurrency`` requests in flight, retries with backoff and ``Retry-After`` on transient
+    failures, the key read from the environment variable ``api_key_env``, a malformed reply re-asked
+    up to ``parse_retries`` times, identical pairs in flight sharing one request, and final verdicts
+    read from and written to ``cache``. Each text is clipped to 6,000 characters.
+
+    Args:
+        pairs: ``(training text, evaluation text)`` per candidate.
+        model, base_url, api_key_env, concurrency, request_timeout, max_retries, parse_retries,
+            max_tokens, cache, read_cache, backoff_initial, backoff_max: see :func:`duplicate_judge`.
+        progress: optional ``(label, done, total)`` callback.
 
     Returns:
-        One :class:`JudgeVerdict` per pair, in order. Never raises for model or transport failures
-        (status ``error``).
-    """
-    from studybench.models.base import SamplingParams
-    from studybench.models.openai_backend import OpenAIBackend
+        One :class:`JudgeVerdict` per pair, in order; model and transport failures are verdicts
+        (status ``unjudgeable`` or ``error``), not exceptions.
 
-    backend = OpenAIBackend(
-        model,
-        base_url,
-        SamplingParams(temperature=0.0, max_tokens=max_tokens),
+    Raises:
+        LLMJudgeConfigError: the endpoint answered HTTP 401, 403 or 404 (wrong key, URL or model);
+            verdicts obtained before are in the cache.
+        ValueError: invalid transport settings.
+    """
+    judge = duplicate_judge(
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
         concurrency=concurrency,
         request_timeout=request_timeout,
         max_retries=max_retries,
-        api_key_env=api_key_env,
+        parse_retries=parse_retries,
+        max_tokens=max_tokens,
+        cache=cache,
+        read_cache=read_cache,
+        backoff_initial=backoff_initial,
+        backoff_max=backoff_max,
     )
 
     async def main() -> list[JudgeVerdict]:
@@ -664,16 +794,22 @@ def judge_pairs(
 
         async def one(tt: str, et: str) -> JudgeVerdict:
             nonlocal done
-            v = await _judge_one(backend, tt, et, parse_retries)
+            v = await judge.judge({"train": _clip(tt), "eval": _clip(et)})
             done += 1
             if progress:
                 progress("stage 3: LLM judge", done, len(pairs))
-            return v
+            return _audit_verdict(v)
 
+        tasks = [asyncio.ensure_future(one(tt, et)) for tt, et in pairs]
         try:
-            return list(await asyncio.gather(*(one(tt, et) for tt, et in pairs)))
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for t in tasks:  # e.g. LLMJudgeConfigError: no other request can succeed
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         finally:
-            await backend.aclose()
+            await judge.aclose()
 
     if progress:
         progress("stage 3: LLM judge", 0, len(pairs))
@@ -708,6 +844,9 @@ class AuditConfig:
             float32), ``float32`` or ``bfloat16``.
         judge_model, judge_base_url, judge_api_key_env, judge_concurrency, judge_timeout,
         judge_max_retries, judge_max_tokens: stage 3 (run only when ``judge_model`` is set).
+        judge_cache: stage-3 verdict cache directory (default ``None``:
+            :func:`studybench.llm_judge.default_cache_root`, shared with ``studybench judge``).
+        judge_use_cache: read and write the verdict cache (``--no-judge-cache`` sets it False).
     """
 
     ngram: int = 5
@@ -730,6 +869,8 @@ class AuditConfig:
     judge_timeout: float = 300.0
     judge_max_retries: int = 3
     judge_max_tokens: int | None = None
+    judge_cache: str | None = None
+    judge_use_cache: bool = True
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad parameter."""
@@ -753,12 +894,15 @@ class AuditConfig:
         if self.containment_threshold is not None and not 0 < self.containment_threshold <= 1:
             raise ValueError("--containment-threshold must be in (0, 1]")
 
-    def to_dict(self) -> dict[str, Any]:
-        from studybench.models.openai_backend import redact_url as _redact_url
+    def judge_verdict_cache(self) -> LLMVerdictCache | None:
+        """The stage-3 verdict cache: ``None`` when ``judge_use_cache`` is off."""
+        return LLMVerdictCache(self.judge_cache) if self.judge_use_cache else None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The parameters as recorded in ``report.json`` (the judge URL without credentials)."""
         d = asdict(self)
-        if d.get("judge_base_url"):
-            d["judge_base_url"] = _redact_url(d["judge_base_url"])  # never store user:password@
+        if d.get("judge_base_url"):  # never store user:password@
+            d["judge_base_url"] = redact_url(d["judge_base_url"])
         d["lsh_threshold_used"] = (
             default_lsh_threshold(self.jaccard_threshold) if self.lsh_threshold is None else self.lsh_threshold
         )
@@ -797,6 +941,7 @@ class AuditResult:
     judge_seconds: float | None = None
     judge_requests: int = 0
     read_seconds: float = 0.0
+    judge_cache_hits: int = 0
     shingle_seconds: float = 0.0
 
     def flagged_train(self) -> set[int]:
@@ -827,6 +972,7 @@ def run_audit(
     Raises:
         ValueError: bad parameters. AuditExtraMissing: a needed optional package is missing.
         RuntimeError: the embedding model cannot be loaded.
+        LLMJudgeConfigError: (a RuntimeError) the stage-3 endpoint answered HTTP 401, 403 or 404.
     """
     cfg = config or AuditConfig()
     cfg.validate()
@@ -897,7 +1043,7 @@ def run_audit(
         rows.append(PairRow(i, j, jac, cont, cos, stages))
 
     judge_s = None
-    judge_requests = 0
+    judge_requests = judge_hits = 0
     if cfg.judge_model and rows:
         t_j = time.perf_counter()
         verdicts = judge_pairs(
@@ -909,6 +1055,7 @@ def run_audit(
             request_timeout=cfg.judge_timeout,
             max_retries=cfg.judge_max_retries,
             max_tokens=cfg.judge_max_tokens,
+            cache=cfg.judge_verdict_cache(),
             progress=progress,
         )
         judge_s = time.perf_counter() - t_j
@@ -917,9 +1064,12 @@ def run_audit(
             p.stages.append("llm")
             p.flagged = v.verdict is not False  # YES, unjudgeable and error stay flagged
             judge_requests += v.requests
+            judge_hits += v.cached
     elif cfg.judge_model:
         judge_s = 0.0
-    return AuditResult(train, evals, cfg, rows, s1, s2, judge_s, judge_requests, shingle_seconds=shingle_s)
+    return AuditResult(
+        train, evals, cfg, rows, s1, s2, judge_s, judge_requests, shingle_seconds=shingle_s, judge_cache_hits=judge_hits
+    )
 
 
 def _embed_non_empty(model: Any, texts: list[str], batch_size: int, progress: ProgressFn | None) -> Any:
@@ -1014,6 +1164,7 @@ def build_report(result: AuditResult, *, top: int = 10) -> dict[str, Any]:
             "flagged": len(flagged),
             "verdicts": statuses,
             "requests": result.judge_requests,
+            "cache_hits": result.judge_cache_hits,
             "seconds": round(result.judge_seconds, 3),
         }
     jac_scores = result.stage1.scores

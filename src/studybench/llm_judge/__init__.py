@@ -4,12 +4,16 @@ Leaderboard mode (``rule+llm``) sends every answer the rule verifier rejects to 
 counts it correct when the judge says TRUE; reward mode (``rule``) never calls an LLM.
 
 - :mod:`studybench.llm_judge.prompt`: our prompt template and user templates (five placeholders);
-- :mod:`studybench.llm_judge.parse`: strict two-section verdict parsing;
+- :mod:`studybench.llm_judge.parse`: strict two-section verdict parsing, and the strict removal of
+  judge reasoning shared by every task (:func:`strip_judge_reasoning`);
+- :mod:`studybench.llm_judge.task`: :class:`LLMJudgeTask` (template and placeholder names, strict
+  parser, format reminder); :data:`ANSWER_EQUIVALENCE_TASK` is the default;
 - :mod:`studybench.llm_judge.cache`: the on-disk verdict cache;
-- :mod:`studybench.llm_judge.client`: :class:`LLMJudge`, the OpenAI-compatible client.
+- :mod:`studybench.llm_judge.client`: :class:`LLMJudge`, the OpenAI-compatible client for any task.
 
 :func:`llm_judge_inputs` builds the five inputs of one sub-problem's judgement; the runner never needs to
-know what they are.
+know what they are. The contamination audit's stage 3 is the same client with another task
+(:data:`studybench.audit.contamination.DUPLICATE_TASK`).
 """
 
 from __future__ import annotations
@@ -27,23 +31,28 @@ from studybench.llm_judge.client import (
     LLMVerdict,
     judge_id,
 )
-from studybench.llm_judge.parse import MalformedReply, ParsedVerdict, parse_verdict
+from studybench.llm_judge.parse import MalformedReply, ParsedVerdict, parse_verdict, strip_judge_reasoning
 from studybench.llm_judge.prompt import (
     DEFAULT_TEMPLATE,
+    FORMAT_REMINDER,
     PLACEHOLDERS,
     LLMJudgeTemplate,
     LLMJudgeTemplateError,
 )
+from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
 from studybench.records import SubProblemRef
 
 __all__ = [
+    "ANSWER_EQUIVALENCE_TASK",
     "DEFAULT_TEMPLATE",
     "FINAL_VERDICTS",
+    "FORMAT_REMINDER",
     "LLMJudgeConfigError",
     "MAX_SOLUTION_CHARS",
     "PLACEHOLDERS",
     "LLMJudgeInputs",
     "LLMJudgeStats",
+    "LLMJudgeTask",
     "LLMJudgeTemplate",
     "LLMJudge",
     "LLMVerdict",
@@ -56,6 +65,7 @@ __all__ = [
     "llm_judge_inputs",
     "judge_id",
     "parse_verdict",
+    "strip_judge_reasoning",
 ]
 
 MAX_SOLUTION_CHARS = 60_000

@@ -1,8 +1,10 @@
 """On-disk cache of LLM judge verdicts (PROTOCOL.md section 6).
 
 A verdict is stored under the key ``sha256(json([judge model, template digest, inputs digest]))``:
-the same five inputs judged by the same model with the same template are never sent twice, whether
-they come from a re-run, a refreshed report or another run. The judge's reasoning is not part of
+the same inputs judged by the same model with the same template are never sent twice, whether
+they come from a re-run, a refreshed report or another run. Every judge task (answer equivalence,
+the contamination audit's duplicate question) shares the one cache; the template digest keeps their
+keys apart. The judge's reasoning is not part of
 the inputs, so it never changes a key. Only final outcomes are cached (TRUE, FALSE and
 ``unjudgeable`` after the parse retries); transport failures are not, so they are tried again.
 
@@ -29,7 +31,11 @@ log = logging.getLogger(__name__)
 
 
 def default_cache_root() -> Path:
-    """``$STUDYBENCH_JUDGE_CACHE`` if set, else ``<user cache dir>/studybench/judge``."""
+    """Where verdicts are cached unless a directory is given.
+
+    Returns:
+        ``$STUDYBENCH_JUDGE_CACHE`` if set, else ``<user cache dir>/studybench/judge``.
+    """
     env = os.environ.get("STUDYBENCH_JUDGE_CACHE")
     if env:
         return Path(env)
@@ -39,7 +45,16 @@ def default_cache_root() -> Path:
 
 
 def cache_key(judge_model: str, template_digest: str, inputs_digest: str) -> str:
-    """The cache key of one judgement (sha256 hex)."""
+    """The cache key of one judgement.
+
+    Args:
+        judge_model: the judge model name.
+        template_digest: sha256 hex of the template text.
+        inputs_digest: sha256 hex of the inputs (:meth:`LLMJudgeTask.inputs_digest`).
+
+    Returns:
+        sha256 hex of the JSON list of the three.
+    """
     blob = json.dumps([judge_model, template_digest, inputs_digest], ensure_ascii=True)
     return hashlib.sha256(blob.encode("ascii")).hexdigest()
 
@@ -47,7 +62,11 @@ def cache_key(judge_model: str, template_digest: str, inputs_digest: str) -> str
 class LLMVerdictCache:
     """Verdicts by :func:`cache_key`, loaded lazily from ``<root>/verdicts.jsonl``.
 
-    Thread-safe within a process; several processes may append to the same file.
+    Thread-safe within a process; several processes may append to the same file. A row that does not
+    match its own key, or holds no final verdict, is ignored when read.
+
+    Args:
+        root: the cache directory (created on first write); ``None``: :func:`default_cache_root`.
     """
 
     FILE = "verdicts.jsonl"
@@ -61,6 +80,7 @@ class LLMVerdictCache:
 
     @property
     def path(self) -> Path:
+        """The cache file, ``<root>/verdicts.jsonl``."""
         return self._log.path
 
     def _load(self) -> dict[str, dict[str, Any]]:
@@ -80,12 +100,25 @@ class LLMVerdictCache:
         return self._rows
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The cached row for ``key`` (``verdict``, ``justification``, ``reply`` ...) or ``None``."""
+        """The cached row of one judgement.
+
+        Args:
+            key: :func:`cache_key` of the judgement.
+
+        Returns:
+            The row (``verdict``, ``justification``, ``reply`` ...) or ``None``.
+        """
         with self._lock:
             return self._load().get(key)
 
     def put(self, key: str, row: dict[str, Any]) -> None:
-        """Store ``row`` (must hold ``verdict`` in TRUE / FALSE / unjudgeable) under ``key``.
+        """Store a final verdict (appended to the file; kept in memory if the file cannot be written).
+
+        Args:
+            key: :func:`cache_key` of the judgement.
+            row: must hold ``verdict`` in TRUE / FALSE / unjudgeable, and ``judge_model``,
+                ``template_digest`` and ``inputs_digest`` (rows that do not match their key are
+                ignored when read back).
 
         Raises:
             ValueError: any other verdict (transport errors are never cached).
@@ -116,5 +149,6 @@ class LLMVerdictCache:
             return len(self._load())
 
     def close(self) -> None:
+        """Close the file (it is reopened by the next write)."""
         with self._lock:
             self._log.close()

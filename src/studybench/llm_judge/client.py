@@ -6,15 +6,23 @@ the same transport behaviour: temperature 0, bounded concurrency, retries with e
 and ``Retry-After`` on HTTP 408/409/429/5xx, timeouts and dropped connections, a per-request
 timeout, and an API key read only from the environment and redacted from every message.
 
-On top of the transport:
+What is asked and how the reply is read is its task (:class:`studybench.llm_judge.task.LLMJudgeTask`):
+answer equivalence by default, the contamination audit's duplicate question in stage 3. On top of
+the transport, for every task:
 
-- the reply is parsed strictly (:func:`studybench.llm_judge.parse.parse_verdict`); a malformed reply is
-  answered with a format reminder in the same conversation, up to ``parse_retries`` times; still
-  malformed, the verdict is ``"unjudgeable"``;
+- HTTP 401/403/404 (wrong key, URL or model) raise :class:`LLMJudgeConfigError`; HTTP 400/413/422
+  (e.g. inputs longer than the judge's context) make the verdict ``"unjudgeable"``;
+- the reply, reasoning removed (:func:`studybench.llm_judge.parse.strip_judge_reasoning`), is parsed
+  strictly by the task; a malformed reply is answered with the task's format reminder in the same
+  conversation, up to ``parse_retries`` times; still malformed, the verdict is ``"unjudgeable"``;
+- identical inputs in flight at the same time share one request;
 - verdicts are cached on disk (:class:`studybench.llm_judge.cache.LLMVerdictCache`) by judge model,
   template digest and inputs digest; the judge's reasoning (``<think>`` or ``reasoning_content``)
   is neither part of the key nor of the verdict;
 - a transport failure after all retries gives the verdict ``"error"``, which is not cached.
+
+Prompts and replies pass through :func:`studybench.answers.clean_surrogates` (lone surrogates cannot
+be sent as JSON).
 """
 
 from __future__ import annotations
@@ -23,12 +31,15 @@ import asyncio
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from studybench.answers import clean_surrogates
 from studybench.llm_judge.cache import LLMVerdictCache, cache_key
-from studybench.llm_judge.parse import MalformedReply, parse_verdict, strip_judge_reasoning
-from studybench.llm_judge.prompt import FORMAT_REMINDER, PLACEHOLDERS, LLMJudgeTemplate
+from studybench.llm_judge.parse import MalformedReply, strip_judge_reasoning
+from studybench.llm_judge.prompt import PLACEHOLDERS, LLMJudgeTemplate, LLMJudgeTemplateError
+from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
 
 __all__ = ["FINAL_VERDICTS", "LLMJudgeConfigError", "LLMJudgeInputs", "LLMJudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
 
@@ -36,7 +47,6 @@ FINAL_VERDICTS = ("TRUE", "FALSE", "unjudgeable")
 """Verdicts that are final (cached, never re-requested); ``"error"`` is the only other value."""
 
 _MAX_REPLY_STORED = 4000
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _STATUS = re.compile(r"^HTTP (\d{3}) ")
 _FATAL_STATUSES = frozenset({401, 403, 404})
 """The endpoint refuses the key or does not know the model: no judgement can succeed."""
@@ -45,12 +55,11 @@ _FINAL_STATUSES = frozenset({400, 413, 422})
 
 
 class LLMJudgeConfigError(RuntimeError):
-    """The judge endpoint refuses every request (HTTP 401/403/404): wrong key, URL or model."""
+    """The judge endpoint refuses every request (HTTP 401/403/404): wrong key, URL or model.
 
-
-def _clean(text: str) -> str:
-    """Text that can be sent as JSON: lone surrogates become U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text)
+    The message names the endpoint (credentials removed) and the environment variable of the key,
+    never the key.
+    """
 
 
 def _visible(reply: str) -> str:
@@ -62,13 +71,32 @@ def _visible(reply: str) -> str:
 
 
 def judge_id(model: str, template_digest: str) -> str:
-    """Short identifier of a judge configuration: 16 hex of sha256(model, template digest)."""
+    """Short identifier of a judge configuration.
+
+    Args:
+        model: the judge model name.
+        template_digest: :attr:`LLMJudgeTemplate.digest` of its template.
+
+    Returns:
+        16 hex digits of sha256(JSON [model, template digest]).
+    """
     return hashlib.sha256(json.dumps([model, template_digest]).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class LLMJudgeInputs:
-    """The five inputs of one judgement (the template's placeholders), as plain text."""
+    """The five inputs of one answer judgement (the default task's placeholders), as plain text.
+
+    Built by :func:`studybench.llm_judge.llm_judge_inputs`; other tasks take a mapping of their own
+    placeholder names to texts instead.
+
+    Attributes:
+        problem: the shared stem and the sub-problem's text.
+        reference_solution: the sub-problem's reference solution.
+        reference_answers: the answer type and the gold answer(s).
+        student_solution: the student's reply, reasoning removed (fenced by the template).
+        student_answers: the answers extracted from the reply's ``Final Answer:`` line.
+    """
 
     problem: str
     reference_solution: str
@@ -77,13 +105,17 @@ class LLMJudgeInputs:
     student_answers: str
 
     def as_dict(self) -> dict[str, str]:
+        """The inputs by placeholder name.
+
+        Returns:
+            ``{"problem": ..., "reference_solution": ..., ...}`` in :data:`PLACEHOLDERS` order.
+        """
         return {p: getattr(self, p) for p in PLACEHOLDERS}
 
     @property
     def digest(self) -> str:
-        """sha256 hex of the five inputs (order-fixed JSON)."""
-        blob = json.dumps([getattr(self, p) for p in PLACEHOLDERS], ensure_ascii=True)
-        return hashlib.sha256(blob.encode("ascii")).hexdigest()
+        """sha256 hex of the five inputs (order-fixed JSON; see :meth:`LLMJudgeTask.inputs_digest`)."""
+        return ANSWER_EQUIVALENCE_TASK.inputs_digest(self.as_dict())
 
 
 @dataclass
@@ -91,18 +123,16 @@ class LLMVerdict:
     """Outcome of one LLM judgement.
 
     Attributes:
-        verdict: ``"TRUE"``, ``"FALSE"``, ``"unjudgeable"`` (malformed after the parse retries) or
-            ``"error"`` (transport failure; not cached).
-        justification: the judge's sentence (empty unless TRUE/FALSE).
+        verdict: ``"TRUE"``, ``"FALSE"``, ``"unjudgeable"`` (malformed after the parse retries, or
+            inputs refused by the endpoint) or ``"error"`` (transport failure; not cached). For a
+            yes/no task such as the audit's duplicate question, TRUE means yes.
+        justification: the judge's stated reason (empty unless TRUE/FALSE).
         reply: the last reply content, reasoning removed by the server or not, truncated to 4000
             characters (for audits).
         requests: HTTP requests made for it (0 on a cache hit).
         cached: served from the verdict cache.
         shared: answered by a concurrent request for identical inputs (no request of its own).
         error: why it is unjudgeable or an error.
-
-    Raises (from :meth:`LLMJudge.judge`):
-        LLMJudgeConfigError: the endpoint answered HTTP 401, 403 or 404 (bad key, URL or model).
     """
 
     verdict: str
@@ -115,12 +145,24 @@ class LLMVerdict:
 
     @property
     def correct(self) -> bool:
+        """Whether the verdict is TRUE (unjudgeable and error count as not correct)."""
         return self.verdict == "TRUE"
 
 
 @dataclass
 class LLMJudgeStats:
-    """Counters of one :class:`LLMJudge` (requests are chat requests, retries included)."""
+    """Counters of one :class:`LLMJudge`.
+
+    Attributes:
+        judgements: verdicts returned (cached and shared ones included).
+        cache_hits: verdicts served from the verdict cache.
+        shared: verdicts answered by a concurrent request for identical inputs.
+        requests: HTTP requests sent, transport retries and format re-asks included.
+        malformed_replies: replies the task's parser refused.
+        unjudgeable: verdicts ``"unjudgeable"``.
+        errors: verdicts ``"error"`` (transport failures).
+        verdicts: count per verdict value.
+    """
 
     judgements: int = 0
     cache_hits: int = 0
@@ -132,6 +174,12 @@ class LLMJudgeStats:
     verdicts: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The counters as a JSON-ready dict.
+
+        Returns:
+            ``judgements``, ``cache_hits``, ``shared``, ``requests``, ``malformed_replies``,
+            ``unjudgeable``, ``errors`` and ``verdicts`` (count per verdict).
+        """
         return {
             "judgements": self.judgements,
             "cache_hits": self.cache_hits,
@@ -145,12 +193,13 @@ class LLMJudgeStats:
 
 
 class LLMJudge:
-    """Judge final-answer equivalence with an LLM (see the module docstring).
+    """Ask an LLM a task's yes/no question, by default final-answer equivalence (see the module docstring).
 
     Args:
         model: judge model name at the endpoint.
         base_url: OpenAI-compatible endpoint, e.g. ``http://127.0.0.1:8001/v1``.
-        template: the prompt template (default: :meth:`LLMJudgeTemplate.builtin`).
+        template: the prompt template (default: the task's builtin template); it must have been
+            validated for the task's placeholders.
         cache: verdict cache; ``None`` disables caching.
         parse_retries: extra requests after a malformed reply (default 2, so at most 3 replies).
         concurrency: most requests in flight.
@@ -160,9 +209,11 @@ class LLMJudge:
         api_key_env: environment variable holding the API key (never stored).
         backoff_initial, backoff_max: backoff seconds (see :class:`OpenAIBackend`).
         read_cache: use cached verdicts (``False`` re-asks and overwrites them).
+        task: what is asked and how replies are parsed (default :data:`ANSWER_EQUIVALENCE_TASK`).
 
     Raises:
         ValueError: negative ``parse_retries`` or invalid transport settings.
+        LLMJudgeTemplateError: ``template`` has other placeholders than ``task``.
     """
 
     def __init__(
@@ -181,14 +232,21 @@ class LLMJudge:
         backoff_initial: float = 1.0,
         backoff_max: float = 60.0,
         read_cache: bool = True,
+        task: LLMJudgeTask | None = None,
     ) -> None:
         from studybench.models.base import SamplingParams
         from studybench.models.openai_backend import OpenAIBackend
 
         if parse_retries < 0:
             raise ValueError("parse_retries must be >= 0")
+        self.task = task or ANSWER_EQUIVALENCE_TASK
+        if template is not None and template.placeholders != self.task.placeholders:
+            raise LLMJudgeTemplateError(
+                f"{template.source}: a template with placeholders {list(template.placeholders)} cannot serve the "
+                f"judge task {self.task.name} (placeholders {list(self.task.placeholders)})"
+            )
         self.model = model
-        self.template = template or LLMJudgeTemplate.builtin()
+        self.template = template or self.task.builtin_template()
         self.cache = cache
         self.parse_retries = parse_retries
         self.read_cache = read_cache
@@ -208,10 +266,18 @@ class LLMJudge:
 
     @property
     def judge_id(self) -> str:
+        """:func:`judge_id` of this model and template."""
         return judge_id(self.model, self.template.digest)
 
     def describe(self) -> dict[str, Any]:
-        """JSON description for manifests and reports (no secrets)."""
+        """JSON description for manifests and reports.
+
+        Returns:
+            ``judge_id``, ``model``, ``base_url`` (without credentials or anything shaped like a key),
+            ``template`` (source), ``template_digest``, ``parse_retries``, ``temperature``,
+            ``max_tokens``, ``concurrency``, ``request_timeout``, ``max_retries`` and ``api_key_env``
+            (the variable's name, never its value).
+        """
         be = self.backend.describe()
         return {
             "judge_id": self.judge_id,
@@ -241,12 +307,26 @@ class LLMJudge:
             self.stats.errors += 1
         return v
 
-    async def judge(self, inputs: LLMJudgeInputs) -> LLMVerdict:
-        """Judge one answer; never raises for endpoint or reply failures.
+    async def judge(self, inputs: LLMJudgeInputs | Mapping[str, str]) -> LLMVerdict:
+        """Judge one set of inputs: the cache first, else the endpoint.
 
         Identical inputs requested concurrently share one request.
+
+        Args:
+            inputs: :class:`LLMJudgeInputs` for the answer task, or a mapping of the task's
+                placeholder names to texts.
+
+        Returns:
+            :class:`LLMVerdict`; endpoint and reply failures become ``"error"`` or
+            ``"unjudgeable"`` verdicts rather than exceptions.
+
+        Raises:
+            LLMJudgeConfigError: the endpoint answered HTTP 401, 403 or 404 (bad key, URL or model).
+            ValueError: ``inputs`` do not match the task's placeholders.
         """
-        key = cache_key(self.model, self.template.digest, inputs.digest)
+        values = self.task.values(inputs.as_dict() if isinstance(inputs, LLMJudgeInputs) else inputs)
+        inputs_digest = self.task.inputs_digest(values)
+        key = cache_key(self.model, self.template.digest, inputs_digest)
         if self.cache is not None and self.read_cache:
             row = self.cache.get(key)
             if row is not None:
@@ -269,14 +349,14 @@ class LLMJudge:
         fut: asyncio.Future[LLMVerdict] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            verdict = await self._ask(inputs)
+            verdict = await self._ask(values)
             if self.cache is not None and verdict.verdict in FINAL_VERDICTS:
                 self.cache.put(
                     key,
                     {
                         "judge_model": self.model,
                         "template_digest": self.template.digest,
-                        "inputs_digest": inputs.digest,
+                        "inputs_digest": inputs_digest,
                         "verdict": verdict.verdict,
                         "justification": verdict.justification,
                         "reply": verdict.reply,
@@ -293,10 +373,10 @@ class LLMJudge:
             self._inflight.pop(key, None)
         return self._count(verdict)
 
-    async def _ask(self, inputs: LLMJudgeInputs) -> LLMVerdict:
+    async def _ask(self, values: dict[str, str]) -> LLMVerdict:
         from studybench.models.base import ChatRequest
 
-        messages: list[dict[str, str]] = [{"role": "user", "content": _clean(self.template.render(inputs.as_dict()))}]
+        messages: list[dict[str, str]] = [{"role": "user", "content": clean_surrogates(self.template.render(values))}]
         requests = 0
         last_reply = ""
         problem = ""
@@ -315,16 +395,16 @@ class LLMJudge:
                 if status in _FINAL_STATUSES:
                     return LLMVerdict("unjudgeable", requests=requests, error=f"the endpoint refused the request: {res.error}")
                 return LLMVerdict("error", requests=requests, error=res.error)
-            last_reply = _clean(_visible(res.completion or ""))
+            last_reply = clean_surrogates(_visible(res.completion or ""))
             try:
-                parsed = parse_verdict(last_reply)
+                parsed = self.task.parse(last_reply)
             except MalformedReply as e:
                 self.stats.malformed_replies += 1
                 problem = str(e)
                 messages = [
                     *messages[:1],
                     {"role": "assistant", "content": last_reply[:_MAX_REPLY_STORED]},
-                    {"role": "user", "content": FORMAT_REMINDER},
+                    {"role": "user", "content": self.task.format_reminder},
                 ]
                 continue
             return LLMVerdict(
@@ -341,7 +421,7 @@ class LLMJudge:
         )
 
     async def aclose(self) -> None:
-        """Close HTTP connections and the cache file."""
+        """Close HTTP connections and the cache file (the judge can be used again afterwards)."""
         await self.backend.aclose()
         if self.cache is not None:
             self.cache.close()

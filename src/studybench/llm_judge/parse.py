@@ -16,14 +16,21 @@ else; the justification must be non-empty. Anything else is malformed: a missing
 section, text outside the sections, a verdict of ``TRUE or FALSE``, both words, or any other
 word. There is deliberately no "first TRUE anywhere" fallback.
 
-Judge reasoning is removed first: closed ``<think>...</think>`` blocks, and everything up to a
-stray ``</think>``. A reply that ends inside an unclosed ``<think>`` is malformed.
+Judge reasoning is removed first (:func:`strip_judge_reasoning`, which is
+:func:`studybench.answers.strip_reasoning` made strict): closed ``<think>...</think>`` blocks, and
+everything up to a stray ``</think>``. A reply that ends inside an unclosed ``<think>`` is
+malformed: a verdict could hide in the text that would be dropped.
+
+The parser of another task (e.g. the contamination audit's ``DUPLICATE: YES|NO``) is any function
+``str -> ParsedVerdict`` that raises :class:`MalformedReply`; see :class:`studybench.llm_judge.LLMJudgeTask`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from studybench.answers import strip_reasoning
 
 __all__ = ["MalformedReply", "ParsedVerdict", "parse_verdict", "strip_judge_reasoning"]
 
@@ -33,37 +40,51 @@ _HEADER = re.compile(
     re.IGNORECASE,
 )
 _VERDICT_WORD = re.compile(r"^[\s*_`]*(true|false)[\s*_`]*\.?[\s*_`]*$", re.IGNORECASE)
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
+_SENTINEL = "\x00|end"
 _MAX_REPLY = 200_000
 
 
 class MalformedReply(ValueError):
-    """A judge reply that does not follow the two-section format (the message says why)."""
+    """A judge reply that does not follow its task's format (the message says why)."""
 
 
 @dataclass(frozen=True)
 class ParsedVerdict:
-    """A well-formed judge reply: ``correct`` is the TRUE/FALSE verdict."""
+    """A well-formed judge reply.
+
+    Attributes:
+        correct: the boolean verdict (TRUE for the answer judge; YES for the duplicate task).
+        justification: the judge's stated reason (whitespace collapsed).
+    """
 
     correct: bool
     justification: str
 
 
 def strip_judge_reasoning(reply: str) -> str:
-    """``reply`` without ``<think>`` reasoning.
+    """``reply`` without ``<think>`` reasoning, strictly.
+
+    The removal is :func:`studybench.answers.strip_reasoning` (closed blocks; everything up to a
+    stray ``</think>``), with the tags matched case-insensitively; what it would drop after an
+    unclosed ``<think>`` is refused instead of dropped, since a verdict could hide there.
+
+    Args:
+        reply: a judge reply (message content).
+
+    Returns:
+        The visible text, stripped of surrounding whitespace.
 
     Raises:
         MalformedReply: the reply ends inside an unclosed ``<think>`` block.
     """
-    text = _THINK_BLOCK.sub("", reply)
-    low = text.lower()
-    close = low.rfind("</think>")
-    if close >= 0:
-        text = text[close + len("</think>") :]
-        low = text.lower()
-    if "<think>" in low:
+    text = _THINK_TAG.sub(lambda m: f"<{m.group(1)}think>", reply)
+    visible = strip_reasoning(text)
+    # strip_reasoning drops everything after an unclosed <think>, so a sentinel appended to the reply
+    # survives unless that happened (the sentinel holds no tag and no whitespace)
+    if strip_reasoning(text + _SENTINEL) == visible:
         raise MalformedReply("the reply ends inside an unclosed <think> block")
-    return text
+    return visible
 
 
 def parse_verdict(reply: str) -> ParsedVerdict:

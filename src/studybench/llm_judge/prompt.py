@@ -1,6 +1,6 @@
 """The LLM judge prompt: our template for the rubric of PROTOCOL.md section 6 (paper 2.2, appendix F).
 
-A template is plain text with five placeholders, each written as ``{name}``:
+A template is plain text with placeholders, each written as ``{name}``. The answer judge's five are:
 
 ``{problem}``             the shared stem and the sub-problem's text;
 ``{reference_solution}``  the sub-problem's reference solution;
@@ -8,10 +8,14 @@ A template is plain text with five placeholders, each written as ``{name}``:
 ``{student_solution}``    the student's full reply, model reasoning (``<think>``) removed;
 ``{student_answers}``     the answer(s) extracted from the student's ``Final Answer:`` line.
 
-Substitution is a single pass over the template: braces that are not one of the five names (LaTeX
-such as ``\\frac{a}{b}``) are left alone, and text substituted in is never scanned again, so an
-input that itself contains ``{problem}`` cannot inject anything. A template that lacks any of the
-five placeholders is refused (:class:`LLMJudgeTemplateError`).
+Another task (:class:`studybench.llm_judge.LLMJudgeTask`) names its own placeholders, e.g. the
+contamination audit's ``{train}`` and ``{eval}``; a template carries the names it was validated
+against (:attr:`LLMJudgeTemplate.placeholders`, default the five above).
+
+Substitution is a single pass over the template: braces that are not a placeholder name (LaTeX such
+as ``\\frac{a}{b}``) are left alone, and text substituted in is never scanned again, so an input that
+itself contains ``{problem}`` cannot inject anything. A template that lacks any of its placeholders
+is refused (:class:`LLMJudgeTemplateError`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 __all__ = [
@@ -30,7 +35,8 @@ __all__ = [
 ]
 
 PLACEHOLDERS = ("problem", "reference_solution", "reference_answers", "student_solution", "student_answers")
-_PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+"""The answer judge's placeholders, in the order that fixes the inputs digest."""
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_TEMPLATE_BYTES = 256 * 1024
 
 DEFAULT_TEMPLATE = """\
@@ -93,6 +99,22 @@ class LLMJudgeTemplateError(ValueError):
     """A judge prompt template that cannot be used; the message names the file and the problem."""
 
 
+@lru_cache(maxsize=32)
+def _placeholder_re(names: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(r"\{(" + "|".join(re.escape(n) for n in names) + r")\}")
+
+
+def _check_names(names: tuple[str, ...]) -> None:
+    """Raises ValueError unless ``names`` is a non-empty tuple of distinct identifiers."""
+    if not names:
+        raise ValueError("a judge prompt template needs at least one placeholder")
+    bad = [n for n in names if not isinstance(n, str) or not _NAME.fullmatch(n)]
+    if bad:
+        raise ValueError(f"placeholder names must be identifiers, got {bad!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"placeholder names must be distinct, got {names!r}")
+
+
 @dataclass(frozen=True)
 class LLMJudgeTemplate:
     """A validated judge prompt template.
@@ -100,30 +122,51 @@ class LLMJudgeTemplate:
     Attributes:
         text: the template text.
         source: ``"builtin"`` or the file it was read from (for messages and the manifest).
+        placeholders: the names the text must contain, without braces (default: the answer
+            judge's :data:`PLACEHOLDERS`).
+
+    Raises:
+        LLMJudgeTemplateError: the text is empty or lacks a placeholder (the message names it).
+        ValueError: invalid placeholder names.
     """
 
     text: str
     source: str = "builtin"
+    placeholders: tuple[str, ...] = PLACEHOLDERS
 
     def __post_init__(self) -> None:
+        if not isinstance(self.placeholders, tuple):
+            object.__setattr__(self, "placeholders", tuple(self.placeholders))
+        _check_names(self.placeholders)
         where = self.source
         if not isinstance(self.text, str) or not self.text.strip():
             raise LLMJudgeTemplateError(f"{where}: the judge prompt template is empty")
-        found = set(_PLACEHOLDER_RE.findall(self.text))
-        missing = [p for p in PLACEHOLDERS if p not in found]
+        found = set(_placeholder_re(self.placeholders).findall(self.text))
+        missing = [p for p in self.placeholders if p not in found]
         if missing:
-            need = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+            need = ", ".join("{" + p + "}" for p in self.placeholders)
             lack = ", ".join("{" + p + "}" for p in missing)
             raise LLMJudgeTemplateError(f"{where}: the judge prompt template lacks {lack}; a template must contain all of {need}")
 
     @classmethod
     def builtin(cls) -> LLMJudgeTemplate:
-        """Our default template (:data:`DEFAULT_TEMPLATE`)."""
+        """Our default answer-judge template (:data:`DEFAULT_TEMPLATE`).
+
+        Returns:
+            The template, with source ``"builtin"``.
+        """
         return cls(DEFAULT_TEMPLATE, "builtin")
 
     @classmethod
-    def from_file(cls, path: str | Path) -> LLMJudgeTemplate:
+    def from_file(cls, path: str | Path, placeholders: tuple[str, ...] = PLACEHOLDERS) -> LLMJudgeTemplate:
         """Read and validate a UTF-8 template file.
+
+        Args:
+            path: the file.
+            placeholders: the names it must contain (default: the answer judge's five).
+
+        Returns:
+            The template, with the resolved path as its source.
 
         Raises:
             LLMJudgeTemplateError: unreadable, too large (> 256 KiB), not UTF-8, empty, or missing a placeholder.
@@ -139,7 +182,7 @@ class LLMJudgeTemplate:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise LLMJudgeTemplateError(f"{p}: the judge prompt template is not UTF-8 ({e.reason} at byte {e.start})") from None
-        return cls(text, str(p.resolve()))
+        return cls(text, str(p.resolve()), placeholders)
 
     @property
     def digest(self) -> str:
@@ -149,10 +192,16 @@ class LLMJudgeTemplate:
     def render(self, values: dict[str, str]) -> str:
         """The template with every placeholder replaced by ``values[name]`` in one pass.
 
+        Args:
+            values: one text per placeholder (extra keys are ignored).
+
+        Returns:
+            The prompt.
+
         Raises:
             KeyError: a placeholder without a value.
         """
-        missing = [p for p in PLACEHOLDERS if p not in values]
+        missing = [p for p in self.placeholders if p not in values]
         if missing:
             raise KeyError(f"no value for placeholder(s) {missing}")
-        return _PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], self.text)
+        return _placeholder_re(self.placeholders).sub(lambda m: values[m.group(1)], self.text)

@@ -12,6 +12,12 @@ Example::
     decide = lambda x: x["student_answers"] == x["reference_answers"].split("\\n", 1)[1]
     with start_stub_server(judge_reply_fn(decide)) as srv:
         judge = LLMJudge("stub-judge", srv.base_url)
+
+:func:`duplicate_reply_fn` does the same for the contamination audit's stage 3
+(:data:`studybench.audit.contamination.DUPLICATE_TASK`): the decision function receives the training
+and the evaluation text read back from the prompt (as clipped for the judge) and returns ``True`` /
+``False`` (answered ``DUPLICATE: YES`` / ``NO`` after a one-line explanation), a string or a
+:class:`~studybench.testing.stub_server.Reply`.
 """
 
 from __future__ import annotations
@@ -23,7 +29,15 @@ from typing import Any
 from studybench.llm_judge.prompt import FORMAT_REMINDER
 from studybench.testing.stub_server import Reply
 
-__all__ = ["SECTION_TITLES", "answers_of", "format_verdict", "judge_reply_fn", "read_inputs"]
+__all__ = [
+    "SECTION_TITLES",
+    "answers_of",
+    "duplicate_reply_fn",
+    "format_verdict",
+    "judge_reply_fn",
+    "read_duplicate_texts",
+    "read_inputs",
+]
 
 SECTION_TITLES = {
     "problem": "### Problem",
@@ -91,3 +105,47 @@ def answers_of(section: str) -> list[str]:
     text = "\n".join(lines).strip()
     parts = re.split(r"(?m)^\(\d+\) ", text)
     return [p.strip() for p in parts if p.strip()] if len(parts) > 1 else [text]
+
+
+_TRAIN_MARK = "TRAINING TEXT:\n<<<\n"
+_EVAL_MARK = "\n>>>\n\nEVALUATION TEXT:\n<<<\n"
+_END_MARK = "\n>>>\n\nExplain briefly"
+
+
+def read_duplicate_texts(prompt: str) -> tuple[str, str]:
+    """The training and evaluation texts of a prompt rendered from the audit's builtin stage-3 template.
+
+    Returns:
+        ``(train, eval)`` as sent (clipped); ``("", "")`` when the prompt is not of that shape.
+    """
+    a = prompt.find(_TRAIN_MARK)
+    b = prompt.rfind(_EVAL_MARK)
+    c = prompt.rfind(_END_MARK)
+    if a < 0 or b < a or c < b:
+        return "", ""
+    return prompt[a + len(_TRAIN_MARK) : b], prompt[b + len(_EVAL_MARK) : c]
+
+
+def duplicate_reply_fn(
+    decide: Callable[[str, str], bool | str | Reply],
+    on_reminder: Callable[[str, str, int], bool | str | Reply] | None = None,
+) -> Callable[[dict[str, Any]], Reply]:
+    """A stub-server reply function acting as the audit's stage-3 judge (see the module docstring).
+
+    ``on_reminder(train, eval, n)`` answers the n-th re-ask (1-based) after malformed replies.
+    """
+    from studybench.audit.contamination import DUPLICATE_REMINDER
+
+    def reply(body: dict[str, Any]) -> Reply:
+        msgs = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        users = [m for m in msgs if m.get("role") == "user"]
+        train, evl = read_duplicate_texts(str(users[0].get("content", "")) if users else "")
+        reminders = sum(1 for m in users if str(m.get("content", "")) == DUPLICATE_REMINDER)
+        out = on_reminder(train, evl, reminders) if reminders and on_reminder is not None else decide(train, evl)
+        if isinstance(out, Reply):
+            return out
+        if isinstance(out, bool):
+            return Reply(f"Scripted comparison.\nDUPLICATE: {'YES' if out else 'NO'}")
+        return Reply(str(out))
+
+    return reply
