@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from studybench.evaluate import EvalError, EvalSpec, add_llm_verdicts, prepare_eval, run_eval
-from studybench.llm_judge.spec import LLMJudgeSpec
+from studybench.llm_judge import LLMJudgeSpec
 from studybench.testing.stub_judge import answers_of, judge_reply_fn
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
 

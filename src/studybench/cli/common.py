@@ -192,7 +192,7 @@ JUDGE_OPTIONS = OptionSet("judge_options", {
 def judge_spec(opts: dict[str, Any], *, model: str | None = None) -> Any:
     """The :class:`studybench.llm_judge.spec.LLMJudgeSpec` of :data:`JUDGE_OPTIONS` values (``None``
     without ``--judge-model``); fails with the flag at fault."""
-    from studybench.llm_judge.spec import LLMJudgeSpec, LLMJudgeSpecError
+    from studybench.llm_judge import LLMJudgeSpec, LLMJudgeSpecError
 
     name = model or opts["judge_model"]
     if name is None:

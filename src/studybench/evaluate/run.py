@@ -24,8 +24,7 @@ from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
-from studybench.llm_judge import LLMJudge
-from studybench.llm_judge.spec import LLMJudgeSpec, LLMJudgeSpecError
+from studybench.llm_judge import LLMJudge, LLMJudgeSpec, LLMJudgeSpecError
 from studybench.models import ChatBackend, EndpointError, check_endpoint
 from studybench.protocol import ArtefactError, Artefacts, GuidanceKey, guidance_coverage, load_artefacts
 from studybench.report import write_report

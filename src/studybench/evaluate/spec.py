@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from studybench.datasets import Dataset
-from studybench.llm_judge.spec import LLMJudgeSpec
+from studybench.llm_judge import LLMJudgeSpec
 from studybench.models import PRESETS, REFERENCE_MODES, ChatBackend, ReferenceBackend, SamplingParams
 from studybench.records import Parent
 

@@ -40,10 +40,11 @@ from studybench.llm_judge.cache import LLMVerdictCache, cache_key
 from studybench.llm_judge.parse import MalformedReply, strip_judge_reasoning
 from studybench.llm_judge.prompt import PLACEHOLDERS, LLMJudgeTemplate, LLMJudgeTemplateError
 from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
+from studybench.store.rows import FINAL_LLM_VERDICTS
 
 __all__ = ["FINAL_VERDICTS", "LLMJudgeConfigError", "LLMJudgeInputs", "LLMJudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
 
-FINAL_VERDICTS = ("TRUE", "FALSE", "unjudgeable")
+FINAL_VERDICTS = FINAL_LLM_VERDICTS
 """Verdicts that are final (cached, never re-requested); ``"error"`` is the only other value."""
 
 _MAX_REPLY_STORED = 4000
