@@ -34,7 +34,7 @@ from studybench.models.openai_backend import OpenAIBackend
 from studybench.protocol import Artefacts, build_messages
 from studybench.records import SubProblemRef
 from studybench.report import write_report
-from studybench.store import RunStore, rule_settings
+from studybench.store import rule_settings
 from studybench.testing import Script, start_stub_server
 from studybench.verify import Verifier
 
@@ -83,8 +83,7 @@ def main() -> int:
     with start_stub_server(Script(default=REPLY), subprocess=True) as srv, tempfile.TemporaryDirectory() as tmp:
         be = OpenAIBackend("stub", srv.base_url, PRESETS["paper"], concurrency=args.concurrency, max_retries=0)
         plan = prepare_eval(EvalSpec(dataset=ds, k=args.k, seeds=[0], concurrency=args.concurrency), Path(tmp) / "run", backend=be)
-        store = RunStore(plan.run_dir)
-        store.write_manifest(plan.manifest)
+        store = plan.open_store()
 
         async def ours():
             try:

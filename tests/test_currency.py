@@ -131,8 +131,7 @@ def _scope(tmp_path: Path) -> tuple[Any, RunStore]:
     f = tmp_path / "s.json"
     f.write_text(DATA)
     plan = prepare_eval(EvalSpec(dataset=load_dataset(f), k=1, seeds=[0]), tmp_path / "run")
-    store = RunStore(plan.run_dir)
-    store.write_manifest(plan.manifest)
+    store = plan.open_store()
     return plan.scope, store
 
 
@@ -225,7 +224,7 @@ def test_prepare_eval_refuses_a_different_run(tmp_path: Path) -> None:
     f.write_text(DATA)
     ds = load_dataset(f)
     plan = prepare_eval(EvalSpec(dataset=ds, k=1, seeds=[0]), tmp_path / "run")
-    RunStore(plan.run_dir).write_manifest(plan.manifest)
+    plan.open_store().close()
     again = prepare_eval(EvalSpec(dataset=ds, k=3, seeds=[0, 1]), tmp_path / "run")
     assert again.resuming and again.scope_changed and again.manifest.created == plan.manifest.created
     with pytest.raises(EvalError, match=r"holds a different run \(backend.mode: 'gold' -> 'solution'\)"):

@@ -65,8 +65,7 @@ def _setup(tmp_path: Path, k: int = 2, seeds: list[int] | None = None) -> tuple[
     f.write_text(DATA)
     spec = EvalSpec(dataset=load_dataset(f), k=k, seeds=seeds or [0, 1], concurrency=3)
     plan = prepare_eval(spec, tmp_path / "run", backend=ScriptedBackend())
-    store = RunStore(plan.run_dir)
-    store.write_manifest(plan.manifest)
+    store = plan.open_store()
     return plan.scope, store
 
 

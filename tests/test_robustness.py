@@ -81,8 +81,7 @@ def _plan(tmp_path: Path) -> Any:
 
 def _run_dir(tmp_path: Path) -> RunStore:
     plan = _plan(tmp_path)
-    store = RunStore(plan.run_dir)
-    store.write_manifest(plan.manifest)
+    store = plan.open_store()
     return store
 
 

@@ -104,6 +104,19 @@ class EvalPlan:
         """Whether this invocation selects other parents, k or seeds than the previous one."""
         return self.previous is not None and self.previous.scope() != self.manifest.scope()
 
+    def open_store(self) -> RunStore:
+        """Write the manifest and return the run directory's store, for running passes by hand.
+
+        Returns:
+            The :class:`~studybench.store.RunStore` (close it when done).
+
+        Raises:
+            OSError: the run directory cannot be written.
+        """
+        store = RunStore(self.run_dir)
+        store.write_manifest(self.manifest)
+        return store
+
 
 @dataclass
 class EvalResult:
@@ -307,8 +320,7 @@ def run_plan(
     try:
         if preflight:
             result.warnings = check_endpoints(plan)
-        store = RunStore(plan.run_dir)
-        store.write_manifest(plan.manifest)
+        store = plan.open_store()
         try:
             if not spec.only_judge:
                 assert plan.backend is not None
