@@ -15,8 +15,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from studybench.audit.contamination import AuditConfig, AuditExtraMissing, run_audit, write_outputs
+from studybench.audit.common import AuditExtraMissing
+from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
+from studybench.audit.reports import write_outputs
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
