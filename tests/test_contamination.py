@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from studybench.audit.cli import audit_app
 from studybench.audit.common import AuditExtraMissing
 from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.duplicates import parse_duplicate_reply
@@ -26,6 +25,7 @@ from studybench.audit.ngrams import (
 )
 from studybench.audit.records import AuditRecord, RecordError, read_files, read_records
 from studybench.audit.reports import write_outputs
+from studybench.cli.audit import audit_app
 
 pytest.importorskip("datasketch")
 

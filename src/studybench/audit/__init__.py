@@ -10,5 +10,5 @@ Three stages, each narrowing the candidates of the previous one:
 
 :mod:`.contamination` runs them (:func:`.contamination.run_audit`), :mod:`.reports` writes the outputs,
 :mod:`.common` holds what the stages share. Records are read by :mod:`.records`; the
-``studybench audit contamination`` command lives in :mod:`.cli`.
+``studybench audit contamination`` command lives in :mod:`studybench.cli.audit`.
 """
