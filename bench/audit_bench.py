@@ -24,15 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from studybench.audit.contamination import (
-    embed_texts,
-    load_embedding_model,
-    naive_jaccard_pairs,
-    shingle_sets,
-    stage1_jaccard,
-    stage2_cosine,
-    stage_containment,
-)
+from studybench.audit.embeddings import embed_texts, load_embedding_model, stage2_cosine
+from studybench.audit.ngrams import naive_jaccard_pairs, shingle_sets, stage1_jaccard, stage_containment
 from studybench.audit.records import read_files
 from studybench.files import atomic_write_text, dumps_json
 

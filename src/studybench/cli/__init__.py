@@ -21,7 +21,7 @@ from __future__ import annotations
 import typer
 
 from studybench import __version__
-from studybench.audit.cli import audit_app
+from studybench.cli.audit import audit_app
 from studybench.cli.common import out_console
 from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app

@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from studybench.audit.contamination import AuditConfig, AuditExtraMissing, run_audit, write_outputs
+from studybench.audit.common import AuditExtraMissing
+from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
+from studybench.audit.reports import write_outputs
+from studybench.cli.common import console, fail, out_console
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -28,15 +30,6 @@ audit_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-console = Console(stderr=True)
-out_console = Console()
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/bold red] {escape(msg)}", soft_wrap=True)
-    raise typer.Exit(code)
-
-
 def _expand(paths: list[Path], flag: str) -> list[Path]:
     """Paths with shell-style globs (``*``, ``?``, ``[``) expanded, in sorted order."""
     import glob
@@ -47,7 +40,7 @@ def _expand(paths: list[Path], flag: str) -> list[Path]:
         if any(ch in text for ch in "*?["):
             matches = sorted(glob.glob(text))
             if not matches:
-                _fail(f"{flag} {text}: no file matches")
+                fail(f"{flag} {text}: no file matches")
             out.extend(Path(m) for m in matches)
         else:
             out.append(p)
@@ -130,19 +123,19 @@ def contamination(
     train = _expand(train, "--train")
     eval_files = _expand(eval_files, "--eval")
     if judge_model and not judge_base_url:
-        _fail("--judge-model needs --judge-base-url (the OpenAI-compatible endpoint)")
+        fail("--judge-model needs --judge-base-url (the OpenAI-compatible endpoint)")
     if judge_base_url and not judge_model:
-        _fail("--judge-base-url needs --judge-model")
+        fail("--judge-base-url needs --judge-model")
     if judge_max_retries < 0:
-        _fail("--judge-max-retries must be >= 0")
+        fail("--judge-max-retries must be >= 0")
     if judge_model and not no_judge_cache:
         if judge_cache is not None and judge_cache.exists() and not judge_cache.is_dir():
-            _fail(f"--judge-cache {judge_cache} exists and is not a directory")
+            fail(f"--judge-cache {judge_cache} exists and is not a directory")
         cache = LLMVerdictCache(judge_cache)
         try:
             cache.check_writable()
         except OSError as e:
-            _fail(f"cannot use the verdict cache {cache.root} ({e.strerror or e}); pass --judge-cache DIR or --no-judge-cache")
+            fail(f"cannot use the verdict cache {cache.root} ({e.strerror or e}); pass --judge-cache DIR or --no-judge-cache")
         finally:
             cache.close()
     config = AuditConfig(
@@ -171,15 +164,15 @@ def contamination(
     try:
         config.validate()
     except ValueError as e:
-        _fail(str(e))
+        fail(str(e))
     if out.exists() and not out.is_dir():
-        _fail(f"--out {out} exists and is not a directory")
+        fail(f"--out {out} exists and is not a directory")
     t0 = time.perf_counter()
     try:
         train_records = read_files(train, text_field=text_field, id_field=id_field)
         eval_records = read_files(eval_files, text_field=text_field, id_field=id_field)
     except RecordError as e:
-        _fail(str(e))
+        fail(str(e))
     read_s = time.perf_counter() - t0
     console.print(
         f"audit: {len(train_records)} training records x {len(eval_records)} evaluation records", soft_wrap=True
@@ -203,16 +196,16 @@ def contamination(
         try:
             result = run_audit(train_records, eval_records, config, progress=report)
         except AuditExtraMissing as e:
-            _fail(str(e))
+            fail(str(e))
         except LLMJudgeConfigError as e:
-            _fail(f"stage 3 stopped: {e}. No outputs were written.")
+            fail(f"stage 3 stopped: {e}. No outputs were written.")
         except (RuntimeError, ValueError) as e:
-            _fail(str(e))
+            fail(str(e))
     result.read_seconds = read_s
     try:
         rep = write_outputs(result, out, clean_train=str(clean_train) if clean_train else None)
     except OSError as e:
-        _fail(f"cannot write the outputs: {e}")
+        fail(f"cannot write the outputs: {e}")
 
     table = Table(title="contamination audit")
     for col in ("stage", "candidates", "flagged", "seconds"):
