@@ -647,3 +647,23 @@ def test_custom_fields_do_not_apply_to_test_sets_and_a_missing_id_field_is_an_er
 def test_report_parameters_never_hold_url_credentials() -> None:
     cfg = AuditConfig(judge_model="m", judge_base_url="http://user:sk-secret123@127.0.0.1:9/v1")
     assert "sk-secret123" not in json.dumps(cfg.to_dict())
+
+
+def test_shingle_ids_and_lsh_signatures_do_not_depend_on_the_hash_seed() -> None:
+    """Stage 1 is deterministic: the same inputs give the same shingle ids whatever PYTHONHASHSEED is."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from studybench.audit.ngrams import shingle_sets\n"
+        "a, b = shingle_sets(['a block of mass m slides down a rough incline of angle theta and stops'],"
+        " ['a block of mass m slides down a smooth incline of angle theta'])\n"
+        "print(sorted(a[0]), sorted(b[0]))"
+    )
+    outs = {
+        subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                       capture_output=True, text=True, check=True, timeout=60).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(outs) == 1

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from studybench.audit.common import ProgressFn
-from studybench.audit.duplicates import DUPLICATE_REMINDER, DUPLICATE_TASK, judge_pairs
+from studybench.audit.duplicates import judge_pairs
 from studybench.audit.embeddings import (
     Stage2Result,
     embed_non_empty,
@@ -49,10 +49,6 @@ from studybench.llm_judge import LLMVerdictCache
 from studybench.models.openai_backend import redact_url
 
 __all__ = [
-    # re-exported from studybench.audit.duplicates: studybench.testing.stub_judge imports
-    # DUPLICATE_REMINDER from here, and the llm_judge and testing docs name DUPLICATE_TASK here
-    "DUPLICATE_REMINDER",
-    "DUPLICATE_TASK",
     "AuditConfig",
     "AuditResult",
     "PairRow",

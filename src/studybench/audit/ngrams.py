@@ -99,14 +99,17 @@ def shingle_sets(
     """Shingle sets of two lists of texts with shingles mapped to shared integer ids.
 
     Returns ``(sets_a, sets_b)``, one frozenset of ids per text; equal shingles get equal ids on both
-    sides, so :func:`exact_jaccard` on ids equals the Jaccard of the shingle strings.
+    sides, so :func:`exact_jaccard` on ids equals the Jaccard of the shingle strings. Ids are given
+    in the order texts and their sorted shingles come, never in a set's iteration order, so the
+    MinHash signatures built from them (and the LSH candidates) do not depend on Python's string
+    hash seed.
     """
     vocab: dict[str, int] = {}
     out: list[list[frozenset[int]]] = []
     for texts in (texts_a, texts_b):
         side = []
         for t in texts:
-            side.append(frozenset(vocab.setdefault(s, len(vocab)) for s in shingles(normalize_tokens(t), n)))
+            side.append(frozenset(vocab.setdefault(s, len(vocab)) for s in sorted(shingles(normalize_tokens(t), n))))
         out.append(side)
     return out[0], out[1]
 

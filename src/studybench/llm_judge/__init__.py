@@ -14,7 +14,7 @@ counts it correct when the judge says TRUE; reward mode (``rule``) never calls a
   (``LLMJudgeSpec(model=..., base_url=...).build()``);
 - :mod:`studybench.llm_judge.inputs`: :func:`llm_judge_inputs` builds the five inputs of one
   sub-problem's judgement; the evaluation never needs to know what they are. The contamination audit's stage 3 is the same client with another task
-(:data:`studybench.audit.contamination.DUPLICATE_TASK`).
+(:data:`studybench.audit.duplicates.DUPLICATE_TASK`).
 """
 
 from __future__ import annotations

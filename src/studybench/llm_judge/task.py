@@ -12,7 +12,7 @@ question. A task supplies the rest:
 - the format reminder sent after a malformed reply.
 
 Two tasks exist: :data:`ANSWER_EQUIVALENCE_TASK` (the default; PROTOCOL.md section 6) here, and the
-contamination audit's duplicate question (:data:`studybench.audit.contamination.DUPLICATE_TASK`).
+contamination audit's duplicate question (:data:`studybench.audit.duplicates.DUPLICATE_TASK`).
 Verdicts of different tasks never share a cache key: the key holds the template digest, and the
 inputs digest is taken over a list as long as the task's placeholders.
 

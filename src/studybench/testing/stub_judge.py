@@ -14,7 +14,7 @@ Example::
         judge = LLMJudge("stub-judge", srv.base_url)
 
 :func:`duplicate_reply_fn` does the same for the contamination audit's stage 3
-(:data:`studybench.audit.contamination.DUPLICATE_TASK`): the decision function receives the training
+(:data:`studybench.audit.duplicates.DUPLICATE_TASK`): the decision function receives the training
 and the evaluation text read back from the prompt (as clipped for the judge) and returns ``True`` /
 ``False`` (answered ``DUPLICATE: YES`` / ``NO`` after a one-line explanation), a string or a
 :class:`~studybench.testing.stub_server.Reply`.
@@ -134,7 +134,7 @@ def duplicate_reply_fn(
 
     ``on_reminder(train, eval, n)`` answers the n-th re-ask (1-based) after malformed replies.
     """
-    from studybench.audit.contamination import DUPLICATE_REMINDER
+    from studybench.audit.duplicates import DUPLICATE_REMINDER
 
     def reply(body: dict[str, Any]) -> Reply:
         msgs = [m for m in body.get("messages") or [] if isinstance(m, dict)]
