@@ -61,7 +61,7 @@ def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any]
 
     Args:
         gold, pred: SymPy objects built with the shared alias table ``aliases``.
-        aliases: the :func:`studybench.verify.latex.new_aliases` table both sides were built with.
+        aliases: the :func:`studybench.verify.aliasing.new_aliases` table both sides were built with.
 
     Returns:
         ``(gold, pred, applied)``: the rewritten objects and the identities used (``"h -> ..."``).

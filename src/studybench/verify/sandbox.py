@@ -1,4 +1,4 @@
-"""Process pool with hard wall-clock timeouts for symbolic and numeric judgements (PROTOCOL.md section 5).
+"""Process pool with hard wall-clock timeouts for symbolic and numeric verification (PROTOCOL.md section 5).
 
 Design:
 
@@ -41,14 +41,14 @@ class WorkerDied(Exception):
     """The worker exited unexpectedly (e.g. hit its memory limit)."""
 
 
-def _task_judge(gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any = None) -> Any:
-    from studybench.verify.judges import full_judge
+def _task_verdict(gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any = None) -> Any:
+    from studybench.verify.rules import full_verdict
 
-    return full_judge(gold, pred, at, ts, gold_unit)
+    return full_verdict(gold, pred, at, ts, gold_unit)
 
 
 def _task_parsable(box: str, at: str) -> Any:
-    from studybench.verify.judges import check_gold_parsable_local
+    from studybench.verify.rules import check_gold_parsable_local
 
     return check_gold_parsable_local(box, at)
 
@@ -65,7 +65,7 @@ def _task_ping() -> int:
 
 
 TASKS: dict[str, Callable[..., Any]] = {
-    "judge": _task_judge,
+    "verdict": _task_verdict,
     "parsable": _task_parsable,
     "sleep": _task_sleep,
     "ping": _task_ping,
@@ -88,10 +88,10 @@ def _worker_main(conn: Any) -> None:
         # that start-up never counts against a task's timeout
         import sympy  # noqa: F401
 
-        from studybench.verify.judges import full_judge
+        from studybench.verify.rules import full_verdict
 
-        full_judge(["x^2 = 1"], ["1 = x^2"], "EQ", "")
-        full_judge(["1\\,\\mathrm{km}"], ["1000\\,\\mathrm{m}"], "NV", "")  # loads pint's registry
+        full_verdict(["x^2 = 1"], ["1 = x^2"], "EQ", "")
+        full_verdict(["1\\,\\mathrm{km}"], ["1000\\,\\mathrm{m}"], "NV", "")  # loads pint's registry
     except Exception:  # pragma: no cover - import failure is reported per task
         pass
     try:
