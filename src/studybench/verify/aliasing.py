@@ -1,15 +1,15 @@
-"""The symbol aliaser: what counts as one symbol, each renamed to an opaque alias (PROTOCOL.md section 5).
+r"""The symbol aliaser: what counts as one symbol, each renamed to an opaque alias (PROTOCOL.md section 5).
 
 :class:`Aliaser` rewrites every symbol of tokenised LaTeX (letters, Greek macros, accented and
-subscripted names, ``\\langle x\\rangle``) into an opaque alias ``\\mathrm{vN}``, one table per
+subscripted names, ``\langle x\rangle``) into an opaque alias ``\mathrm{vN}``, one table per
 comparison (:func:`new_aliases`), so that latex2sympy sees only names it cannot misread. Aliasing keeps
-``M`` and ``m`` apart, keeps ``\\hbar`` a symbol (so ``2\\hbar\\omega`` never equals ``2\\omega``), and
-makes spacing meaningful exactly as LaTeX does (``\\omega t`` is two symbols, never ``\\omegat``).
+``M`` and ``m`` apart, keeps ``\hbar`` a symbol (so ``2\hbar\omega`` never equals ``2\omega``), and
+makes spacing meaningful exactly as LaTeX does (``\omega t`` is two symbols, never ``\omegat``).
 
-It also decides what one symbol is: glyph variants (``\\varepsilon_0`` = ``\\epsilon_0``) and vector
-markup (``\\vec E`` = ``E``) merge; differentials (``\\mathrm{d}x``), derivatives
-(``\\frac{\\partial A}{\\partial z}``, ``\\partial_z A``, linear over bracketed sums), function calls
-with argument lists (``\\psi(x, t)``) and integral limits become single keys; cross products of
+It also decides what one symbol is: glyph variants (``\varepsilon_0`` = ``\epsilon_0``) and vector
+markup (``\vec E`` = ``E``) merge; differentials (``\mathrm{d}x``), derivatives
+(``\frac{\partial A}{\partial z}``, ``\partial_z A``, linear over bracketed sums), function calls
+with argument lists (``\psi(x, t)``) and integral limits become single keys; cross products of
 vectors are refused. Pure string work: the conversion to SymPy is :mod:`studybench.verify.conversion`.
 """
 
@@ -35,16 +35,16 @@ _ACCENTS = {
     "overrightarrow", "breve", "acute", "grave", "underline", "mathring",
 }
 _MARKUP = {"vec", "overrightarrow", "mathbf", "boldsymbol", "bm", "pmb"}
-"""Vector / unit-vector markup that names the same quantity as the bare symbol (``\\hat{x}``,
-``\\vec{E}``, ``\\mathbf{E}`` are ``x`` and ``E``); other accents (``\\bar``, ``\\dot``, ``\\tilde``)
+r"""Vector / unit-vector markup that names the same quantity as the bare symbol (``\hat{x}``,
+``\vec{E}``, ``\mathbf{E}`` are ``x`` and ``E``); other accents (``\bar``, ``\dot``, ``\tilde``)
 change the meaning and stay part of the symbol."""
 _GREEK_VARIANTS = {"varepsilon": "epsilon", "varphi": "phi", "vartheta": "theta", "varrho": "rho", "varsigma": "sigma", "varkappa": "kappa", "varpi": "pi"}
-"""Glyph variants of one Greek letter (``\\varepsilon_0`` and ``\\epsilon_0`` are one symbol)."""
+r"""Glyph variants of one Greek letter (``\varepsilon_0`` and ``\epsilon_0`` are one symbol)."""
 UPRIGHT_FUNCS = {
     "sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "coth", "sech", "csch",
     "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "ln", "log", "exp",
 }
-"""Function names also written upright (``\\mathrm{sech}``, ``\\operatorname{coth}``)."""
+r"""Function names also written upright (``\mathrm{sech}``, ``\operatorname{coth}``)."""
 _FONTS = {"mathbf", "boldsymbol", "bm", "mathcal", "mathit", "mathsf", "mathbb", "mathfrak", "mathscr", "pmb"}
 _TEXTS = {"text", "mathrm", "textrm", "rm", "mbox", "textit", "textbf"}
 _DROP = {
@@ -55,7 +55,7 @@ _SPACE_SYMS = {"\\,", "\\;", "\\:", "\\!", "\\ ", "\\>", "~"}
 
 
 def _key(s: str) -> str:
-    """Identity of a symbol part: normalised, braces dropped (``\\mathbf{r}`` and ``r`` agree)."""
+    r"""Identity of a symbol part: normalised, braces dropped (``\mathbf{r}`` and ``r`` agree)."""
     return norm_string(s).replace("{", "").replace("}", "")
 
 
@@ -64,17 +64,33 @@ _ENV_OK = {"pmatrix", "bmatrix", "Bmatrix", "matrix", "vmatrix", "smallmatrix"}
 
 
 class Aliaser:
-    """Rewrite LaTeX symbols to ``\\mathrm{vN}`` aliases; one table per comparison.
+    r"""Rewrite LaTeX symbols to ``\mathrm{vN}`` aliases; one table per comparison.
 
-    ``diff_d``: a bare ``d`` directly before a symbol is a differential (``dx``), set when either
-    side of the comparison writes an upright ``\\mathrm{d}`` or an integral."""
+    Args:
+        diff_d: read a bare ``d`` directly before a symbol as a differential (``dx``); set when either
+            side of the comparison writes an upright ``\mathrm{d}`` or an integral (:func:`new_aliases`).
+
+    Attributes:
+        table: symbol key (``k_{B}``) -> alias name (``v3``).
+        diff_d: as above; an integral turns it on while converting.
+        vectors: the aliases (``\mathrm{v3}``) of symbols written with vector or unit-vector markup.
+    """
 
     def __init__(self, diff_d: bool = False) -> None:
+        """Start an empty alias table (see the class docstring)."""
         self.table: dict[str, str] = {}
         self.diff_d = diff_d
         self.vectors: set[str] = set()  # alias strings of symbols written with vector markup
 
     def alias(self, key: str) -> str:
+        r"""The alias of a symbol key, added to the table on first use.
+
+        Args:
+            key: a symbol key (``k_{B}``, ``d(x)``, ``deriv1(v|t)``).
+
+        Returns:
+            ``\mathrm{vN}``, the same for the same key within this table.
+        """
         name = self.table.get(key)
         if name is None:
             name = f"v{len(self.table)}"
@@ -82,11 +98,26 @@ class Aliaser:
         return f"\\mathrm{{{name}}}"
 
     def keys_by_name(self) -> dict[str, str]:
-        """Alias name (``v3``) -> symbol key (``k_{B}``)."""
+        """The table the other way round.
+
+        Returns:
+            Alias name (``v3``) -> symbol key (``k_{B}``).
+        """
         return {v: k for k, v in self.table.items()}
 
     def group(self, toks: list[str], i: int) -> tuple[list[str], int]:
-        """Argument at ``toks[i]``: a braced group's inner tokens, or one token."""
+        """The macro argument at ``toks[i]``: a braced group's inner tokens, or one token.
+
+        Args:
+            toks: LaTeX tokens (:func:`studybench.verify.latex.tokenize`).
+            i: index of the argument's first token.
+
+        Returns:
+            ``(argument tokens, index after the argument)``.
+
+        Raises:
+            LatexError: no argument, or unbalanced braces.
+        """
         if i >= len(toks):
             raise LatexError("missing argument")
         if toks[i] == "{":
@@ -104,7 +135,19 @@ class Aliaser:
         return [toks[i]], i + 1
 
     def atom_suffix(self, toks: list[str], i: int, key: str) -> tuple[str, int]:
-        """Extend an atom key with subscripts and primes."""
+        """Extend an atom key with its subscripts and primes.
+
+        Args:
+            toks: LaTeX tokens.
+            i: index right after the atom.
+            key: the atom's key so far.
+
+        Returns:
+            ``(key with ``_{...}`` and primes, index after them)``.
+
+        Raises:
+            LatexError: a subscript without its argument or with unbalanced braces.
+        """
         while i < len(toks):
             t = toks[i]
             if t == "_":
@@ -135,8 +178,21 @@ class Aliaser:
         return "".join(x for x in g if x not in _SPACE_SYMS).strip()
 
     def atom_at(self, toks: list[str], i: int) -> tuple[str, int] | None:
-        """The symbol starting at ``toks[i]`` as ``(key, next index)``: a letter, a Greek letter,
-        an accented / bold / upright name, each with subscripts and primes; ``None`` otherwise."""
+        r"""The symbol starting at ``toks[i]``.
+
+        A letter, a Greek letter, an accented / bold / upright name, each with subscripts and primes;
+        vector markup (``\vec``, ``\mathbf``) names the bare symbol, other accents are part of it.
+
+        Args:
+            toks: LaTeX tokens.
+            i: index of the candidate symbol.
+
+        Returns:
+            ``(key, next index)``, or ``None`` when no symbol starts there.
+
+        Raises:
+            LatexError: an accent or font macro without a readable argument.
+        """
         if i >= len(toks):
             return None
         t = toks[i]
@@ -169,8 +225,10 @@ class Aliaser:
         return None
 
     def _is_upright_d(self, toks: list[str], i: int) -> int | None:
-        """Index after an upright ``\\mathrm{d}`` at ``toks[i]`` (or a bare ``d`` when differentials
-        are on), else None."""
+        r"""Index after an upright ``\mathrm{d}`` at ``toks[i]`` (or a bare ``d`` when differentials are on).
+
+        Returns ``None`` when there is none.
+        """
         t = toks[i]
         if t == "d" and self.diff_d:
             return i + 1
@@ -183,6 +241,23 @@ class Aliaser:
         return None
 
     def convert(self, toks: list[str]) -> list[str]:
+        r"""Rewrite tokenised LaTeX for latex2sympy: every symbol becomes its alias.
+
+        Differentials, derivatives (Leibniz, ``\partial_z``), function calls with argument lists and
+        integral limits become single aliased symbols; spacing and sizing macros are dropped; ``2(4)``
+        becomes a product.
+
+        Args:
+            toks: LaTeX tokens (:func:`studybench.verify.latex.tokenize`).
+
+        Returns:
+            The converted tokens, ready to be joined and parsed.
+
+        Raises:
+            LatexError: constructs the verifier refuses (unsupported environments, ``\sum``, ``\lim``,
+                arrows, cross products of vectors, unreadable upright groups, subscripts after brackets,
+                over-long numbers ...).
+        """
         out: list[str] = []
         i = 0
         n = len(toks)
@@ -350,8 +425,10 @@ class Aliaser:
         return out
 
     def _diff_mark(self, g: list[str]) -> tuple[str, list[str]] | None:
-        """Split ``d X`` / ``\\mathrm{d} X`` / ``\\partial X`` / ``d^2 X`` into (order, X); X may be
-        empty (the operator ``\\frac{d}{dt}``)."""
+        r"""Split ``d X`` / ``\mathrm{d} X`` / ``\partial X`` / ``d^2 X`` into (order, X).
+
+        X may be empty (the operator ``\frac{d}{dt}``).
+        """
         if not g:
             return None
         if g[0] in ("d", "\\partial"):
@@ -384,8 +461,10 @@ class Aliaser:
         return at[0]
 
     def _linear(self, g: list[str], var: str, order: str) -> list[str] | None:
-        """Derivative tokens of ``g``: one symbol, or a bracketed sum / difference of symbols
-        (the derivative is linear); ``None`` otherwise."""
+        """Derivative tokens of ``g``: one symbol, or a bracketed sum / difference of symbols.
+
+        The derivative is linear; ``None`` for anything else.
+        """
         key = self._atom_key_all(g)
         if key is not None:
             return [self.alias(f"deriv{order}({key}|{var})")]
@@ -441,10 +520,12 @@ class Aliaser:
         return None
 
     def _leibniz(self, toks: list[str], i: int) -> tuple[list[str], int] | None:
-        """``\\frac{dX}{dY}`` (also ``\\mathrm{d}``, ``\\partial``, ``d^2``) at ``toks[i]``: one opaque
-        symbol keyed by X and Y, so that ``\\frac{dv}{dt}`` never equals ``\\frac{v}{t}``; a bracketed
-        sum ``\\frac{\\partial (A + B)}{\\partial z}`` and the operator form
-        ``\\frac{\\partial}{\\partial z} X`` give the sum of the derivatives."""
+        r"""``\frac{dX}{dY}`` (also ``\mathrm{d}``, ``\partial``, ``d^2``) at ``toks[i]`` as one opaque symbol.
+
+        The symbol is keyed by X and Y, so that ``\frac{dv}{dt}`` never equals ``\frac{v}{t}``; a bracketed
+        sum ``\frac{\partial (A + B)}{\partial z}`` and the operator form ``\frac{\partial}{\partial z} X``
+        give the sum of the derivatives.
+        """
         try:
             num, j = self.group(toks, i + 1)
             den, k = self.group(toks, j)
@@ -462,9 +543,11 @@ class Aliaser:
         return [self.alias(f"deriv{a[0]}({_key(' '.join(a[1]))}|{var})")], k
 
     def _product_guard(self, toks: list[str], i: int, out: list[str]) -> int:
-        """An atom directly followed by ``(`` is a product, not a function call; but an argument
-        list with commas (``Y_{00}(\\theta, \\varphi)``, ``\\psi(x, t)``) names the variables of a
-        function and is dropped."""
+        r"""An atom directly followed by ``(`` is a product, not a function call.
+
+        But an argument list with commas (``Y_{00}(\theta, \varphi)``, ``\psi(x, t)``) names the variables
+        of a function and is dropped.
+        """
         if i < len(toks) and toks[i] in ("(", "[", "\\left"):
             j = i + 1 if toks[i] != "\\left" else i + 2
             depth = 1
@@ -495,6 +578,7 @@ class Aliaser:
 
 
 def _number(t: str) -> str:
+    r"""A number token for latex2sympy: ``3e8`` -> ``(3\times 10^{8})``; over-long numbers refused."""
     m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?", t)
     if not m:
         return t
@@ -509,7 +593,13 @@ def _number(t: str) -> str:
 
 
 def new_aliases(*texts: str) -> Aliaser:
-    """A fresh alias table to share between the two sides of one comparison. Pass both sides' text:
-    when either writes an upright differential (``\\mathrm{d}x``) or an integral, a bare ``dx`` on
-    the other side is read as a differential too."""
+    r"""A fresh alias table to share between the two sides of one comparison.
+
+    Args:
+        *texts: both sides' LaTeX. When either writes an upright differential (``\mathrm{d}x``) or an
+            integral, a bare ``dx`` on the other side is read as a differential too.
+
+    Returns:
+        An empty :class:`Aliaser`.
+    """
     return Aliaser(diff_d=any(isinstance(t, str) and _UPRIGHT_D.search(t) is not None for t in texts))

@@ -1,8 +1,8 @@
-"""LaTeX -> SymPy through latex2sympy2_extended on aliased LaTeX (PROTOCOL.md section 5).
+r"""LaTeX -> SymPy through latex2sympy2_extended on aliased LaTeX (PROTOCOL.md section 5).
 
 :func:`to_sympy` and :func:`to_sympy_readings` run the size guards (length, exponent nesting, digit
 runs), alias every symbol (:class:`studybench.verify.aliasing.Aliaser`), make brace-less function
-arguments explicit (every reading of ``\\sin \\theta\\, e_\\theta``) and hand the result to
+arguments explicit (every reading of ``\sin \theta\, e_\theta``) and hand the result to
 ``latex2sympy2_extended`` with ``lowercase_symbols=False``; parses are memoised. They are meant to run
 inside a sandbox worker (:mod:`studybench.verify.sandbox`). :func:`symbol_keys` is the pure string part
 (which symbols an answer uses), safe in-process.
@@ -40,8 +40,10 @@ _NUMBER_TOKEN = re.compile(r"\d+(?:\.\d*)?|\.\d+|\(\d[\d.]*\\times 10\^\{-?\d+\}
 
 
 def _factor_end(conv: list[str], i: int) -> int | None:
-    """End of one multiplicative factor of converted tokens starting at ``conv[i]`` (a symbol, number,
-    fraction, root or bracketed group, with an optional power), else None."""
+    """End of one multiplicative factor of converted tokens starting at ``conv[i]``.
+
+    A symbol, number, fraction, root or bracketed group, with an optional power; ``None`` otherwise.
+    """
     n = len(conv)
     if i >= n:
         return None
@@ -88,9 +90,12 @@ def _factor_end(conv: list[str], i: int) -> int | None:
 
 
 def _function_readings(conv: list[str], gold: bool = False, stops: frozenset[str] = frozenset()) -> list[list[str]]:
-    """Readings of brace-less function arguments: ``\\sin \\theta e_\\theta`` may mean
-    ``\\sin(\\theta) e_\\theta`` or ``\\sin(\\theta e_\\theta)``; each reading makes every argument
-    explicit. The first reading is the greedy one (latex2sympy's). At most :data:`_MAX_READINGS`."""
+    r"""Readings of brace-less function arguments.
+
+    ``\sin \theta e_\theta`` may mean ``\sin(\theta) e_\theta`` or ``\sin(\theta e_\theta)``; each
+    reading makes every argument explicit. The first reading is the greedy one (latex2sympy's). At
+    most :data:`_MAX_READINGS`.
+    """
     out: list[list[str]] = []
 
     def expand(r: list[str], start: int) -> None:
@@ -138,9 +143,11 @@ def _function_readings(conv: list[str], gold: bool = False, stops: frozenset[str
 
 
 def _tight_division(conv: list[str]) -> list[str] | None:
-    """The reading of ``(a)/(b)\\, c`` as ``\\frac{a}{b} c`` (latex2sympy reads ``a/(b c)``): each
-    ``X / Y`` with single factors X and Y followed by more factors becomes a fraction. None when
-    there is no such division."""
+    r"""The reading of ``(a)/(b)\, c`` as ``\frac{a}{b} c`` (latex2sympy reads ``a/(b c)``).
+
+    Each ``X / Y`` with single factors X and Y followed by more factors becomes a fraction. ``None``
+    when there is no such division.
+    """
     out = list(conv)
     changed = False
     k = 0
@@ -183,8 +190,10 @@ def _tight_division(conv: list[str]) -> list[str] | None:
 
 
 def _reciprocal_functions(conv: list[str]) -> list[str]:
-    """``\\sech``, ``\\csch``, ``\\coth`` (which latex2sympy misreads as ``\\sec h``) as quotients of
-    ``\\cosh`` and ``\\sinh``; the argument must be bracketed by then."""
+    r"""``\sech``, ``\csch``, ``\coth`` (which latex2sympy misreads as ``\sec h``) as quotients.
+
+    They become quotients of ``\cosh`` and ``\sinh``; the argument must be bracketed by then.
+    """
     if not any(t in ("\\sech", "\\csch", "\\coth") for t in conv):
         return conv
     out: list[str] = []
@@ -247,6 +256,7 @@ _L2S_CONFIG: Any = None
 
 
 def _convert(latex: str, aliases: Aliaser | None) -> tuple[Aliaser, list[str]]:
+    """Size guards, then the aliased tokens of ``latex`` (raises :class:`LatexError`)."""
     if not isinstance(latex, str) or not latex.strip():
         raise LatexError("empty")
     if len(latex) > MAX_SYMBOLIC_LEN:
@@ -275,8 +285,11 @@ def _l2s(conv: list[str]) -> Any:
 
 @functools.lru_cache(maxsize=8192)
 def _l2s_text(text: str) -> Any:
-    """latex2sympy on aliased text, memoised: the ANTLR parse dominates the verifier's cost and the
-    same aliased text recurs across the pairs of one judgement (SymPy objects are immutable)."""
+    """latex2sympy on aliased text, memoised.
+
+    The ANTLR parse dominates the verifier's cost and the same aliased text recurs across the reading
+    pairs of one comparison (SymPy objects are immutable).
+    """
     global _L2S_CONFIG
     from latex2sympy2_extended import latex2sympy
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig
@@ -316,13 +329,26 @@ def to_sympy(latex: str, aliases: Aliaser | None = None) -> Any:
 
 
 def to_sympy_readings(latex: str, aliases: Aliaser | None = None, gold: bool = False) -> list[Any]:
-    """Every reading of ``latex`` that parses: ``\\sin \\theta\\, e_\\theta`` is read both as
-    ``sin(theta) e_theta`` and as ``sin(theta e_theta)`` (brace-less function arguments are
-    ambiguous in LaTeX); the first element is latex2sympy's greedy reading when it parses. At most
-    six readings. A ``gold`` is read only the conventional way (greedy, or stopping before a vector
-    or subscripted symbol) and never with the tight-slash reading, so that a prediction cannot match
-    an unintended reading of the gold. Raises :class:`LatexError` when no reading parses (same causes
-    as :func:`to_sympy`)."""
+    r"""Every reading of ``latex`` that parses.
+
+    ``\sin \theta\, e_\theta`` is read both as ``sin(theta) e_theta`` and as ``sin(theta e_theta)``
+    (brace-less function arguments are ambiguous in LaTeX); the first element is latex2sympy's greedy
+    reading when it parses. At most six readings.
+
+    Args:
+        latex: one box's content or a part of it (untrusted).
+        aliases: the shared alias table of the comparison (:func:`studybench.verify.aliasing.new_aliases`);
+            a fresh one when ``None``.
+        gold: read the text only the conventional way (greedy, or stopping before a vector or
+            subscripted symbol) and never with the tight-slash reading, so that a prediction cannot
+            match an unintended reading of the gold.
+
+    Returns:
+        The SymPy objects, one per reading that parses.
+
+    Raises:
+        LatexError: when no reading parses (the causes of :func:`to_sympy`).
+    """
     al, conv = _convert(latex, aliases)
     out: list[Any] = []
     err: LatexError | None = None
@@ -338,9 +364,17 @@ def to_sympy_readings(latex: str, aliases: Aliaser | None = None, gold: bool = F
 
 
 def symbol_keys(latex: str) -> set[str] | None:
-    """The symbols a LaTeX answer uses, as normalised keys (``k_{B}``, ``\\epsilon_{0}``,
-    ``deriv1(x|t)``), without SymPy (pure string work, safe in-process); ``None`` when it cannot be
-    read. Never raises."""
+    r"""The symbols a LaTeX answer uses, as normalised keys, without SymPy.
+
+    Pure string work, safe in-process (the dense reward uses it).
+
+    Args:
+        latex: one answer.
+
+    Returns:
+        Keys such as ``k_{B}``, ``\epsilon_{0}``, ``deriv1(x|t)``; ``None`` when the answer cannot be
+        read. Never raises.
+    """
     try:
         al = new_aliases(latex)
         _convert(latex, al)

@@ -1,9 +1,9 @@
-"""LaTeX normalisation for string comparison (PROTOCOL.md section 5).
+r"""LaTeX normalisation for string comparison (PROTOCOL.md section 5).
 
 Pure string helpers, safe and cheap in any process (the in-process fast path uses them):
 :func:`norm_string` (the normalised form compared for exact equality), :func:`norm_text`
-(case-folded text for QL / MC / TF), :func:`split_relations` (top-level ``=``, ``\\approx``, ``<`` ...
-splitting), :func:`rhs`, :func:`expand_braceless` (``\\frac12`` -> ``\\frac{1}{2}``),
+(case-folded text for QL / MC / TF), :func:`split_relations` (top-level ``=``, ``\approx``, ``<`` ...
+splitting), :func:`rhs`, :func:`expand_braceless` (``\frac12`` -> ``\frac{1}{2}``),
 :func:`strip_text_remarks`, :func:`join_digit_groups` and :func:`tokenize`. None of them raises.
 
 :class:`LatexError` is the one error the LaTeX -> SymPy conversion (:mod:`studybench.verify.conversion`)
@@ -66,9 +66,11 @@ _BRACELESS_MACROS = {"frac": 2, "dfrac": 2, "tfrac": 2, "cfrac": 2, "sqrt": 1}
 
 
 def _braceless_arg(s: str, i: int) -> tuple[str, int] | None:
-    """One TeX macro argument at ``s[i:]`` (spaces skipped): a braced group (kept with braces),
-    a control word, or a single character (so ``12`` gives ``1``). ``None`` at the end or before
-    an optional ``[`` argument."""
+    """One TeX macro argument at ``s[i:]`` (spaces skipped).
+
+    A braced group (kept with braces), a control word, or a single character (so ``12`` gives ``1``).
+    ``None`` at the end or before an optional ``[`` argument.
+    """
     n = len(s)
     while i < n and s[i] in " \t\n":
         i += 1
@@ -90,10 +92,20 @@ _BRACELESS_MAX_DEPTH = 20
 
 
 def expand_braceless(s: str, _depth: int = 0) -> str:
-    """Give brace-less macro arguments their braces: ``\\frac12`` -> ``\\frac{1}{2}``,
-    ``\\frac\\pi4`` -> ``\\frac{\\pi}{4}``, ``\\sqrt2`` -> ``\\sqrt{2}`` (TeX reads one token per
-    argument), also inside braced arguments up to a nesting depth of 20. ``\\sqrt[n]{...}`` is left
-    alone. Strings over 4,000 characters are returned unchanged (the scan is quadratic in the worst case). Never raises."""
+    r"""Give brace-less macro arguments their braces: ``\frac12`` -> ``\frac{1}{2}``.
+
+    Also ``\frac\pi4`` -> ``\frac{\pi}{4}``, ``\sqrt2`` -> ``\sqrt{2}`` (TeX reads one token per
+    argument), also inside braced arguments up to a nesting depth of 20. ``\sqrt[n]{...}`` is left
+    alone.
+
+    Args:
+        s: LaTeX text (anything else gives "").
+        _depth: recursion depth (internal).
+
+    Returns:
+        ``s`` with explicit braces; strings over 4,000 characters unchanged (the scan is quadratic in
+        the worst case). Never raises.
+    """
     if not isinstance(s, str):
         return ""
     if "\\" not in s or len(s) > _BRACELESS_MAX_LEN or _depth > _BRACELESS_MAX_DEPTH:
@@ -142,9 +154,12 @@ _SIMPLE_WRAPPED = re.compile(
 
 
 def _unwrap_simple(m: re.Match[str]) -> str:
-    """``\\mathrm{B}`` -> `` B`` (the space keeps it apart from a preceding control word and is
-    dropped later); after ``_``/``^`` one character stays bare and longer content keeps its braces,
-    so ``k_\\mathrm{B}``, ``k_{\\mathrm{B}}`` and ``k_B`` agree while ``v_\\text{max}`` stays ``v_{max}``."""
+    r"""``\mathrm{B}`` -> `` B`` (the space keeps it apart from a preceding control word).
+
+    The space is dropped later; after ``_``/``^`` one character stays bare and longer content keeps its
+    braces, so ``k_\mathrm{B}``, ``k_{\mathrm{B}}`` and ``k_B`` agree while ``v_\text{max}`` stays
+    ``v_{max}``.
+    """
     c = m.group("c")
     pre = m.group("pre")
     if pre:
@@ -154,12 +169,18 @@ def _unwrap_simple(m: re.Match[str]) -> str:
 
 
 def norm_string(s: str) -> str:
-    """Normalised LaTeX for exact-string comparison (never raises).
+    r"""Normalised LaTeX for exact-string comparison (the fast path's equality).
 
-    Drops ``$``, ``\\left``/``\\right``, spacing commands, font/text wrappers (keeping their
-    content), ``\\dfrac``/``\\tfrac`` -> ``\\frac``, ``\\le``/``\\ge`` spellings, a trailing period,
+    Drops ``$``, ``\left``/``\right``, spacing commands, font/text wrappers (keeping their
+    content), ``\dfrac``/``\tfrac`` -> ``\frac``, ``\le``/``\ge`` spellings, a trailing period,
     and whitespace that LaTeX ignores. A space between a control word and a letter is kept, so
-    ``\\omega t`` and ``\\omegat`` stay different.
+    ``\omega t`` and ``\omegat`` stay different.
+
+    Args:
+        s: LaTeX text (anything else gives "").
+
+    Returns:
+        The normalised string. Never raises.
     """
     if not isinstance(s, str):
         return ""
@@ -180,9 +201,15 @@ def norm_string(s: str) -> str:
 
 
 def norm_text(s: str) -> str:
-    """Case-folded plain text for QL / MC / TF comparison (never raises).
+    r"""Case-folded plain text for QL / MC / TF comparison.
 
-    Strips ``\\text{}``-style wrappers, ``$``, braces, punctuation and repeated spaces.
+    Strips ``\text{}``-style wrappers, ``$``, braces, punctuation and repeated spaces.
+
+    Args:
+        s: text, possibly LaTeX (anything else gives "").
+
+    Returns:
+        Lower-case words separated by single spaces. Never raises.
     """
     if not isinstance(s, str):
         return ""
@@ -214,11 +241,18 @@ _REL_MACROS = {
 
 
 def split_relations(s: str, ops: frozenset[str] = frozenset({"=", "<", ">", "<=", ">="})) -> tuple[list[str], list[str]]:
-    """Split ``s`` at top-level relation symbols (outside any bracket).
+    r"""Split ``s`` at top-level relation symbols (outside any bracket).
 
-    Returns ``(segments, operators)`` with ``len(segments) == len(operators) + 1``; operators are
-    normalised to ``=``, ``<``, ``>``, ``<=``, ``>=`` (``\\approx``/``\\sim``/``\\simeq`` count as
-    ``=``). Only operators in ``ops`` split. Never raises.
+    Operators are normalised to ``=``, ``<``, ``>``, ``<=``, ``>=`` (``\approx``/``\sim``/``\simeq``
+    count as ``=``).
+
+    Args:
+        s: LaTeX text.
+        ops: the normalised operators that split; others stay inside the segments.
+
+    Returns:
+        ``(segments, operators)`` with ``len(segments) == len(operators) + 1``, segments stripped.
+        Never raises.
     """
     segs: list[str] = []
     found: list[str] = []
@@ -274,6 +308,14 @@ def split_relations(s: str, ops: frozenset[str] = frozenset({"=", "<", ">", "<="
 
 
 def rhs(s: str) -> str:
+    r"""The last side of a chain of equalities: ``v = 3\,\mathrm{m/s}`` -> ``3\,\mathrm{m/s}``.
+
+    Args:
+        s: LaTeX text.
+
+    Returns:
+        The segment after the last top-level ``=`` (``s`` itself when there is none).
+    """
     segs, _ = split_relations(s, frozenset({"="}))
     return segs[-1]
 
@@ -282,9 +324,15 @@ _TEXT_MACRO = re.compile(r"\\(?:text|textrm|mbox|textit|textbf)\s*\{")
 
 
 def strip_text_remarks(s: str) -> str:
-    """Remove ``\\text{...}`` groups whose content is a remark (contains a space or > 3 letters).
+    r"""Remove ``\text{...}`` groups whose content is a remark (contains a space or > 3 letters).
 
-    Short ``\\text{max}``-style labels stay. Never raises.
+    Short ``\text{max}``-style labels stay.
+
+    Args:
+        s: LaTeX text.
+
+    Returns:
+        ``s`` with each remark group replaced by a space. Never raises.
     """
     out: list[str] = []
     i = 0
@@ -312,13 +360,13 @@ _DIGIT_GROUPS = re.compile(r"(?<![\d.])(\d{1,3})((?:(?:\\,|\{,\})\d{3})+)(?![\d]
 
 
 def join_digit_groups(s: str) -> str:
-    """Join digit groups written with thin spaces or braces: ``12{,}000`` and ``12\\,000`` -> ``12000``.
+    r"""Join digit groups written with thin spaces or braces: ``12{,}000`` and ``12\,000`` -> ``12000``.
 
     Args:
         s: LaTeX text.
 
     Returns:
-        ``s`` with every group of three digits after ``\\,`` or ``{,}`` joined to the digits before it.
+        ``s`` with every group of three digits after ``\,`` or ``{,}`` joined to the digits before it.
     """
     return _DIGIT_GROUPS.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), s)
 
@@ -337,8 +385,17 @@ _TOKEN = re.compile(
 
 
 def tokenize(s: str) -> list[str]:
-    """Split LaTeX into tokens: control words (trailing spaces dropped), control symbols,
-    numbers (``3e8`` is one number), and single characters. Whitespace is dropped. Never raises."""
+    """Split LaTeX into tokens.
+
+    Control words (trailing spaces dropped), control symbols, numbers (``3e8`` is one number), and
+    single characters; whitespace is dropped.
+
+    Args:
+        s: LaTeX text.
+
+    Returns:
+        The tokens in order. Never raises.
+    """
     out = []
     for m in _TOKEN.finditer(s):
         t = m.group(0)

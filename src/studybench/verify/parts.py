@@ -1,7 +1,7 @@
-"""Multi-part answers: parts, groups, labels, and matching them in order or order-free (PROTOCOL.md 5).
+r"""Multi-part answers: parts, groups, labels, and matching them in order or order-free (PROTOCOL.md 5).
 
 :func:`answer_parts` lists the parts of one box (groups separated by ``;``, comma-separated parts,
-alignment rows, equations joined by ``\\quad`` or "and"); :func:`compare_parts` compares two boxes
+alignment rows, equations joined by ``\quad`` or "and"); :func:`compare_parts` compares two boxes
 part by part: groups as wholes, parts order-free when they form a set (:func:`set_like`: equations,
 labelled values, states) with labels respected, collective subscripts (``P_{2,1,0}``) written out,
 spectroscopic terms ``^{2S+1}L_J`` read as ``L=, S=, J=``. :func:`match_unordered` is the order-free
@@ -46,8 +46,14 @@ _COLLECTIVE = re.compile(r"_\{\s*([^{}]{1,20}?,[^{}]{1,20}?)\s*\}")
 
 
 def flatten_env(s: str) -> str:
-    """``\\begin{aligned} a &= b, \\\\ c &= d \\end{aligned}`` -> ``a = b, , c = d``: the rows of an
-    alignment environment are separate answers (matrices keep their rows)."""
+    r"""Rows of an alignment environment as separate answers (matrices keep their rows).
+
+    Args:
+        s: one box (``\begin{aligned} a &= b, \\ c &= d \end{aligned}``).
+
+    Returns:
+        ``s`` with the environment dropped and its rows separated by commas (``a = b, , c = d``).
+    """
     if "\\begin" not in s or _MATRIX_ENV.search(s):
         return s
     t = _ENV.sub(" ", s)
@@ -56,7 +62,7 @@ def flatten_env(s: str) -> str:
 
 
 def _split_quad(p: str) -> list[str]:
-    """``y' = y \\quad z' = z`` (two equations joined by spacing or "and") -> two parts."""
+    r"""``y' = y \quad z' = z`` (two equations joined by spacing or "and") -> two parts."""
     if len(split_relations(p, frozenset({"="}))[0]) < 3 or not _QUAD_SPLIT.search(p):
         return [p]
     pieces = [x.strip() for x in _QUAD_SPLIT.split(p) if x.strip().strip(",;")]
@@ -66,9 +72,18 @@ def _split_quad(p: str) -> list[str]:
 
 
 def answer_parts(s: str) -> list[list[str]]:
-    """The parts one box lists: groups separated by top-level ``;``, each a list of top-level
-    comma-separated parts (alignment rows count as parts; equations joined by ``\\quad`` or "and"
-    are two parts). Brackets keep tuples and intervals whole. Never raises."""
+    r"""The parts one box lists.
+
+    Groups are separated by top-level ``;``, parts within a group by top-level commas; alignment rows
+    count as parts and equations joined by ``\quad`` or "and" are two parts. Brackets keep tuples and
+    intervals whole.
+
+    Args:
+        s: one box.
+
+    Returns:
+        One list of parts per group, empty parts dropped. Never raises.
+    """
     t = flatten_env(s).strip().rstrip(".")
     out = []
     for g in split_top_level(t, ";"):
@@ -83,8 +98,10 @@ def answer_parts(s: str) -> list[list[str]]:
 
 
 def _expand_collective(parts: list[str]) -> list[str]:
-    """``^{3}P_{2,1,0}`` -> ``^{3}P_{2}``, ``^{3}P_{1}``, ``^{3}P_{0}`` (a subscript list names several
-    levels)."""
+    """``^{3}P_{2,1,0}`` -> ``^{3}P_{2}``, ``^{3}P_{1}``, ``^{3}P_{0}``.
+
+    A subscript list names several levels.
+    """
     out = []
     for p in parts:
         m = _COLLECTIVE.search(p)
@@ -97,8 +114,16 @@ def _expand_collective(parts: list[str]) -> list[str]:
 
 
 def regroup(preds: list[str], n: int) -> list[str]:
-    """Predicted boxes regrouped to ``n`` slots when the model packed several slots into one box:
-    split at top-level commas, then also at top-level semicolons; unchanged when no split fits."""
+    """Regroup predicted boxes to ``n`` boxes when the model packed several answers into one box.
+
+    Args:
+        preds: the predicted boxes.
+        n: the number of gold boxes.
+
+    Returns:
+        The parts split at top-level commas, else also at top-level semicolons, when that gives ``n``;
+        else ``preds`` unchanged.
+    """
     if len(preds) == n:
         return preds
     parts = [x for p in preds for x in split_top_level(p.strip().rstrip(".,;")) if x]
@@ -122,8 +147,10 @@ def _label(p: str) -> tuple[str, str] | None:
 
 
 def _labelled(one: Callable[[str, str], RuleResult], equations: bool) -> Callable[[str, str], RuleResult]:
-    """Wrap a part judge: when both parts carry labels (``E_1 = ...``), the labels must agree
-    (``E_1 = a, E_2 = b`` never matches ``E_1 = b, E_2 = a``)."""
+    """Wrap a part rule: when both parts carry labels (``E_1 = ...``), the labels must agree.
+
+    ``E_1 = a, E_2 = b`` never matches ``E_1 = b, E_2 = a``.
+    """
 
     def fn(g: str, p: str) -> RuleResult:
         gl, pl = _label(g), _label(p)
@@ -139,6 +166,15 @@ SUBSCRIPT_RE = re.compile(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]+")
 
 
 def same_lhs(glhs: str, plhs: str) -> bool:
+    """Whether two left sides are the same: equal normalised strings, or symbolically equal.
+
+    Args:
+        glhs: the gold's left side.
+        plhs: the prediction's left side.
+
+    Returns:
+        Whether they name the same quantity (worker side: may call SymPy).
+    """
     if norm_string(glhs) == norm_string(plhs):
         return True
     ok, _ = latex_equal(glhs, plhs)
@@ -146,9 +182,19 @@ def same_lhs(glhs: str, plhs: str) -> bool:
 
 
 def labels_compatible(a: str, b: str) -> bool:
-    """Two left sides name the same quantity: equal (as strings or symbolically), equal up to vector
-    markup, or equal once the subscripts of the one side that has them are dropped (``x_0`` and
-    ``x``; never ``v_{max}`` and ``v_{min}``, never ``T_1`` and ``T_2``)."""
+    """Whether two left sides name the same quantity.
+
+    Equal (as strings or symbolically), equal up to vector markup, or equal once the subscripts of the
+    one side that has them are dropped (``x_0`` and ``x``; never ``v_{max}`` and ``v_{min}``, never
+    ``T_1`` and ``T_2``).
+
+    Args:
+        a: one left side.
+        b: the other left side.
+
+    Returns:
+        Whether they are compatible labels.
+    """
     if same_lhs(a, b):
         return True
 
@@ -213,8 +259,10 @@ def _term_as_quantum_numbers(part: str) -> str | None:
 
 
 def _terms_to_groups(gg: list[list[str]], pg: list[list[str]]) -> list[list[str]] | None:
-    """Prediction term symbols rewritten as groups of quantum numbers when the gold lists its
-    states as ``L=.., S=.., J=..`` groups."""
+    """Prediction term symbols rewritten as groups of quantum numbers.
+
+    Only when the gold lists its states as ``L=.., S=.., J=..`` groups; else ``None``.
+    """
     labels = {(_label(x) or ("",))[0].strip() for g in gg for x in g}
     if len(gg) < 1 or not labels or not labels <= {"L", "S", "J"}:
         return None
@@ -232,10 +280,18 @@ _PRESCRIPT = re.compile(r"^\s*(?:\{\s*\})?\s*\^")
 
 
 def set_like(parts: list[str]) -> bool:
-    """Whether several answers form a set that may be listed in any order: every part is an
-    equation or a labelled value (``E_1 = ...``), or a state written with a pre-superscript
-    (``^{3}P_{2}``, ``^{4}_{2}He``). A list of plain numbers, letters or unlabelled expressions is a
-    sequence (parts in order, a ranking)."""
+    """Whether several answers form a set that may be listed in any order.
+
+    Every part is an equation or a labelled value (``E_1 = ...``), or a state written with a
+    pre-superscript (``^{3}P_{2}``, ``^{4}_{2}He``). A list of plain numbers, letters or unlabelled
+    expressions is a sequence (parts in order, a ranking).
+
+    Args:
+        parts: the answers.
+
+    Returns:
+        Whether they form a set (``False`` for no parts).
+    """
     if not parts:
         return False
     return all(_label(p) is not None or "=" in split_relations(p, frozenset({"="}))[1] for p in parts) or all(
@@ -244,6 +300,17 @@ def set_like(parts: list[str]) -> bool:
 
 
 def match_in_order(golds: list[str], preds: list[str], fn: Callable[[str, str], RuleResult]) -> RuleResult:
+    """Match gold and predicted answers position by position.
+
+    Args:
+        golds: the gold answers.
+        preds: the predicted answers.
+        fn: the rule that compares one gold answer with one predicted answer.
+
+    Returns:
+        ``(decision, reason)``: ``False`` at the first mismatch (the reason names the position) or for
+        different counts, ``None`` when some pair is undecided, else ``True``.
+    """
     if len(golds) != len(preds):
         return False, f"expected {len(golds)} answers, got {len(preds)}"
     undecided = False
@@ -274,9 +341,19 @@ def _bipartite(table: list[list[bool]]) -> bool:
 
 
 def match_unordered(golds: list[str], preds: list[str], fn: Callable[[str, str], RuleResult]) -> RuleResult:
-    """Order-free matching of equally many gold and predicted answers: every gold answer must be
-    matched by a different prediction (a perfect bipartite matching). ``None`` when only undecided
-    pairs could complete the matching."""
+    """Order-free matching of equally many gold and predicted answers (a perfect bipartite matching).
+
+    Every gold answer must be matched by a different prediction. The answers in the gold's order are
+    tried first.
+
+    Args:
+        golds: the gold answers.
+        preds: the predicted answers.
+        fn: the rule that compares one gold answer with one predicted answer.
+
+    Returns:
+        ``(decision, reason)``; ``None`` when only undecided pairs could complete the matching.
+    """
     n = len(golds)
     if n != len(preds):
         return False, f"expected {n} answers, got {len(preds)}"
@@ -303,11 +380,23 @@ def match_unordered(golds: list[str], preds: list[str], fn: Callable[[str, str],
 
 
 def compare_parts(gold: str, pred: str, one: Callable[[str, str], RuleResult], equations: bool = False) -> RuleResult | None:
-    """Compare two boxes part by part (:func:`answer_parts`) when the gold lists several answers;
-    ``None`` when the gold is a single answer (the caller judges it whole).
+    """Compare two boxes part by part (:func:`answer_parts`) when the gold lists several answers.
 
-    Groups (``;``) are matched order-free, parts within a group order-free with labels respected
-    (:func:`_labelled`); a collective subscript (``P_{2,1,0}``) may be written out."""
+    Groups (``;``) are matched as wholes, order-free; the parts are matched order-free with labels
+    respected when both sides form a set (:func:`set_like`) or for equations, else in order; a
+    collective subscript (``P_{2,1,0}``) may be written out and spectroscopic terms may stand for
+    ``L=, S=, J=`` groups.
+
+    Args:
+        gold: one gold box.
+        pred: one predicted box.
+        one: the rule that compares one gold part with one predicted part.
+        equations: the parts are equations (EQ): always order-free, labels compared by ``one``.
+
+    Returns:
+        ``(decision, reason)``, or ``None`` when the gold is a single answer (the caller compares it
+        whole).
+    """
     gg, pg = answer_parts(gold), answer_parts(pred)
     terms = _terms_to_groups(gg, pg)
     if terms is not None:

@@ -1,11 +1,11 @@
-"""Words in answers: normalised words, prose between formulas, trailing remarks, conditions (PROTOCOL.md 5).
+r"""Words in answers: normalised words, prose between formulas, trailing remarks, conditions (PROTOCOL.md 5).
 
 * :func:`prose_words`: the normalised words of a phrase (case, punctuation, hyphens, articles,
   plurals, British spellings, a small synonym lexicon); the QL rule and the words between formulas
   of EX answers compare these.
-* :func:`prose_segments`: an answer cut into formulas and prose groups (``\\text{...}`` with a space).
+* :func:`prose_segments`: an answer cut into formulas and prose groups (``\text{...}`` with a space).
 * :func:`strip_remark`, :func:`trailing_words`: a trailing remark or phrase split from the formula.
-* :func:`split_condition`, :func:`split_conditions`: a stated condition (``\\text{ for } r < R``)
+* :func:`split_condition`, :func:`split_conditions`: a stated condition (``\text{ for } r < R``)
   split from the value; a gold's condition must be stated, and a prediction may not add one.
 
 Pure string work, safe in-process. None of these raises.
@@ -43,8 +43,10 @@ _SYNONYMS = {
 
 
 def _spelling(w: str) -> str:
-    """British to American spelling of one word (``polarised`` -> ``polarized``, ``colour`` ->
-    ``color``, ``centre`` -> ``center``); words such as ``clockwise`` or ``noise`` are left alone."""
+    """British to American spelling of one word (``polarised`` -> ``polarized``, ``colour`` -> ``color``).
+
+    ``centre`` -> ``center``; words such as ``clockwise`` or ``noise`` are left alone.
+    """
     if w in _SPELLING_SKIP or w.endswith("wise"):
         return w
     m = re.fullmatch(r"([a-z]{3,})is(e|ed|es|ing|ation|ations)", w)
@@ -58,8 +60,18 @@ def _spelling(w: str) -> str:
 
 
 def prose_words(s: str) -> list[str]:
-    """Normalised words of one clause: case-folded, hyphens as spaces, articles dropped, a few
-    synonyms mapped, British spellings mapped, a plural or third-person ``s`` removed."""
+    """The normalised words of one clause.
+
+    Case-folded, hyphens as spaces, articles dropped, a few synonyms mapped (``anticlockwise`` ->
+    ``counterclockwise``, ``can't`` -> ``cannot``), British spellings mapped, a plural or third-person
+    ``s`` removed.
+
+    Args:
+        s: a phrase, possibly with LaTeX text wrappers.
+
+    Returns:
+        The words in order.
+    """
     t = norm_text(s)
     for a, b in _SYNONYMS.items():
         t = re.sub(r"(?<![a-z])" + re.escape(a) + r"(?![a-z])", b, t)
@@ -76,6 +88,15 @@ def prose_words(s: str) -> list[str]:
 
 
 def prose_equal(a: str, b: str) -> bool:
+    """Whether two phrases have the same normalised words (:func:`prose_words`).
+
+    Args:
+        a: a phrase.
+        b: another phrase.
+
+    Returns:
+        Whether their words are equal, in order.
+    """
     return prose_words(a) == prose_words(b)
 
 
@@ -86,8 +107,16 @@ _PROSE = re.compile(r"\\(?:text|mbox|textrm|textit|textbf)\s*\{")
 
 
 def prose_segments(s: str) -> list[tuple[bool, str]]:
-    """``s`` cut at prose groups (``\\text{...}`` with a space inside): ``(is_prose, text)`` pieces in
-    order, empty pieces dropped; one-word groups (``\\text{max}``) stay inside the math. Never raises."""
+    r"""Cut an answer at its prose groups (``\text{...}`` with a space inside).
+
+    One-word groups (``\text{max}``) stay inside the math.
+
+    Args:
+        s: one answer.
+
+    Returns:
+        ``(is_prose, text)`` pieces in order, empty pieces dropped. Never raises.
+    """
     out: list[tuple[bool, str]] = []
     i = pos = 0
     while True:
@@ -112,7 +141,14 @@ def prose_segments(s: str) -> list[tuple[bool, str]]:
 
 
 def prose_after_math(seg: list[tuple[bool, str]]) -> bool:
-    """Whether a formula follows some prose (``A \\text{ for } B``), not only trailing words."""
+    r"""Whether a formula follows some prose (``A \text{ for } B``), not only trailing words.
+
+    Args:
+        seg: the pieces of :func:`prose_segments`.
+
+    Returns:
+        ``True`` when a formula piece comes after a prose piece.
+    """
     seen_prose = False
     for is_p, _ in seg:
         if is_p:
@@ -134,7 +170,14 @@ _CONDITION = re.compile(r"\\(?:text|mbox|textrm)\s*\{\s*,?\s*(?:for|if|when|wher
 
 
 def strip_remark(s: str) -> str:
-    """Drop a trailing parenthetical remark: ``\\text{ (both rotating)}``, ``(axial, zero outside)``."""
+    r"""Drop a trailing parenthetical remark: ``\text{ (both rotating)}``, ``(axial, zero outside)``.
+
+    Args:
+        s: one answer.
+
+    Returns:
+        ``s`` without the remark (``s`` itself when nothing would be left).
+    """
     t = _TRAILING_SPACE.sub("", s)
     for _ in range(3):
         t2 = _TRAILING_SPACE.sub("", _REMARK.sub("", t))
@@ -145,8 +188,15 @@ def strip_remark(s: str) -> str:
 
 
 def trailing_words(s: str) -> tuple[str, str]:
-    """``(body, words)``: a trailing remark or phrase (``\\text{ (counterclockwise)}``,
-    ``(outside the sphere)``, ``\\text{ upward}``) split from the formula; ``(s, "")`` when none."""
+    r"""Split a trailing remark or phrase from the formula.
+
+    Args:
+        s: one answer (``v_0 \text{ upward}``, ``\omega \text{ (counterclockwise)}``,
+            ``E (outside the sphere)``).
+
+    Returns:
+        ``(body, words)``; ``(s, "")`` when there are none.
+    """
     body = strip_remark(s)
     if body != s:
         return body, s[len(body) :]
@@ -157,7 +207,14 @@ def trailing_words(s: str) -> tuple[str, str]:
 
 
 def split_condition(s: str) -> tuple[str, str]:
-    """``(value, condition)`` of ``B = 0 \\text{ for } r < r_1``; ``(s, "")`` without a condition."""
+    r"""Split the stated condition from a value: ``B = 0 \text{ for } r < r_1``.
+
+    Args:
+        s: one answer.
+
+    Returns:
+        ``(value, condition)``; ``(s, "")`` without a condition.
+    """
     m = _CONDITION.search(s)
     if not m or not s[: m.start()].strip():
         return s, ""
@@ -165,9 +222,19 @@ def split_condition(s: str) -> tuple[str, str]:
 
 
 def split_conditions(gold: str, pred: str) -> tuple[str, str] | RuleResult:
-    """The gold and prediction without their conditions (``\\text{ for } r < R``) when the conditions
-    agree, else a failing :data:`SlotResult`: a gold condition must be stated, and a prediction may
-    not add a condition or definition the gold does not state."""
+    r"""The gold and the prediction without their conditions (``\text{ for } r < R``), when these agree.
+
+    A gold condition must be stated, and a prediction may not add a condition or definition the gold
+    does not state.
+
+    Args:
+        gold: one gold answer.
+        pred: one predicted answer.
+
+    Returns:
+        ``(gold value, predicted value)`` (both unchanged when neither states a condition), or a
+        failing :data:`studybench.verify.verdict.RuleResult` that says what differs.
+    """
     gv, gc = split_condition(gold)
     pv, pc = split_condition(pred)
     if gc and not pc:

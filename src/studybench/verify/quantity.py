@@ -1,16 +1,16 @@
-"""Numbers, scientific notation and units (PROTOCOL.md section 5, NV).
+r"""Numbers, scientific notation and units (PROTOCOL.md section 5, NV).
 
-:func:`parse_quantity` reads one numeric answer written in LaTeX - ``3\\times10^{8}``,
-``3\\cdot 10^8``, ``3e8``, ``\\frac{1}{2}``, ``-0.5``, ``98.5\\%``, ``45^\\circ``, ``51^{\\circ}5'``,
-``10^{4}`` - with an optional left side (``v =``, ``y \\approx``) and an optional trailing unit
-(``\\,\\mathrm{km\\,s^{-1}}``, ``\\text{ eV}``). It is a small hand-written scanner: no eval, no
+:func:`parse_quantity` reads one numeric answer written in LaTeX - ``3\times10^{8}``,
+``3\cdot 10^8``, ``3e8``, ``\frac{1}{2}``, ``-0.5``, ``98.5\%``, ``45^\circ``, ``51^{\circ}5'``,
+``10^{4}`` - with an optional left side (``v =``, ``y \approx``) and an optional trailing unit
+(``\,\mathrm{km\,s^{-1}}``, ``\text{ eV}``). It is a small hand-written scanner: no eval, no
 SymPy, linear time, and exponents are capped, so it is safe on untrusted text.
-:func:`compare_quantities` compares two parsed quantities by the NV rules (signs, ``\\pm``, percent,
+:func:`compare_quantities` compares two parsed quantities by the NV rules (signs, ``\pm``, percent,
 units) within the tolerance policy of :mod:`studybench.verify.tolerance`.
 
 Units: trailing text counts as a unit only when it is shaped like one (:func:`unit_syntax_ok`;
-``2 - 1``, ``2 \\text{ or } 3``, ``2e99999`` are not plain numbers) and, for a prediction, only
-when pint (plus a few astronomy units: ``M_\\odot``, ``R_\\oplus``, ``mag``, ``AU``, ``Jy``) reads it
+``2 - 1``, ``2 \text{ or } 3``, ``2e99999`` are not plain numbers) and, for a prediction, only
+when pint (plus a few astronomy units: ``M_\odot``, ``R_\oplus``, ``mag``, ``AU``, ``Jy``) reads it
 and it is no constant or lone variable letter (:func:`is_unit`; ``2R``, ``2i`` are rejected).
 :func:`convert_unit` converts with pint, treating angles as a dimension (``rad/s`` never equals
 ``Hz``; degrees, arcminutes, arcseconds and radians convert among themselves). The unit of a unitless
@@ -62,15 +62,15 @@ MAX_EXP = 400
 
 @dataclass(frozen=True)
 class Quantity:
-    """A parsed numeric answer.
+    r"""A parsed numeric answer.
 
     Attributes:
-        value: the number (percent kept as written: ``98.5\\%`` -> 98.5 with ``percent=True``;
+        value: the number (percent kept as written: ``98.5\%`` -> 98.5 with ``percent=True``;
             degrees as written in degrees).
         unit: normalised unit string ("" when none).
         percent: the number carried a ``%`` sign.
-        degrees: the number carried ``^\\circ``.
-        plus_minus: written with ``\\pm`` (either sign is accepted).
+        degrees: the number carried ``^\circ``.
+        plus_minus: written with ``\pm`` (either sign is accepted).
     """
 
     value: float
@@ -79,8 +79,8 @@ class Quantity:
     degrees: bool = False
     plus_minus: bool = False
     resolution: float = 0.0
-    """Half a unit in the last written decimal place, in the value's unit (``1.537`` -> 0.0005,
-    ``2.80\\times10^{5}`` -> 500); 0 for integers and fractions."""
+    r"""Half a unit in the last written decimal place, in the value's unit (``1.537`` -> 0.0005,
+    ``2.80\times10^{5}`` -> 500); 0 for integers and fractions."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,8 +154,11 @@ def _scan_number(s: str) -> tuple[float, str] | None:
 
 
 def _norm_unit(u: str) -> str:
-    """Normalise a unit string: drop wrappers, braces, spaces; ``\\mu`` -> ``u``, ``\\Omega`` -> ``ohm``,
-    ``M_\\odot`` -> ``M_sun``, ``R_\\oplus`` -> ``R_earth``, ``\\cdot`` -> a space."""
+    r"""Normalise a unit string: drop wrappers, braces, spaces.
+
+    ``\mu`` -> ``u``, ``\Omega`` -> ``ohm``, ``M_\odot`` -> ``M_sun``, ``R_\oplus`` -> ``R_earth``,
+    ``\cdot`` -> a space.
+    """
     u = re.sub(r"\\(?:mathrm|text|textrm|rm|mbox|operatorname|mathit)(?![A-Za-z])", "", u)
     u = u.replace("\\AA", "angstrom").replace("\\Omega", "ohm").replace("\\sec", "s").replace("\u00b5", "u").replace("\u03bc", "u")
     u = re.sub(r"_\s*\{?\s*\\odot\s*\}?", "_sun", u)
@@ -181,18 +184,32 @@ _ARC = re.compile(
 
 
 def unit_syntax_ok(u: str) -> bool:
-    """Whether a normalised unit string is shaped like a unit: letter words (``km``, ``M_sun``) with
-    optional integer powers, joined by spaces, ``*`` or ``/``, optional parentheses. Digits other
-    than powers, signs, relations and leftover macros are not units (``- 1``, ``or 3``, ``e99999``)."""
+    """Whether a normalised unit string is shaped like a unit.
+
+    Letter words (``km``, ``M_sun``) with optional integer powers, joined by spaces, ``*`` or ``/``,
+    optional parentheses. Digits other than powers, signs, relations and leftover macros are not units
+    (``- 1``, ``or 3``, ``e99999``).
+
+    Args:
+        u: a normalised unit string.
+
+    Returns:
+        Whether it has the shape of a unit (at most 60 characters).
+    """
     return bool(u) and len(u) <= 60 and _UNIT_SYNTAX.fullmatch(u) is not None
 
 
 def parse_quantity(s: str) -> Quantity | None:
     """Parse one numeric answer (a box or a relation's right-hand side) into a :class:`Quantity`.
 
-    Returns ``None`` when the text is not a plain number with optional unit (e.g. it contains
-    symbols). A leading left side is *not* removed here; see :func:`quantity_candidates`.
-    Never raises.
+    A leading left side is *not* removed here; see :func:`quantity_candidates`.
+
+    Args:
+        s: the text (untrusted; at most 400 characters are read).
+
+    Returns:
+        The quantity, or ``None`` when the text is not a plain number with an optional unit (e.g. it
+        contains symbols). Never raises.
     """
     try:
         return _parse_quantity(s)
@@ -275,14 +292,20 @@ _VALUE_OPS = frozenset({"=", "<", ">", "<=", ">="})
 
 
 def quantity_candidates(s: str, ops: frozenset[str] = _VALUE_OPS) -> list[Quantity]:
-    """All numeric values a box states, left to right.
+    r"""All numeric values a box states, left to right.
 
-    ``T \\approx 328\\,K \\approx 55^\\circ C`` gives two; ``v = 3\\times10^8`` gives one; a plain
-    number gives one; a bound such as ``B < 0.866\\,T`` gives the bound. Segments that are not
+    ``T \approx 328\,K \approx 55^\circ C`` gives two; ``v = 3\times10^8`` gives one; a plain
+    number gives one; a bound such as ``B < 0.866\,T`` gives the bound. Segments that are not
     numbers (the left side) are skipped. A trailing parenthetical restatement
-    (``245^\\circ \\; (4.28\\,rad)``) is also offered. ``ops`` are the relations that separate
-    values; a prediction is read with ``{"="}`` only, so that ``x > 2`` never states the value 2.
-    Never raises.
+    (``245^\circ \; (4.28\,rad)``) is also offered.
+
+    Args:
+        s: one box (untrusted; at most 2,000 characters are read).
+        ops: the relations that separate values; a prediction is read with ``{"="}`` only
+            (:func:`value_ops`), so that ``x > 2`` never states the value 2.
+
+    Returns:
+        The quantities, possibly none. Never raises.
     """
     if not isinstance(s, str) or len(s) > 2000:
         return []
@@ -316,14 +339,28 @@ EQ_ONLY = frozenset({"="})
 
 
 def value_ops(gold: str) -> frozenset[str]:
-    """Relations that may separate values in a prediction: ``=`` always, an inequality only when the
-    gold states a bound with the same relation (``x > 2`` does not state the value 2)."""
+    """The relations that may separate values in a prediction.
+
+    Args:
+        gold: the gold box.
+
+    Returns:
+        ``{"="}``, plus an inequality only when the gold states a bound with that relation
+        (``x > 2`` does not state the value 2).
+    """
     _, found = split_relations(gold, frozenset({"=", "<", ">", "<=", ">="}))
     return EQ_ONLY | frozenset(found)
 
 
 def plain_value_text(pred: str) -> bool:
-    """A prediction the numeric fallback may evaluate: no prose (``\\text{ or }``), no list."""
+    r"""Whether a prediction is one the numeric fallback may evaluate: no prose (``\text{ or }``), no list.
+
+    Args:
+        pred: one predicted box.
+
+    Returns:
+        ``True`` when it holds no text group, no "or"/"and" and no top-level comma or semicolon.
+    """
     if re.search(r"\\(?:text|mbox|textrm|textit|textbf)\s*\{", pred):
         return False
     if re.search(r"(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])", pred):
@@ -339,10 +376,19 @@ _UNIT_MARK = re.compile(
 
 
 def plain_quantity(s: str, ops: frozenset[str] = EQ_ONLY) -> Quantity | None:
-    """The one quantity a text states when it is nothing but a number with an optional real unit
-    (EX/EQ use NV rules only then). ``None`` when anything symbolic remains: brackets, operators,
-    functions, or trailing letters that are no unit or are written as a product of symbols
-    (``2mg``, ``\\frac{180}{181}c``, ``\\frac43 T``)."""
+    r"""The one quantity a text states when it is nothing but a number with an optional real unit.
+
+    EX and EQ use the NV rules only then.
+
+    Args:
+        s: one box or one side of a relation.
+        ops: the relations that separate values (:func:`value_ops`).
+
+    Returns:
+        The quantity; ``None`` when anything symbolic remains: brackets, operators, functions, or
+        trailing letters that are no unit or are written as a product of symbols (``2mg``,
+        ``\frac{180}{181}c``, ``\frac43 T``).
+    """
     qs = quantity_candidates(s, ops)
     if len(qs) != 1:
         return None
@@ -353,7 +399,7 @@ def plain_quantity(s: str, ops: frozenset[str] = EQ_ONLY) -> Quantity | None:
 
 
 def _upright_unit(s: str, unit: str) -> bool:
-    """Whether ``unit`` is written upright in ``s`` (``\\mathrm{G}``, ``\\text{ T}``)."""
+    r"""Whether ``unit`` is written upright in ``s`` (``\mathrm{G}``, ``\text{ T}``)."""
     return re.search(r"\\(?:mathrm|text|rm|textrm|mbox)\s*\{\s*" + re.escape(unit) + r"\s*\}", s) is not None
 
 
@@ -429,7 +475,7 @@ def _pint_unit(u: str) -> str | None:
 
 
 def _parse_units(u: str) -> Any:
-    """pint units of a normalised unit string (magnitude 1), else None. Never raises."""
+    """Pint units of a normalised unit string (magnitude 1), else None. Never raises."""
     v = _pint_unit(u)
     if v is None:
         return None
@@ -444,10 +490,18 @@ def _parse_units(u: str) -> Any:
 
 
 def is_unit(u: str, upright: bool = False) -> bool:
-    """Whether ``u`` (a normalised unit string from :func:`parse_quantity`) is a real unit: pint (with
-    a few astronomy units added) parses it, it names no physical constant (``R``, ``k_B``, ``c``) and
-    it is not a lone symbol that is likelier a variable (``2R``, ``3t``) - unless ``upright`` (it was
-    written ``\\mathrm{G}``, as units are). Never raises."""
+    r"""Whether a normalised unit string is a real unit.
+
+    pint (with a few astronomy units added) parses it, it names no physical constant (``R``, ``k_B``,
+    ``c``) and it is not a lone symbol that is likelier a variable (``2R``, ``3t``).
+
+    Args:
+        u: a normalised unit string (from :func:`parse_quantity`).
+        upright: it was written upright (``\mathrm{G}``), as units are; then a lone letter counts.
+
+    Returns:
+        Whether ``u`` is a unit. Never raises.
+    """
     if not unit_syntax_ok(u):
         return False
     if u.strip() in _AMBIGUOUS_TOKENS and not upright:
@@ -470,11 +524,21 @@ def _angle_power(units: Any) -> float:
 
 
 def convert_unit(value: float, from_unit: str, to_unit: str) -> float | None:
-    """Convert ``value`` from ``from_unit`` to ``to_unit`` with pint; ``None`` when either unit is
-    unknown, not unit-like, or the dimensions differ. Angles are a dimension here: a unit with an
-    angle (rad, degree, arcmin, arcsec, sr, turn) never converts to one without (``rad/s`` is not
-    ``Hz``), while angle units convert among themselves (``1^\\circ`` = 0.01745 rad). Meant for
-    sandbox workers (pint is loaded lazily). Never raises."""
+    r"""Convert a value from one unit to another with pint.
+
+    Angles are a dimension here: a unit with an angle (rad, degree, arcmin, arcsec, sr, turn) never
+    converts to one without (``rad/s`` is not ``Hz``), while angle units convert among themselves
+    (``1^\circ`` = 0.01745 rad). Meant for sandbox workers (pint is loaded lazily).
+
+    Args:
+        value: the value in ``from_unit``.
+        from_unit: a normalised unit string.
+        to_unit: a normalised unit string.
+
+    Returns:
+        The value in ``to_unit``; ``None`` when either unit is unknown or not unit-like, or the
+        dimensions differ. Never raises.
+    """
     a, b = _parse_units(from_unit), _parse_units(to_unit)
     if a is None or b is None:
         return None
@@ -489,7 +553,15 @@ def convert_unit(value: float, from_unit: str, to_unit: str) -> float | None:
 
 
 def same_unit(a: str, b: str) -> bool:
-    """Unit strings equal after normalisation."""
+    """Whether two unit strings are equal after normalisation.
+
+    Args:
+        a: a unit string.
+        b: another unit string.
+
+    Returns:
+        Whether they are written the same way (spaces and markup ignored).
+    """
     return norm_string(a).replace(" ", "") == norm_string(b).replace(" ", "")
 
 
@@ -503,9 +575,15 @@ _NOT_NOUNS = frozenset({
 
 
 def count_noun(u: str) -> bool:
-    """Trailing words after a count that name what is counted (``15 levels``, ``3 bright fringes``):
-    one to three lower-case words ending in a plural noun, none of them a hedge, operator or scale
-    word (``or more``, ``thousand``, ``squared``)."""
+    """Whether the trailing words after a count name what is counted (``15 levels``, ``3 bright fringes``).
+
+    Args:
+        u: the text after the number.
+
+    Returns:
+        ``True`` for one to three lower-case words ending in a plural noun, none of them a hedge,
+        operator or scale word (``or more``, ``thousand``, ``squared``).
+    """
     words = u.split()
     return (
         1 <= len(words) <= 3
@@ -516,8 +594,16 @@ def count_noun(u: str) -> bool:
 
 
 def dimensionless(u: str) -> bool:
-    """Whether a unit string is dimensionless with scale 1 (``rad``, ``sr``): ``0.5 rad`` may stand
-    for an unlabelled 0.5, ``0.5 mrad``, ``0.5^\\circ`` or ``5 ppm`` may not."""
+    r"""Whether a unit string is dimensionless with scale 1 (``rad``, ``sr``).
+
+    ``0.5 rad`` may stand for an unlabelled 0.5; ``0.5 mrad``, ``0.5^\circ`` or ``5 ppm`` may not.
+
+    Args:
+        u: a normalised unit string.
+
+    Returns:
+        Whether the unit is dimensionless with factor 1. Never raises.
+    """
     units = _parse_units(u)
     try:
         if units is None or dict(units.dimensionality):
@@ -533,9 +619,15 @@ _UNIT_GAP = re.compile(r"\\[,;: ]|~|\\q?quad(?![A-Za-z])|\\(?=(?:mathrm|text|rm|
 
 
 def split_unit_suffix(s: str) -> tuple[str, str]:
-    """``(body, unit)`` of a symbolic answer that ends in an explicitly spaced or upright unit
-    (``\\frac{q}{4\\pi\\varepsilon_0 r}\\,\\mathrm{V}``); ``(s, "")`` when there is none. The unit
-    must be one pint reads (:func:`studybench.verify.quantity.is_unit`)."""
+    r"""Split the unit from a symbolic answer that ends in an explicitly spaced or upright unit.
+
+    Args:
+        s: one answer (``\frac{q}{4\pi\varepsilon_0 r}\,\mathrm{V}``).
+
+    Returns:
+        ``(body, unit)``; ``(s, "")`` when there is none. The unit must be one pint reads
+        (:func:`is_unit`); a bare trailing letter (``\, a^{-1}``) is a symbol.
+    """
     for m in _UNIT_GAP.finditer(s):
         head, tail = s[: m.start()].rstrip(), s[m.end() :].strip()
         if not head or not tail or head.rstrip().endswith(("=", "+", "-", "\\cdot", "\\times")):
@@ -556,12 +648,18 @@ _NO_UNIT = {"", "none", "null", "-", "n/a", "dimensionless", "unitless", "1"}
 
 
 def split_hints(gold_unit: Any, n: int) -> list[str | None]:
-    """Per-box unit hints from a ``gold_unit`` value (PROTOCOL.md section 5, units).
+    r"""Per-box unit hints from a ``gold_unit`` value (PROTOCOL.md section 5, units).
 
-    ``gold_unit`` is ``None``, one string, a comma-separated string with one entry per gold box
-    (``"\\mu\\mathrm{m}, \\hbar"``; ``None`` / ``\\text{None}`` entries mean "no unit"), or a list.
-    With one box and several entries the whole string goes to that box (a box listing several
-    values). Returns ``n`` entries (``None`` = no hint). Never raises."""
+    Args:
+        gold_unit: ``None``, one string, a comma-separated string with one entry per gold box
+            (``"\mu\mathrm{m}, \hbar"``; ``None`` / ``\text{None}`` entries mean "no unit"), or a list.
+            With one box and several entries the whole string goes to that box (a box listing several
+            values); one entry for several boxes goes to each.
+        n: the number of gold boxes.
+
+    Returns:
+        ``n`` entries (``None`` = no hint); all ``None`` when the entries do not fit. Never raises.
+    """
     if gold_unit is None or n <= 0:
         return [None] * max(n, 0)
     if isinstance(gold_unit, (int, float)):
@@ -587,8 +685,16 @@ def split_hints(gold_unit: Any, n: int) -> list[str | None]:
 
 
 def hint_unit(hint: str | None) -> tuple[str | None, str | None]:
-    """A unit hint as ``(pint unit, None)`` when pint reads it (``\\mu\\mathrm{m}``, ``\\text{MeV}``,
-    ``Joules per Kelvin``), else ``(None, text)`` for a symbolic unit such as ``m_0`` or ``\\hbar^2``."""
+    r"""Read a unit hint.
+
+    Args:
+        hint: one box's unit hint (:func:`split_hints`), or ``None``.
+
+    Returns:
+        ``(pint unit, None)`` when pint reads it (``\mu\mathrm{m}``, ``\text{MeV}``, ``Joules per
+        Kelvin``), else ``(None, text)`` for a symbolic unit such as ``m_0`` or ``\hbar^2``;
+        ``(None, None)`` without a hint.
+    """
     if not hint:
         return None, None
     cands = [_norm_unit(re.sub(r"\\[,;: !]|~", " ", hint))]
@@ -605,25 +711,39 @@ def hint_unit(hint: str | None) -> tuple[str | None, str | None]:
 # comparing quantities (NV rules)
 
 def effective_unit(q: Quantity) -> str:
-    """The unit a quantity is stated in, with ``^\\circ`` read as the unit ``deg``."""
+    r"""The unit a quantity is stated in, with ``^\circ`` read as the unit ``deg``.
+
+    Args:
+        q: a parsed quantity.
+
+    Returns:
+        The unit string ("" when none).
+    """
     if q.degrees:
         return "deg" if not q.unit else "deg " + q.unit
     return q.unit
 
 
 def compare_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
-    """Compare a predicted quantity with a gold one (NV rules).
+    r"""Compare a predicted quantity with a gold one by the NV rules (PROTOCOL.md section 5).
 
-    * ``\\pm`` in the prediction but not in the gold: incorrect (a +- answer states two values);
-      both with ``\\pm``: magnitudes compared; gold only: the prediction's magnitude.
-    * percent: a gold ``98.5\\%`` accepts 98.5 or 0.985; a predicted ``10\\%`` is 0.1 unless the
+    * ``\pm`` in the prediction but not in the gold: incorrect (a +- answer states two values);
+      both with ``\pm``: magnitudes compared; gold only: the prediction's magnitude.
+    * percent: a gold ``98.5\%`` accepts 98.5 or 0.985; a predicted ``10\%`` is 0.1 unless the
       gold is a percentage too.
-    * units (``^\\circ`` counts as ``deg``): equal strings compare as is; otherwise pint converts
+    * units (``^\circ`` counts as ``deg``): equal strings compare as is; otherwise pint converts
       (angles never to or from non-angles); a prediction whose trailing text is no real unit is not a
       plain number (unless it is a count noun: ``15 levels``); a dimensional unit against a unitless
       nonzero gold is not accepted (the gold's unit is unknown; pass ``gold_unit``).
-    * tolerance: :func:`studybench.verify.quantity.close_enough` (1% plus half a unit in the gold's
+    * tolerance: :func:`studybench.verify.tolerance.close_enough` (1% plus half a unit in the gold's
       last written decimal, at most 2%).
+
+    Args:
+        g: the gold quantity.
+        p: the predicted quantity.
+
+    Returns:
+        ``(match, reason)``.
     """
     if p.plus_minus and not g.plus_minus:
         return False, "prediction is a +- pair, gold is one value"

@@ -51,7 +51,14 @@ _N_POINTS = 6
 
 
 def replace_undef(expr: Any) -> Any:
-    """Replace applied undefined functions ``f(x)`` by plain symbols (by their printed form)."""
+    """Replace applied undefined functions ``f(x)`` by plain symbols (named by their printed form).
+
+    Args:
+        expr: a SymPy object.
+
+    Returns:
+        The object with every applied undefined function replaced (unchanged when there is none).
+    """
     import sympy
     from sympy.core.function import AppliedUndef
 
@@ -62,15 +69,31 @@ def replace_undef(expr: Any) -> Any:
 
 
 def has_float(*exprs: Any) -> bool:
+    """Whether any of the expressions contains a decimal number (a SymPy ``Float``).
+
+    Args:
+        *exprs: SymPy objects (others are ignored).
+
+    Returns:
+        ``True`` when one of them has a ``Float`` atom.
+    """
     import sympy
 
     return any(bool(e.atoms(sympy.Float)) for e in exprs if hasattr(e, "atoms"))
 
 
 def sample_points(symbols: list[Any], n: int = _N_POINTS, signed: bool = False) -> list[dict[Any, Any]]:
-    """Seeded sample points in [0.3, 2.7] per symbol (physical magnitudes are positive); with
-    ``signed`` each value also gets a random sign (used when an absolute value is involved, so that
-    ``|q|`` never equals ``q``)."""
+    """Seeded sample points, one value in [0.3, 2.7] per symbol (physical magnitudes are positive).
+
+    Args:
+        symbols: the free symbols to assign.
+        n: number of points.
+        signed: give each value a random sign too (used when an absolute value is involved, so that
+            ``|q|`` never equals ``q``).
+
+    Returns:
+        ``n`` substitution dicts; the same for the same arguments in every process.
+    """
     import sympy
 
     rng = random.Random(_RNG_SEED)
@@ -81,12 +104,30 @@ def sample_points(symbols: list[Any], n: int = _N_POINTS, signed: bool = False) 
 
 
 def has_abs(*exprs: Any) -> bool:
+    """Whether any of the expressions contains an absolute value or a sign function.
+
+    Args:
+        *exprs: SymPy objects (others are ignored).
+
+    Returns:
+        ``True`` when one of them has ``Abs`` or ``sign``.
+    """
     import sympy
 
     return any(hasattr(e, "has") and e.has(sympy.Abs, sympy.sign) for e in exprs)
 
 
 def evaluate_at(expr: Any, pt: dict[Any, Any]) -> complex | None:
+    """The numeric value of an expression at one sample point.
+
+    Args:
+        expr: a SymPy expression.
+        pt: symbol -> value.
+
+    Returns:
+        The complex value (20 digits of evaluation), or ``None`` when it cannot be evaluated or is not
+        finite.
+    """
     try:
         v = expr.xreplace(pt).evalf(20)
         c = complex(v)
@@ -98,7 +139,14 @@ def evaluate_at(expr: Any, pt: dict[Any, Any]) -> complex | None:
 
 
 def nonfinite(*exprs: Any) -> bool:
-    """Whether any expression contains nan, zoo or +-oo (``0/0``, ``1/0``, ``0\\cdot\\infty``)."""
+    r"""Whether any expression contains nan, zoo or +-oo (``0/0``, ``1/0``, ``0\cdot\infty``).
+
+    Args:
+        *exprs: SymPy objects (others are ignored).
+
+    Returns:
+        ``True`` when one of them does.
+    """
     import sympy
 
     bad = (sympy.nan, sympy.zoo, sympy.oo, -sympy.oo)
@@ -117,7 +165,15 @@ def _fmt(v: complex) -> str:
 
 
 def closed_value(expr: Any) -> complex | None:
-    """Numeric value of a closed SymPy expression, else None."""
+    """The numeric value of a closed SymPy expression.
+
+    Args:
+        expr: a SymPy object.
+
+    Returns:
+        The complex value, or ``None`` when ``expr`` is no expression, has free symbols or cannot be
+        evaluated.
+    """
     import sympy
 
     if not isinstance(expr, sympy.Expr) or expr.free_symbols:
@@ -140,10 +196,20 @@ def _simplest_fraction(v: float, tol: float) -> Any:
 
 
 def rationalize(expr: Any, text: str) -> Any:
-    """Decimals of a symbolic prediction read as the simplest fraction (denominator <= 100) within
-    their written precision: ``0.33`` -> 1/3, ``1.5`` -> 3/2, ``2.1`` -> 21/10 (never 2). Decimals
+    """Read the decimals of a symbolic prediction as simple fractions within their written precision.
+
+    ``0.33`` -> 1/3, ``1.5`` -> 3/2, ``2.1`` -> 21/10 (never 2): the fraction with the smallest
+    denominator (at most 100) within :func:`studybench.verify.tolerance.decimal_half_width`. Decimals
     with no such fraction (``0.9945`` for 180/181) stay floats and are compared at their written
-    precision (:func:`written_tolerance`)."""
+    precision (:func:`studybench.verify.tolerance.written_tolerance`).
+
+    Args:
+        expr: the prediction as a SymPy object.
+        text: the prediction's LaTeX (for the written precision of each decimal).
+
+    Returns:
+        The expression with the decimals replaced.
+    """
     import sympy
 
     floats = expr.atoms(sympy.Float) if hasattr(expr, "atoms") else set()
@@ -163,10 +229,12 @@ def rationalize(expr: Any, text: str) -> Any:
 
 
 def _decimals_bracket(gold: Any, pred: Any, text: str) -> bool:
-    """Whether the prediction's decimals, each read as the interval of its written precision
-    (``1.414`` is [1.4135, 1.4145]), bracket the gold: at every sample point the gold's value lies
-    between the prediction's values at the interval corners. ``\\sqrt{2}`` matches ``1.414``;
-    ``\\sin 2\\varphi`` never matches ``\\sin 2.1\\varphi``. At most four decimals."""
+    r"""Whether the prediction's decimals, each read as the interval of its written precision, bracket the gold.
+
+    ``1.414`` is [1.4135, 1.4145]; at every sample point the gold's value must lie between the
+    prediction's values at the interval corners. ``\sqrt{2}`` matches ``1.414``; ``\sin 2\varphi``
+    never matches ``\sin 2.1\varphi``. At most four decimals.
+    """
     import itertools
 
     import sympy
@@ -211,10 +279,23 @@ def _decimals_bracket(gold: Any, pred: Any, text: str) -> bool:
 # equality
 
 def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, str]:
-    """Whether two SymPy expressions are equal: structural equality, then a numeric check at
-    seeded random positive points (relative tolerance ``tol``; by default 1e-6, or 1% when the gold
-    ``a`` contains a decimal number), then ``simplify(a - b) == 0`` when the numeric check was
-    inconclusive. Matrices are compared entry by entry."""
+    """Whether two SymPy expressions are equal.
+
+    Structural equality, then a numeric check at seeded random positive points
+    (:func:`sample_points`), then ``simplify(a - b) == 0`` when the numeric check was inconclusive.
+    Matrices are compared entry by entry; nan / zoo never equal anything.
+
+    Args:
+        a: the gold expression.
+        b: the predicted expression.
+        tol: relative tolerance at the sample points; by default
+            :func:`studybench.verify.tolerance.sample_tolerance` (1e-6, or 1% when ``a`` contains a
+            decimal number).
+
+    Returns:
+        ``(equal, reason)``; ``equal`` is ``None`` when the objects are no expressions or
+        simplification failed.
+    """
     import sympy
     from sympy.matrices import MatrixBase
     from sympy.matrices.expressions import MatrixExpr
@@ -266,9 +347,11 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
 
 
 def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
-    """Every (gold reading, prediction reading) pair of two LaTeX strings, built with one alias
-    table and reconciled by the constant identities (:func:`studybench.verify.identities.reconcile`).
-    Raises LatexError when either side has no reading."""
+    """Every (gold reading, prediction reading) pair of two LaTeX strings.
+
+    Both are built with one alias table and reconciled by the constant identities
+    (:func:`studybench.verify.identities.reconcile`). Raises LatexError when either side has no reading.
+    """
     al = new_aliases(g, p)
     gs = to_sympy_readings(g, al, gold=True)
     ps = to_sympy_readings(p, al)
@@ -281,8 +364,20 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
 
 
 def latex_equal(a: str, b: str, tol: float | None = None) -> tuple[bool | None, str]:
-    """SymPy equality of two LaTeX strings under any reading pair (see :func:`_sym_pairs`);
-    ``tol`` overrides the relative tolerance of :func:`sym_equal`."""
+    """SymPy equality of two LaTeX strings under any pair of their readings.
+
+    Both sides share one alias table (every symbol must correspond) and are reconciled by the
+    physical-constant identities; a prediction's decimals are read at their written precision.
+
+    Args:
+        a: the gold LaTeX.
+        b: the predicted LaTeX.
+        tol: overrides the relative tolerance of :func:`sym_equal`.
+
+    Returns:
+        ``(equal, reason)``; ``equal`` is ``None`` when a side cannot be converted (the reason says
+        why) or no reading pair could be decided.
+    """
     try:
         pairs = _sym_pairs(a, b)
     except LatexError as e:
@@ -303,8 +398,10 @@ def latex_equal(a: str, b: str, tol: float | None = None) -> tuple[bool | None, 
 # nonzero factors
 
 def _monomial(x: Any) -> bool:
-    """A product of nonzero numbers, symbols and function values with numeric powers (no sum at
-    the top level): a factor that cannot vanish for generic positive symbols."""
+    """A product of nonzero numbers, symbols and function values with numeric powers (no sum at the top).
+
+    Such a factor cannot vanish for generic positive symbols.
+    """
     import sympy
 
     if x.is_number:
@@ -337,10 +434,22 @@ def _factors_allowed(q: Any, allowed: set[Any] | None) -> bool:
 
 
 def monomial_factor(dg: Any, dp: Any, forbidden: Any = (), allowed: set[Any] | None = None) -> bool:
-    """Whether ``dg / dp`` simplifies to a monomial (:func:`_monomial`) free of ``forbidden``
-    symbols and built only from ``allowed`` symbols (when given): the two equations differ by a
-    nonzero factor such as ``2m`` or ``T`` that clears a denominator, never by a factor that can
-    vanish such as ``x`` in ``x(x^2 + y^2) = x R^2``."""
+    """Whether two equation differences differ by a nonzero monomial factor.
+
+    ``dg / dp`` must simplify to a monomial free of ``forbidden`` symbols and built only from
+    ``allowed`` symbols (when given): the two equations then differ by a nonzero factor such as
+    ``2m`` or ``T`` that clears a denominator, never by a factor that can vanish such as ``x`` in
+    ``x(x^2 + y^2) = x R^2``.
+
+    Args:
+        dg: the gold's ``lhs - rhs``.
+        dp: the prediction's ``lhs - rhs``.
+        forbidden: symbols the factor may not contain (the gold's isolated left side).
+        allowed: the only symbols the factor may be built from, or ``None`` for any.
+
+    Returns:
+        Whether such a factor exists. Never raises.
+    """
     import sympy
 
     try:

@@ -54,10 +54,21 @@ MAX_REL_TOL = 0.02
 
 
 def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL, resolution: float = 0.0) -> bool:
-    """NV tolerance policy (PROTOCOL.md section 5): ``|pred - gold| <= rel_tol * |gold| + resolution``,
-    where ``resolution`` is half a unit in the gold's last written decimal place (the reference
-    rounds the prediction to the gold's decimals first), never more than 2% of the gold; a gold of
-    exactly 0 needs a prediction of 0. ``rel_tol`` defaults to 1% (Physics-R1's binary reward)."""
+    """The NV tolerance policy (PROTOCOL.md section 5): whether ``pred`` matches ``gold``.
+
+    ``|pred - gold| <= rel_tol * |gold| + resolution``, never more than 2% of the gold; a gold of
+    exactly 0 needs a prediction of 0.
+
+    Args:
+        pred: the predicted value.
+        gold: the gold value.
+        rel_tol: relative tolerance; defaults to :data:`REL_TOL` (1%, Physics-R1's binary reward).
+        resolution: half a unit in the gold's last written decimal place (:func:`written_resolution`;
+            the reference rounds the prediction to the gold's decimals first), in the gold's unit.
+
+    Returns:
+        Whether the values match; never for non-finite values.
+    """
     if not (math.isfinite(pred) and math.isfinite(gold)):
         return False
     if gold == 0:
@@ -67,7 +78,16 @@ def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL, resolution:
 
 
 def written_resolution(t: str, value: float) -> float:
-    """Half a unit in the last written decimal place of the leading mantissa, scaled to ``value``."""
+    r"""Half a unit in the last written decimal place of a number's leading mantissa, scaled to its value.
+
+    Args:
+        t: the number as written (``1.537``, ``2.80\times10^{5}``, optionally after ``\pm``).
+        value: the number's value.
+
+    Returns:
+        The resolution in the value's unit (``1.537`` -> 0.0005, ``2.80\times10^{5}`` -> 500); 0 for
+        integers and fractions.
+    """
     m = re.match(r"\s*(?:\\pm|\\mp)?\s*[+-]?\s*(\d*)\.(\d+)", t)
     if not m:
         return 0.0
@@ -106,6 +126,16 @@ def sample_tolerance(gold_has_decimal: bool) -> float:
 
 
 def rel_close(a: complex, b: complex, tol: float) -> bool:
+    """Whether two sample values agree within a relative tolerance.
+
+    Args:
+        a: one value.
+        b: the other value.
+        tol: relative tolerance, applied to the larger magnitude (plus 1e-12 absolute).
+
+    Returns:
+        ``|a - b| <= tol * max(|a|, |b|) + 1e-12``.
+    """
     scale = max(abs(a), abs(b))
     return abs(a - b) <= tol * scale + 1e-12
 
@@ -141,10 +171,18 @@ def decimal_half_width(value: float, places: int) -> float:
 
 
 def written_tolerance(text: str) -> float:
-    """Relative tolerance a prediction's decimals allow: half a unit in the last written place of
-    its least precise decimal, relative to its value (``0.9945`` -> 5e-5, ``0.33`` -> 1.5%), at most
-    1%; 1e-6 when it writes no decimal. Used when the gold has no decimals, so that a rounded
-    coefficient matches while a changed constant (``1.05`` for ``1``) does not."""
+    """The relative tolerance a prediction's decimals allow.
+
+    Half a unit in the last written place of its least precise decimal, relative to its value
+    (``0.9945`` -> 5e-5, ``0.33`` -> 1.5%), at most 1%. Used when the gold has no decimals, so that a
+    rounded coefficient matches while a changed constant (``1.05`` for ``1``) does not.
+
+    Args:
+        text: the prediction's LaTeX.
+
+    Returns:
+        The tolerance; :data:`EXACT_REL_TOL` (1e-6) when the text writes no decimal.
+    """
     tol = EXACT_REL_TOL
     for m in _DECIMAL.finditer(text):
         v = float(m.group(0))

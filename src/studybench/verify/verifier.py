@@ -79,7 +79,7 @@ def _unit_key(gold_unit: Any) -> Any:
 
 
 class Verifier:
-    """Reusable, thread-safe rule verifier (PROTOCOL.md section 5).
+    r"""Reusable, thread-safe rule verifier (PROTOCOL.md section 5).
 
     Verdicts are memoised by (gold boxes, predicted boxes, answer_type, type_sequence, gold_unit);
     timed-out, worker-died and internal-error verdicts are not memoised. A timed-out verdict's reason
@@ -98,7 +98,7 @@ class Verifier:
 
     Example:
         >>> with Verifier(workers=4, timeout=5.0) as v:  # doctest: +SKIP
-        ...     v.verify(["2.5"], ["2500\\\\,\\\\mathrm{m}"], "NV", gold_unit="\\\\mathrm{km}").correct
+        ...     v.verify(["2.5"], ["2500\\,\\mathrm{m}"], "NV", gold_unit="\\mathrm{km}").correct
         True
     """
 
@@ -206,7 +206,7 @@ class Verifier:
         gold_unit: str | Sequence[str | None] | None = None,
         timeout: float | None = None,
     ) -> Verdict:
-        """Verify one sub-problem's answer: predicted box contents against gold box contents.
+        r"""Verify one sub-problem's answer: predicted box contents against gold box contents.
 
         Implements PROTOCOL.md section 5; the rule of each answer type is in
         :data:`studybench.verify.rules.RULES`.
@@ -218,7 +218,7 @@ class Verifier:
                 :class:`~studybench.records.AnswerType` or its name.
             type_sequence: the primitive type of each box for TUP / ALT (list or comma string).
             gold_unit: the unit of a unitless gold, when the source states it: one string, a
-                comma-separated string with one entry per box (``"\\mu\\mathrm{m}, None"``), or a
+                comma-separated string with one entry per box (``"\mu\mathrm{m}, None"``), or a
                 list. A prediction in another compatible unit is converted; without it, a
                 prediction with a dimensional unit against a unitless nonzero gold is not accepted.
             timeout: override of the per-verification wall-clock limit in seconds.
@@ -243,14 +243,14 @@ class Verifier:
         gold_unit: str | Sequence[str | None] | None = None,
         timeout: float | None = None,
     ) -> Verdict:
-        """Extract the final answers from a raw response and verify them (PROTOCOL.md sections 4-5).
+        r"""Extract the final answers from a raw response and verify them (PROTOCOL.md sections 4-5).
 
         The gold boxes come from :func:`studybench.records.gold_boxes` (a TUP/ALT gold packed into one
         box is split), the predicted ones from :func:`studybench.answers.extract_answers` (reasoning
         removed, the ``Final Answer:`` line first, else the last boxes; as many as the gold has).
 
         Args:
-            gold_answer: the gold string with one ``\\boxed{}`` per answer.
+            gold_answer: the gold string with one ``\boxed{}`` per answer.
             response: the model's raw response.
             answer_type: one of the nine types, as in :meth:`verify`.
             type_sequence: the primitive type of each box for TUP / ALT.
@@ -430,13 +430,13 @@ def verify_response(
     gold_unit: str | Sequence[str | None] | None = None,
     timeout: float = 5.0,
 ) -> Verdict:
-    """Extract the final answers from a raw response and verify them (PROTOCOL.md sections 4-5).
+    r"""Extract the final answers from a raw response and verify them (PROTOCOL.md sections 4-5).
 
     Uses the process-wide default :class:`Verifier` (:func:`default_verifier`); see
     :meth:`Verifier.verify_response`.
 
     Args:
-        gold_answer: the gold string with one ``\\boxed{}`` per answer.
+        gold_answer: the gold string with one ``\boxed{}`` per answer.
         response: the model's raw response.
         answer_type: one of the nine types.
         type_sequence: the primitive type of each box for TUP / ALT.

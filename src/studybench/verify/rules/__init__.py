@@ -61,7 +61,18 @@ __all__ = [
 def normalise_types(
     answer_type: AnswerType | str, type_sequence: Sequence[AnswerType] | str | None
 ) -> tuple[AnswerType, list[AnswerType]]:
-    """Parse ``answer_type`` and ``type_sequence`` (string or list). Raises ValueError."""
+    """Parse an answer type and a type sequence.
+
+    Args:
+        answer_type: an :class:`~studybench.records.AnswerType` or its name (any case).
+        type_sequence: a comma string (``"EQ,NV"``), a list of types or names, or ``None``.
+
+    Returns:
+        ``(answer_type, type_sequence)`` as answer types.
+
+    Raises:
+        ValueError: an unknown type.
+    """
     at = answer_type if isinstance(answer_type, AnswerType) else AnswerType(str(answer_type).strip().upper())
     if isinstance(type_sequence, str) or type_sequence is None:
         ts = parse_type_sequence(type_sequence or "")
@@ -249,6 +260,15 @@ def compare_boxes(
 # verdicts
 
 def to_verdict(res: RuleResult, preds: list[str]) -> Verdict:
+    """The :class:`~studybench.verify.verdict.Verdict` of a decided rule result.
+
+    Args:
+        res: ``(decision, reason)``.
+        preds: the predicted boxes that were compared.
+
+    Returns:
+        ``Verdict(decision, "correct: reason" or "incorrect: reason", preds)``.
+    """
     ok, why = res
     word = "correct" if ok else "incorrect"
     return Verdict(bool(ok), f"{word}: {why}" if why else word, tuple(preds))
@@ -257,8 +277,19 @@ def to_verdict(res: RuleResult, preds: list[str]) -> Verdict:
 def fast_verdict(
     gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = "", gold_unit: Any = None
 ) -> Verdict | None:
-    """The in-process fast tier: a :class:`Verdict` when string-level rules decide, else ``None``.
-    Never raises (bad types give an incorrect verdict)."""
+    """The in-process fast tier for one answer (:func:`compare_boxes` with :func:`fast_slot`).
+
+    Args:
+        gold_boxes: the gold box contents.
+        pred_boxes: the predicted box contents.
+        answer_type: one of the nine types.
+        type_sequence: the primitive type of each box for TUP / ALT.
+        gold_unit: the unit hint (:func:`studybench.verify.quantity.split_hints`).
+
+    Returns:
+        A :class:`~studybench.verify.verdict.Verdict` when string-level rules decide, else ``None``.
+        Never raises (bad types give an incorrect verdict).
+    """
     try:
         at, ts = normalise_types(answer_type, type_sequence)
         preds = [p for p in pred_boxes if isinstance(p, str)]
@@ -273,12 +304,24 @@ def fast_verdict(
 def full_verdict(
     gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = "", gold_unit: Any = None
 ) -> Verdict:
-    """The complete judgement (worker side); ``gold_unit`` as in :func:`split_hints`. Never raises."""
+    """The complete verdict for one answer (:func:`compare_boxes` with :func:`full_slot`); worker side.
+
+    Args:
+        gold_boxes: the gold box contents.
+        pred_boxes: the predicted box contents.
+        answer_type: one of the nine types.
+        type_sequence: the primitive type of each box for TUP / ALT.
+        gold_unit: the unit hint (:func:`studybench.verify.quantity.split_hints`).
+
+    Returns:
+        A :class:`~studybench.verify.verdict.Verdict`; still undecided is incorrect ("undecided").
+        Never raises.
+    """
     preds = [p for p in pred_boxes if isinstance(p, str)]
     try:
         at, ts = normalise_types(answer_type, type_sequence)
         res = compare_boxes(list(gold_boxes), preds, at, ts, full_slot, split_hints(gold_unit, len(gold_boxes)))
-    except Exception as e:  # pragma: no cover - combine/full_slot already guard
+    except Exception as e:  # pragma: no cover - compare_boxes/full_slot already guard
         return Verdict(False, f"incorrect: internal error ({type(e).__name__})", tuple(preds))
     if res[0] is None:
         res = (False, "undecided")

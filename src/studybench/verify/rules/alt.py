@@ -64,8 +64,10 @@ _OR_SPLIT = re.compile(r"\s*\\(?:text|mbox|textrm)\s*\{\s*or\s*\}\s*|\s+or\s+")
 
 
 def _or_parts(p: str) -> list[str]:
-    """The options of ``A or B`` (``\\text{Aries or Pisces}``, ``x = 1 \\text{ or } x = 2``); one
-    part when there is no top-level "or"."""
+    r"""The options of ``A or B`` (``\text{Aries or Pisces}``, ``x = 1 \text{ or } x = 2``).
+
+    One part when there is no top-level "or".
+    """
     m = _OR_TEXT.match(p)
     if m:
         return ["\\text{" + x.strip() + "}" for x in re.split(r"\s+or\s+", m.group(1)) if x.strip()]

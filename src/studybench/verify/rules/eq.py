@@ -1,8 +1,8 @@
-"""EQ: equations with the same solution set (PROTOCOL.md section 5).
+r"""EQ: equations with the same solution set (PROTOCOL.md section 5).
 
 :func:`eq_rule`: sides swapped, terms moved, scaled by a constant or by a nonzero factor that clears a
 written denominator (``2mE = p^2`` for ``E = p^2/2m``; never a factor that can vanish); a gold with a
-numeric right side compares its left side and the value by the NV rules; ``x = \\pm a`` states both
+numeric right side compares its left side and the value by the NV rules; ``x = \pm a`` states both
 solutions; several equations are matched order-free with their labels
 (:func:`studybench.verify.parts.compare_parts`). A prediction without ``=`` is compared with the right
 side when the gold's left side is one symbol (EX rules). Worker side.
@@ -55,10 +55,21 @@ __all__ = ["eq_gold_check", "eq_one", "eq_rule"]
 
 
 def eq_rule(gold: str, pred: str) -> RuleResult:
-    """EQ: same solution set. Several comma-separated equations are matched order-free; a gold
-    with a numeric right side compares the left side as a string/expression and the value by NV
-    rules; otherwise ``lhs - rhs`` of both must be proportional by a nonzero constant. A prediction
-    without ``=`` is compared with the right side when the gold's left side is one symbol."""
+    """EQ: the same solution set (PROTOCOL.md section 5).
+
+    Several comma-separated equations are matched order-free with their labels; a gold with a numeric
+    right side compares the left side as a string/expression and the value by NV rules; otherwise
+    ``lhs - rhs`` of both must be proportional by a nonzero constant or a nonzero factor that clears a
+    written denominator. A prediction without ``=`` is compared with the right side when the gold's
+    left side is one symbol.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+
+    Returns:
+        ``(match, reason)``.
+    """
     res = compare_parts(gold, pred, eq_one, equations=True)
     if res is not None:
         return res
@@ -66,8 +77,19 @@ def eq_rule(gold: str, pred: str) -> RuleResult:
 
 
 def eq_one(gold: str, pred: str) -> RuleResult:
-    """One EQ answer; a trailing remark is dropped and a stated condition (``\\text{ for } r < R``)
-    must match the gold's (:func:`split_condition`)."""
+    r"""One EQ answer: a trailing remark is dropped and a stated condition must match the gold's.
+
+    The condition (``\text{ for } r < R``) is compared by
+    :func:`studybench.verify.prose.split_conditions`; the NV rule uses this for a gold such as
+    ``\beta = 1`` stated as ``v = c``.
+
+    Args:
+        gold: one gold answer.
+        pred: one predicted answer.
+
+    Returns:
+        ``(match, reason)``.
+    """
     gold, pred = strip_remark(gold), strip_remark(pred)
     res = split_conditions(gold, pred)
     if isinstance(res[0], bool):
@@ -79,7 +101,7 @@ _PM = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
 
 
 def _pm_variants(s: str) -> list[str]:
-    """``x = \\pm a`` as the two equations ``x = +a`` and ``x = -a`` (first ``\\pm`` only)."""
+    r"""``x = \pm a`` as the two equations ``x = +a`` and ``x = -a`` (first ``\pm`` only)."""
     m = _PM.search(s)
     if not m:
         return [s]
@@ -88,6 +110,7 @@ def _pm_variants(s: str) -> list[str]:
 
 
 def _eq_plain(gold: str, pred: str) -> RuleResult:
+    """One EQ answer without remark or condition: +- solutions, a valued gold, or proportional equations."""
     if _PM.search(gold) or _PM.search(pred):
         # x = \pm a: the two solutions, matched as a set (a prediction must state both)
         gv, pv = _pm_variants(gold), _pm_variants(pred)
@@ -150,6 +173,7 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
 # equations ending in a value
 
 def _pred_value(p: str) -> Quantity | None:
+    """The one value a predicted side states: a plain quantity, or a closed form's value."""
     pq = quantity_candidates(p, EQ_ONLY)
     if len(pq) == 1:
         return pq[0]
@@ -164,8 +188,10 @@ def _pred_value(p: str) -> Quantity | None:
 
 
 def _link_equal(g: str, p: str) -> bool:
-    """One link of a chained answer (``A = B = C``): NV rules when the gold link is a plain
-    quantity, else the same normalised string or SymPy equality."""
+    """One link of a chained answer (``A = B = C``) against a gold link.
+
+    NV rules when the gold link is a plain quantity, else the same normalised string or SymPy equality.
+    """
     gq = plain_quantity(g)
     if gq is not None:
         pq = _pred_value(p)
@@ -177,10 +203,12 @@ def _link_equal(g: str, p: str) -> bool:
 
 
 def _eq_valued(gsegs: list[str], psegs: list[str]) -> RuleResult:
-    """EQ whose gold ends in a quantity (``T_1 = 279\\,K``, ``L = 2v t = 6.4\\,cm``): the same left
-    side, the prediction's final value matching the gold's by NV rules, and every other link the
-    prediction states matching a gold link. Never proportionality (``T_1 = 292.95`` is no multiple
-    of a right answer)."""
+    r"""EQ whose gold ends in a quantity (``T_1 = 279\,K``, ``L = 2v t = 6.4\,cm``).
+
+    The same left side, the prediction's final value matching the gold's by NV rules, and every other
+    link the prediction states matching a gold link. Never proportionality (``T_1 = 292.95`` is no
+    multiple of a right answer).
+    """
     if not same_lhs(gsegs[0], psegs[0]):
         return False, "different left side"
     gq = plain_quantity(gsegs[-1])
@@ -202,7 +230,7 @@ def _eq_valued(gsegs: list[str], psegs: list[str]) -> RuleResult:
 # proportional equations
 
 def _single_atom(lhs: str) -> bool:
-    """A short isolated left side such as ``v``, ``v_0``, ``\\omega'``, ``T_{\\mathrm{new}}``."""
+    r"""A short isolated left side such as ``v``, ``v_0``, ``\omega'``, ``T_{\mathrm{new}}``."""
     try:
         al = new_aliases()
         e = to_sympy(lhs, al)
@@ -214,8 +242,10 @@ def _single_atom(lhs: str) -> bool:
 
 
 def _written_denominators(al: Any, *texts: str) -> set[Any]:
-    """Symbols written in a denominator (``\\frac{..}{DEN}`` or after ``/``) of the LaTeX as typed,
-    before SymPy cancels anything (``\\frac{\\Delta V}{V}``), as the shared alias table's symbols."""
+    r"""Symbols written in a denominator (``\frac{..}{DEN}`` or after ``/``) of the LaTeX as typed.
+
+    Read before SymPy cancels anything (``\frac{\Delta V}{V}``), as the shared alias table's symbols.
+    """
     import sympy
 
     keys: set[str] = set()
@@ -249,10 +279,12 @@ def _denominator_symbols(*exprs: Any) -> set[Any]:
 def _eq_diff_ratio(
     g_l: Any, g_r: Any, p_l: Any, p_r: Any, forbidden: Any = (), tol: float | None = None, extra_allowed: Any = None
 ) -> tuple[bool | None, str]:
-    """Whether (g_l - g_r) / (p_l - p_r) is a finite nonzero constant, or a nonzero monomial factor
-    (``2m``, ``1/T``; never one containing the ``forbidden`` symbols, the gold's isolated left side).
-    Any side that is or contains nan / zoo / +-oo never matches; the ratio must be finite and nonzero
-    at every sample point."""
+    """Whether ``(g_l - g_r) / (p_l - p_r)`` is a finite nonzero constant, or a nonzero monomial factor.
+
+    The factor may be ``2m`` or ``1/T``, never one containing the ``forbidden`` symbols (the gold's
+    isolated left side). Any side that is or contains nan / zoo / +-oo never matches; the ratio must be
+    finite and nonzero at every sample point.
+    """
     import sympy
 
     dg = replace_undef(g_l - g_r)

@@ -1,4 +1,4 @@
-"""EX: symbolic expressions, and reactions / decays written with arrows (PROTOCOL.md section 5).
+r"""EX: symbolic expressions, and reactions / decays written with arrows (PROTOCOL.md section 5).
 
 :func:`ex_rule` compares the part after a top-level ``=`` (any link of a chained gold) with the
 prediction: plain numbers by the NV rules (:func:`studybench.verify.quantity.compare_quantities`),
@@ -7,7 +7,7 @@ Around that core: a gold listing several answers is compared part by part
 (:func:`studybench.verify.parts.compare_parts`), a trailing unit is converted by a numeric factor,
 words after the formula and stated conditions are compared (:mod:`studybench.verify.prose`), prose
 between formulas piece by piece, and a chained prediction must hold at every link.
-:func:`reaction_rule` compares reactions and decays (``\\to``): the same species per side, any order.
+:func:`reaction_rule` compares reactions and decays (``\to``): the same species per side, any order.
 Worker side.
 """
 
@@ -44,9 +44,22 @@ __all__ = ["ex_gold_check", "ex_rule", "reaction_rule"]
 
 
 def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
-    """EX: a gold listing several answers is compared part by part (:func:`judge_parts`); a single
-    answer by :func:`_ex_one`. A trailing unit (``(\\ldots)\\ \\mathrm{V}``) is converted to the
-    gold's unit (its own or ``hint``) by a numeric factor, or dropped when the gold states none."""
+    r"""EX: symbolic expressions (PROTOCOL.md section 5).
+
+    A reaction or decay is compared by :func:`reaction_rule`; a gold listing several answers part by
+    part (:func:`studybench.verify.parts.compare_parts`); a single answer by its right-hand side, NV
+    rules for plain numbers and SymPy equivalence otherwise. A trailing unit (``(\ldots)\
+    \mathrm{V}``) is converted to the gold's unit (its own or ``hint``) by a numeric factor, or dropped
+    when the gold states none.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+        hint: the unit of a unitless gold (``gold_unit``), or ``None``.
+
+    Returns:
+        ``(match, reason)``; ``None`` only when SymPy could not decide.
+    """
     res = reaction_rule(gold, pred)
     if res is not None:
         return res
@@ -66,9 +79,18 @@ _REVERSIBLE = ("leftrightarrow", "rightleftharpoons", "rightleftarrows", "leftri
 
 
 def reaction_rule(gold: str, pred: str) -> RuleResult | None:
-    """A reaction or decay (``\\rho^0 \\to \\pi^+ + \\pi^-``): the same arrow kind (one-way or
-    reversible) and, on each side, the same species in any order, with or without ``+``. ``None``
-    when the gold is no reaction."""
+    r"""A reaction or decay (``\rho^0 \to \pi^+ + \pi^-``), part of the EX rule.
+
+    The same arrow kind (one-way or reversible) and, on each side, the same species with the same
+    coefficients in any order, with or without ``+`` (``2\gamma`` = ``\gamma + \gamma``).
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+
+    Returns:
+        ``(match, reason)``, or ``None`` when the gold is no reaction.
+    """
     gsides = _ARROW.split(gold)
     if len(gsides) < 2:
         return None
@@ -89,9 +111,12 @@ def reaction_rule(gold: str, pred: str) -> RuleResult | None:
 
 
 def _side_species(side: str) -> list[str] | None:
-    """One side of a reaction as a sorted multiset of species: terms separated by top-level ``+``
-    keep their coefficients (``2H_2 + O_2``: H2, H2, O2; ``H_2O`` stays one species), a side
-    written without ``+`` (``\\pi^+\\pi^-``, ``2\\gamma``) is read particle by particle."""
+    r"""One side of a reaction as a sorted multiset of species.
+
+    Terms separated by top-level ``+`` keep their coefficients (``2H_2 + O_2``: H2, H2, O2; ``H_2O``
+    stays one species); a side written without ``+`` (``\pi^+\pi^-``, ``2\gamma``) is read particle by
+    particle.
+    """
     terms = [t for t in re.split(r"(?<![\^_{])\+(?![}])", norm_string(side)) if t.strip()]
     if len(terms) <= 1:
         atoms = _species(side)
@@ -118,10 +143,12 @@ def _side_species(side: str) -> list[str] | None:
 
 
 def _species(side: str) -> list[str] | None:
-    """The particles / species of one side of a reaction as a sorted list of normalised atoms
-    (``\\pi^{+} + \\pi^{-}`` and ``\\pi^+\\pi^-`` give the same list; a coefficient counts as an
-    atom; pre-scripts such as ``^{4}_{2}He`` stay with their symbol); ``None`` when the side has a
-    construct that is not a species list."""
+    r"""The particles / species of one side of a reaction as a sorted list of normalised atoms.
+
+    ``\pi^{+} + \pi^{-}`` and ``\pi^+\pi^-`` give the same list; a coefficient counts as an atom;
+    pre-scripts such as ``^{4}_{2}He`` stay with their symbol. ``None`` when the side has a construct
+    that is not a species list.
+    """
     toks = tokenize(norm_string(side))
     atoms: list[str] = []
     n = len(toks)
@@ -192,6 +219,7 @@ def _species(side: str) -> list[str] | None:
 # one answer: words, conditions, prose, units
 
 def _ex_units(gold: str, pred: str, hint: str | None) -> RuleResult:
+    """One EX answer: words after the formula and conditions first, then :func:`_ex_units_plain`."""
     (gold, gw), (pred, pw) = trailing_words(gold), trailing_words(pred)
     if gw and pw and not prose_equal(re.sub(r"[()]", " ", gw), re.sub(r"[()]", " ", pw)):
         return False, "the words after the formula differ (direction, region ...)"
@@ -202,6 +230,7 @@ def _ex_units(gold: str, pred: str, hint: str | None) -> RuleResult:
 
 
 def _ex_units_plain(gold: str, pred: str, hint: str | None) -> RuleResult:
+    """One EX answer without words or conditions: prose between formulas piece by piece, else the units."""
     gseg = prose_segments(gold)
     if prose_after_math(gseg):
         # words between formulas ("the omega = 6 mode with vector (4, -3, 0, 1) is absent"): piece by piece
@@ -221,6 +250,7 @@ def _ex_units_plain(gold: str, pred: str, hint: str | None) -> RuleResult:
 
 
 def _ex_units_body(gold: str, pred: str, hint: str | None) -> RuleResult:
+    """One EX formula: a trailing unit converted to the gold's (its own or the hint) by a factor."""
     if plain_quantity(rhs(pred)) is not None or "\\" not in pred + gold:
         return _ex_one(gold, pred, hint)
     gbody, gu = split_unit_suffix(gold)
@@ -244,12 +274,15 @@ def _ex_units_body(gold: str, pred: str, hint: str | None) -> RuleResult:
 # one formula, chains
 
 def _ex_one(gold: str, pred: str, hint: str | None = None) -> RuleResult:
-    """One EX answer: compare the right-hand side after a top-level ``=`` (any later part of a
-    chained gold ``a = b = c``) with the prediction's last part; plain numbers use NV rules;
-    otherwise SymPy equivalence (:func:`sym_equal`) with one alias table so every symbol must
-    correspond, under every reading of brace-less function arguments and the constant identities.
-    A chained prediction ``v = \\frac{180}{181}c \\approx 0.9945c`` also matches when an earlier link
-    is equal and every later link agrees within 1%."""
+    r"""One EX answer: the gold's right-hand side against the prediction's.
+
+    The right-hand side after a top-level ``=`` (any later part of a chained gold ``a = b = c``) is
+    compared with the prediction's last part; plain numbers use NV rules; otherwise SymPy equivalence
+    (:func:`studybench.verify.symbolic.latex_equal`) with one alias table so every symbol must
+    correspond, under every reading of brace-less function arguments and the constant identities. A
+    chained prediction ``v = \frac{180}{181}c \approx 0.9945c`` matches only when every link it states
+    matches.
+    """
     segs, _ = split_relations(pred, frozenset({"="}))
     if len(segs) < 2:
         return _ex_link(gold, pred, hint)
@@ -266,9 +299,12 @@ def _ex_one(gold: str, pred: str, hint: str | None = None) -> RuleResult:
 
 
 def _chain_label(seg: str, gold_lhs: str = "") -> bool:
-    """Whether the first segment of a chain is a label rather than a value: the gold's own left side,
-    a derivative or evaluation bar (``\\frac{dr}{dt}``, ``\\left.f\\right|_{t=0}``), or symbols only
-    (``v``, ``\\Delta V``, ``c(T)``, ``\\mathbf{E}(r)``) - no number, sum, fraction or root."""
+    r"""Whether the first segment of a chain is a label rather than a value.
+
+    The gold's own left side, a derivative or evaluation bar (``\frac{dr}{dt}``,
+    ``\left.f\right|_{t=0}``), or symbols only (``v``, ``\Delta V``, ``c(T)``, ``\mathbf{E}(r)``) - no
+    number, sum, fraction or root.
+    """
     if not seg.strip():
         return False
     if gold_lhs and labels_compatible(gold_lhs, seg):
@@ -280,11 +316,13 @@ def _chain_label(seg: str, gold_lhs: str = "") -> bool:
 
 
 def _ex_candidates(gold: str) -> list[str]:
+    """The values a gold states: every side after a top-level ``=`` (the whole gold without one)."""
     segs, _ = split_relations(gold, frozenset({"="}))
     return [x for x in segs[1:] if x] if len(segs) > 1 else segs
 
 
 def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
+    """One link of a prediction against every value the gold states (NV rules, then SymPy)."""
     reason = "not equal"
     for g in _ex_candidates(gold):
         if norm_string(g) == norm_string(pr):

@@ -1,8 +1,8 @@
-"""IN: intervals and inequalities (PROTOCOL.md section 5).
+r"""IN: intervals and inequalities (PROTOCOL.md section 5).
 
 :func:`in_rule`: bracket types and bounds (numbers by the NV tolerance, expressions symbolically),
 unions part-wise in order; an interval against an inequality in any expression; double
-inequalities; inequalities scaled by a positive factor; ``b \\in (0, X)`` against an inequality in
+inequalities; inequalities scaled by a positive factor; ``b \in (0, X)`` against an inequality in
 ``b`` (checked numerically for positive symbols, end points included; never for ranges reaching
 negative values). Worker side. (The module is ``in_`` because ``in`` is a Python keyword.)
 """
@@ -34,10 +34,20 @@ __all__ = ["in_gold_check", "in_rule"]
 
 
 def in_rule(gold: str, pred: str) -> RuleResult:
-    """IN: intervals (bracket types must match, bounds equal by EX rules, unions part-wise in order)
-    or inequalities (same strictness; each gold relation matched by a prediction relation whose
-    ``big - small`` is a positive multiple); ``b \\in (0, X)`` against an inequality in ``b`` is
-    compared after solving the inequality with positive symbols."""
+    r"""IN: intervals and inequalities (PROTOCOL.md section 5).
+
+    Intervals: bracket types must match, bounds equal by NV / EX rules, unions part-wise in order.
+    Inequalities: same strictness, each gold relation matched by a prediction relation whose
+    ``big - small`` is a positive multiple. An interval against an inequality in any expression, and
+    ``b \in (0, X)`` against an inequality in ``b`` (solved numerically with positive symbols).
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+
+    Returns:
+        ``(match, reason)``.
+    """
     mem = _in_membership(gold, pred)
     if mem is not None:
         return mem
@@ -99,7 +109,7 @@ _IN_SET = re.compile(r"\\in(?![A-Za-z])")
 
 
 def _membership(s: str) -> tuple[str, str] | None:
-    """``(variable, interval)`` of ``b \\in (0, 2m)``, else None."""
+    r"""``(variable, interval)`` of ``b \in (0, 2m)``, else None."""
     parts = _IN_SET.split(s)
     if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
         return None
@@ -107,10 +117,12 @@ def _membership(s: str) -> tuple[str, str] | None:
 
 
 def _in_membership(gold: str, pred: str) -> RuleResult | None:
-    """``b \\in (0, X)`` on one side: its interval against the other side's interval, or against the
-    other side's inequality in ``b``, checked numerically with positive symbols (the inequality
-    must hold inside the interval and fail outside it, for ``b > 0``, at several parameter points).
-    None when neither side is a membership."""
+    r"""``b \in (0, X)`` on one side, against the other side's interval or inequality in ``b``.
+
+    An inequality is checked numerically with positive symbols (it must hold inside the interval and
+    fail outside it, for ``b > 0``, at several parameter points). ``None`` when neither side is a
+    membership.
+    """
     import sympy
 
     gm, pm = _membership(gold), _membership(pred)
@@ -216,6 +228,7 @@ def _relations(obj: Any) -> list[tuple[bool, Any]] | None:
 
 
 def _positive_multiple(a: Any, b: Any) -> bool:
+    """Whether ``a`` is ``b`` times a positive constant or a positive monomial."""
     import sympy
 
     if not isinstance(a, sympy.Expr) or not isinstance(b, sympy.Expr):
@@ -247,9 +260,11 @@ def _positive_multiple(a: Any, b: Any) -> bool:
 
 
 def _relation_candidates(obj: Any) -> list[tuple[Any, Any, Any, bool, bool]]:
-    """Readings of an inequality as ``(variable expression, start, end, left_open, right_open)``:
-    ``X >= a`` gives ``(X, a, oo, False, True)`` and also ``(a, -oo, X, True, False)`` (either side
-    may be the variable); a chain ``a < X < b`` gives ``(X, a, b, True, True)``."""
+    """Readings of an inequality as ``(variable expression, start, end, left_open, right_open)``.
+
+    ``X >= a`` gives ``(X, a, oo, False, True)`` and also ``(a, -oo, X, True, False)`` (either side may
+    be the variable); a chain ``a < X < b`` gives ``(X, a, b, True, True)``.
+    """
     import sympy
 
     out = []
@@ -276,8 +291,10 @@ def _relation_candidates(obj: Any) -> list[tuple[Any, Any, Any, bool, bool]]:
 
 
 def _bound_equal(x: Any, y: Any) -> bool:
-    """Interval bounds equal: numbers by the NV tolerance (``\\frac{\\sqrt3}{2}`` vs ``0.866``),
-    expressions by :func:`sym_equal`."""
+    r"""Interval bounds equal: numbers by the NV tolerance (``\frac{\sqrt3}{2}`` vs ``0.866``).
+
+    Expressions by :func:`studybench.verify.symbolic.sym_equal`.
+    """
     vx, vy = closed_value(x), closed_value(y)
     if vx is not None and vy is not None and abs(vx.imag) < 1e-12 and abs(vy.imag) < 1e-12:
         return close_enough(vy.real, vx.real)
@@ -285,8 +302,10 @@ def _bound_equal(x: Any, y: Any) -> bool:
 
 
 def _interval_vs_relation(iv: list[tuple[Any, Any, bool, bool]], rel: Any) -> bool:
-    """A single interval against an inequality whose variable side is any expression
-    (``[1/n_1, \\infty)`` against ``r/R \\ge 1/n_1``)."""
+    r"""A single interval against an inequality whose variable side is any expression.
+
+    ``[1/n_1, \infty)`` against ``r/R \ge 1/n_1``.
+    """
     if len(iv) != 1:
         return False
     gs, ge, glo, gro = iv[0]

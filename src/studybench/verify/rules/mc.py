@@ -23,9 +23,11 @@ _MC_NEGATION = re.compile(r"\b(?:incorrect|wrong|not|false|neither|none|also|eit
 
 
 def _mc_letter(s: str) -> str | None:
-    """The one option letter a box commits to (:func:`_mc_letter_first`), ``None`` when the box
-    also names another option letter (``B (or C)``, ``A is wrong; the answer is C``) or qualifies
-    its choice (``A is incorrect``)."""
+    """The one option letter a box commits to (:func:`_mc_letter_first`).
+
+    ``None`` when the box also names another option letter (``B (or C)``, ``A is wrong; the answer is
+    C``) or qualifies its choice (``A is incorrect``).
+    """
     letter = _mc_letter_first(s)
     if letter is None or not isinstance(s, str):
         return letter
@@ -48,11 +50,13 @@ def _mc_letter(s: str) -> str | None:
 
 
 def _mc_letter_first(s: str) -> str | None:
-    """The one option letter a box commits to: ``E``, ``(E)``, ``\\text{E}``, ``\\textbf{E}``,
-    ``Option E``, ``E: text``, ``E. text``, ``(E) text``. ``None`` when there is none, and when the
-    box hedges between options (``A and C``, ``A or B``, ``A, B``, ``A B``, ``(A) (C)``): a second
-    standalone letter of the same case right after the first (joined by and / or / a comma / a
-    slash / a space, or after a separator) means several options."""
+    r"""The option letter a box starts with: ``E``, ``(E)``, ``\text{E}``, ``Option E``, ``E: text``.
+
+    Also ``\textbf{E}``, ``E. text``, ``(E) text``. ``None`` when there is none, and when the box hedges
+    between options (``A and C``, ``A or B``, ``A, B``, ``A B``, ``(A) (C)``): a second standalone
+    letter of the same case right after the first (joined by and / or / a comma / a slash / a space,
+    or after a separator) means several options.
+    """
     if not isinstance(s, str) or len(s) > 2000:
         return None
     t = s
@@ -89,8 +93,19 @@ def _mc_letter_first(s: str) -> str | None:
 
 
 def mc_rule(gold: str, pred: str) -> RuleResult:
-    """MC: option-letter equality (case-insensitive); a gold that is a word (``Pluto``) needs the same
-    normalised text, optionally after an option-letter prefix in the prediction."""
+    """MC: option-letter equality, case-insensitive (PROTOCOL.md section 5).
+
+    A gold that is a word (``Pluto``) needs the same normalised text, optionally after an option-letter
+    prefix in the prediction. Hedging or negation (``A or C``, ``B (or C)``, ``A is incorrect``) is
+    wrong.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+
+    Returns:
+        ``(match, reason)``; always decided.
+    """
     g = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", gold).strip()
     if re.fullmatch(r"\(?\s*[A-Za-z]\s*\)?", g.replace("{", "").replace("}", "")):
         gl = _mc_letter(g)

@@ -1,11 +1,11 @@
-"""NV: numeric values with units (PROTOCOL.md section 5).
+r"""NV: numeric values with units (PROTOCOL.md section 5).
 
 :func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.quantity.quantity_candidates`),
-an optional left side (compared when both sides state one), bounds, ``\\pm`` pairs, number words and
+an optional left side (compared when both sides state one), bounds, ``\pm`` pairs, number words and
 count nouns, converts units with pint (the gold's own unit or its ``gold_unit`` hint), and compares
 values within the tolerance policy (:mod:`studybench.verify.tolerance`). A closed-form gold
-(``\\sqrt{2}``) is a number too; a symbolic gold (``0.5 R``) falls back to the EX rule, and a relation
-such as ``\\beta = 1`` stated as ``v = c`` to the EQ rule. Worker side.
+(``\sqrt{2}``) is a number too; a symbolic gold (``0.5 R``) falls back to the EX rule, and a relation
+such as ``\beta = 1`` stated as ``v = c`` to the EQ rule. Worker side.
 """
 
 from __future__ import annotations
@@ -39,14 +39,23 @@ __all__ = ["nv_gold_check", "nv_rule"]
 
 
 def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
-    """NV: numbers with scientific notation, fractions, percent, degrees, optional unit and
-    optional left side; relative tolerance 1% (a gold of 0 needs 0). Falls back to a symbolic
-    numeric value (``\\frac{\\sqrt2}{2}``) and then to EX rules for symbolic NV golds.
+    r"""NV: numbers with units, left sides and bounds, within the tolerance policy (PROTOCOL.md section 5).
 
-    Units: ``hint`` is the unit of a unitless gold (``gold_unit``); a prediction in a compatible unit
-    is converted, one without a unit is read in the gold's unit, and one with a dimensional unit
-    against a gold whose unit is unknown is not accepted (unless the gold is 0). A gold listing
-    several values (``1.822, 0.831, 1.8``) is compared value by value."""
+    Scientific notation, fractions, percent, degrees, an optional unit and an optional left side;
+    relative tolerance 1% widened to the gold's written precision, at most 2% (a gold of 0 needs 0).
+    Falls back to a symbolic numeric value (``\frac{\sqrt2}{2}``) and then to the EX rule for symbolic
+    NV golds. A gold listing several values (``1.822, 0.831, 1.8``) is compared value by value.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+        hint: the unit of a unitless gold (``gold_unit``): a prediction in a compatible unit is
+            converted, one without a unit is read in the gold's unit, and one with a dimensional unit
+            against a gold whose unit is unknown is not accepted (unless the gold is 0).
+
+    Returns:
+        ``(match, reason)``.
+    """
     if len(split_top_level(gold)) > 1:
         gparts = split_top_level(gold)
         ghints = split_hints(hint, len(gparts))
@@ -145,7 +154,7 @@ _NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seve
 
 
 def _strip_symbolic_unit(pred: str, text: str) -> str:
-    """``-0.167\\,m_{0}`` with the symbolic unit ``m_0`` -> ``-0.167``."""
+    r"""``-0.167\,m_{0}`` with the symbolic unit ``m_0`` -> ``-0.167``."""
     p, t = norm_string(pred), norm_string(text)
     if t and p.endswith(t) and len(p) > len(t):
         head = p[: -len(t)].rstrip()

@@ -1,4 +1,4 @@
-"""QL: short qualitative phrases by normalised text (PROTOCOL.md section 5).
+r"""QL: short qualitative phrases by normalised text (PROTOCOL.md section 5).
 
 Two tiers, like every rule:
 
@@ -7,8 +7,8 @@ Two tiers, like every rule:
   paraphrase is left to the LLM judge.
 * :func:`ql_full_rule` (worker side): a gold that is really a formula or a number (no prose) is left
   undecided by :func:`ql_rule` and compared by the EX rule (:func:`studybench.verify.rules.ex.ex_rule`),
-  without a unit hint. This second chance is deliberate: a QL gold such as ``\\frac{1}{2}`` or
-  ``v_0 \\cos\\theta`` is an expression however it is labelled.
+  without a unit hint. This second chance is deliberate: a QL gold such as ``\frac{1}{2}`` or
+  ``v_0 \cos\theta`` is an expression however it is labelled.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ def _looks_mathy(s: str) -> bool:
 
 
 def _ql_clauses(s: str) -> list[tuple[str, ...]]:
-    """Clauses (split at ``;``) as word tuples. Clauses that all carry a label (``M87: synchrotron
-    cooling``) may come in any order and are sorted; unlabelled clauses keep their order
-    (``increases; decreases`` is not ``decreases; increases``)."""
+    """Clauses (split at ``;``) as word tuples.
+
+    Clauses that all carry a label (``M87: synchrotron cooling``) may come in any order and are sorted;
+    unlabelled clauses keep their order (``increases; decreases`` is not ``decreases; increases``).
+    """
     t = re.sub(r"\\(?:text|mathrm|textrm|textbf|textit|mbox|emph)\s*\{([^{}]*)\}", r"\1", s)
     raw = [c for c in t.split(";") if prose_words(c)]
     clauses = [tuple(prose_words(c)) for c in raw]
@@ -49,9 +51,17 @@ def _ql_clauses(s: str) -> list[tuple[str, ...]]:
 
 
 def ql_alternatives(gold: str) -> list[str]:
-    """A short gold naming one thing two ways (``Aries (Ari)``, ``Orion Nebula (M42)``) accepts
-    either name; the parenthesis must hold a short designation (one token of at most six
-    characters with a capital or a digit), not a description (``Red (longer wavelength)``)."""
+    """The names a short gold accepts: ``Aries (Ari)`` and ``Orion Nebula (M42)`` either way.
+
+    The parenthesis must hold a short designation (one token of at most six characters with a capital
+    or a digit), not a description (``Red (longer wavelength)``).
+
+    Args:
+        gold: one QL gold box.
+
+    Returns:
+        ``[gold, name, designation]``, or ``[gold]``.
+    """
     t = re.sub(r"\\(?:text|mathrm|textrm|textbf|textit|mbox|emph)\s*\{([^{}]*)\}", r"\1", gold).strip()
     m = re.fullmatch(r"([A-Za-z][\w .'-]{0,40}?)\s*\(([A-Za-z0-9][\w.-]{0,5})\)", t)
     if m and len(m.group(1).split()) <= 4 and re.search(r"[A-Z0-9]", m.group(2)):
@@ -60,11 +70,21 @@ def ql_alternatives(gold: str) -> list[str]:
 
 
 def ql_rule(gold: str, pred: str) -> RuleResult:
-    """QL: normalised text equality (PROTOCOL.md section 5): case, punctuation, hyphens, articles,
-    plurals, British spellings and a small synonym lexicon are ignored, labelled clauses separated
-    by ``;`` may come in any order, and a short gold written ``Name (M42)`` accepts either name.
-    Anything else (real paraphrase, glosses, hedges) is left to the LLM judge: decisive ``False``
-    for prose golds, undecided for formula-like golds."""
+    """QL: normalised text equality (PROTOCOL.md section 5); the fast tier's rule.
+
+    Case, punctuation, hyphens, articles, plurals, British spellings and a small synonym lexicon are
+    ignored (:func:`studybench.verify.prose.prose_words`), labelled clauses separated by ``;`` may come
+    in any order, and a short gold written ``Name (M42)`` accepts either name. Anything else (real
+    paraphrase, glosses, hedges) is left to the LLM judge.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+
+    Returns:
+        ``(match, reason)``: decided for prose golds; ``(None, "formula-like QL")`` for a gold that is
+        really a formula or number, which :func:`ql_full_rule` decides.
+    """
     if norm_text(gold) == norm_text(pred):
         return True, "same text"
     if len(gold) > MAX_QL_CHARS or len(pred) > MAX_QL_CHARS:

@@ -22,8 +22,12 @@ _TF_LEAD = re.compile(r"^\s*(true|false|yes|no|correct|incorrect)\s*(?:[,;:.!]|-
 
 
 def _tf_value(s: str) -> bool | None:
-    """The truth value a TF box states: a synonym alone (``True``, ``no``, ``\\text{Yes}``) or one
-    leading a justification after a comma, colon or dash (``No, they cannot be distinguished``)."""
+    r"""The truth value a TF box states.
+
+    A synonym alone (``True``, ``no``, ``\text{Yes}``) or one leading a justification after a comma,
+    colon or dash (``No, they cannot be distinguished``), but not a qualified one (``True, but only
+    ...``).
+    """
     t = norm_text(s)
     if t in _TRUE:
         return True
@@ -40,7 +44,17 @@ def _tf_value(s: str) -> bool | None:
 
 
 def tf_rule(gold: str, pred: str) -> RuleResult:
-    """TF: true/yes/correct vs false/no/incorrect synonyms, case-insensitive, inside ``\\text{}``."""
+    r"""TF: true/yes/correct vs false/no/incorrect synonyms, case-insensitive, inside ``\text{}``.
+
+    Implements PROTOCOL.md section 5. A prediction that states no single truth value is wrong.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+
+    Returns:
+        ``(match, reason)``; always decided.
+    """
     g, p = _tf_value(gold), _tf_value(pred)
     if p is None:
         return False, f"not a truth value: {pred[:40]!r}"
