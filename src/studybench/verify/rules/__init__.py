@@ -45,6 +45,7 @@ from studybench.verify.verdict import RuleResult, SlotRule, Verdict
 
 __all__ = [
     "COMPOUND_RULES",
+    "CompoundRule",
     "RULES",
     "Rule",
     "check_gold_parsable_local",
@@ -132,8 +133,9 @@ RULES: dict[AnswerType, Rule] = {
 """The rule of every answer type, for one gold box against one predicted box."""
 
 CompoundRule = Callable[[list[str], list[str], list[AnswerType], SlotRule, list["str | None"]], RuleResult]
+"""``rule(golds, preds, type_sequence, slot, hints)``: how the slots of a compound answer combine."""
 COMPOUND_RULES: dict[AnswerType, CompoundRule] = {AnswerType.TUP: tup.tup_rule, AnswerType.ALT: alt.alt_rule}
-"""How the slots of a compound answer combine: ``rule(golds, preds, type_sequence, slot, hints)``."""
+"""The compound rule of TUP and ALT."""
 
 assert set(RULES) == set(AnswerType), "every answer type needs a rule"
 

@@ -48,9 +48,9 @@ def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
 
     A reaction or decay is compared by :func:`reaction_rule`; a gold listing several answers part by
     part (:func:`studybench.verify.parts.compare_parts`); a single answer by its right-hand side, NV
-    rules for plain numbers and SymPy equivalence otherwise. A trailing unit (``(\ldots)\
-    \mathrm{V}``) is converted to the gold's unit (its own or ``hint``) by a numeric factor, or dropped
-    when the gold states none.
+    rules for plain numbers and SymPy equivalence otherwise. A trailing unit
+    (``(\ldots)\ \mathrm{V}``) is converted to the gold's unit (its own or ``hint``) by a numeric
+    factor, or dropped when the gold states none.
 
     Args:
         gold: one gold box content.
