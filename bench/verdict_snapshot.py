@@ -1,7 +1,7 @@
 """Snapshot every rule verdict on the real inputs, and compare two snapshots.
 
-A refactoring of the verifier must not change what it decides. This script judges three input sets
-with the rule verifier and writes one JSON line per item (set, index, the judged gold boxes and
+A refactoring of the verifier must not change what it decides. This script verifies three input sets
+with the rule verifier and writes one JSON line per item (set, index, the compared gold boxes and
 extracted boxes, correct, reason):
 
 * ``dev``: the labelled dev pairs (``dev_pairs.jsonl``);
@@ -44,7 +44,7 @@ DEFAULT_DATA = Path(os.environ.get("STUDYBENCH_DATA") or REPO.parent / "shared" 
 def _golds(gold: str, answer_type: str, type_sequence: str) -> list[str]:
     try:
         return gold_boxes(gold, AnswerType(answer_type.strip().upper()), parse_type_sequence(type_sequence))
-    except Exception:  # noqa: BLE001 - a gold the loader would refuse judges as "no box"
+    except Exception:  # noqa: BLE001 - a gold the loader would refuse counts as "no box"
         return []
 
 
@@ -72,14 +72,14 @@ def inputs(dev_path: Path, data_dir: Path) -> list[dict[str, Any]]:
 
 
 def snapshot(items: list[dict[str, Any]], workers: int | None, timeout: float) -> list[dict[str, Any]]:
-    """Judge every item; one output row per item."""
+    """Verify every item; one output row per item."""
     prepared = []
     for it in items:
         golds = _golds(it["gold"], it["answer_type"], it["type_sequence"])
         preds = extract_answers(it["response"], m=len(golds)) if golds else []
         prepared.append((golds, preds, it["answer_type"], it["type_sequence"], it["gold_unit"]))
     with Verifier(workers=workers, timeout=timeout) as v:
-        verdicts = v.judge_many([p for p in prepared if p[0]])
+        verdicts = v.verify_many([p for p in prepared if p[0]])
     it_v = iter(verdicts)
     rows = []
     counters: dict[str, int] = {}
@@ -124,7 +124,7 @@ def main() -> int:
     for r in rows:
         sets.setdefault(r["set"], []).append(r["correct"])
     for name, vals in sets.items():
-        print(f"{name}: {len(vals)} items, {sum(vals)} judged correct")
+        print(f"{name}: {len(vals)} items, {sum(vals)} verified correct")
     if args.compare is None:
         return 0
     old = [json.loads(line) for line in args.compare.read_text(encoding="utf-8").splitlines() if line.strip()]

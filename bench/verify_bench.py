@@ -7,12 +7,12 @@ Measures, in one run on the same machine and the same inputs:
   - ``dev``: the labelled dev pairs (``dev_pairs.jsonl``: gold ``\\boxed{}`` string, model response
     tail, answer_type, type_sequence, label), half correct and half subtly wrong;
   - ``gold-self``: every sub-problem of ``application.json`` and ``transfer.json`` answered with its
-    own gold boxes (``Final Answer: \\boxed{b1}, \\boxed{b2}, ...``), label True; every judge
+    own gold boxes (``Final Answer: \\boxed{b1}, \\boxed{b2}, ...``), label True; every verifier
     should accept all of them;
   - ``gold-sol``: every sub-problem whose reference solution has a ``\\boxed{}`` answered with that
     solution (its final boxes), label True; the exceptions are listed with the verifier's reason.
 
-* **Judges.**
+* **Verifiers.**
 
   - ``studybench w=1``: ``Verifier(workers=1)``: the in-process fast path plus one sandbox worker
     process, the single-process-fair configuration;
@@ -22,15 +22,15 @@ Measures, in one run on the same machine and the same inputs:
     ``--peer-guard`` seconds per call and restarts that process on an overrun, so a hang cannot
     stop the benchmark. Any exception counts as "incorrect".
 
-  Both judges start from the same raw strings: the studybench time includes gold-box parsing and
-  answer extraction (``gold_boxes`` + ``extract_answers``) as well as ``judge_many``, the
+  Both verifiers start from the same raw strings: the studybench time includes gold-box parsing and
+  answer extraction (``gold_boxes`` + ``extract_answers``) as well as ``verify_many``, the
   math-verify time includes both ``parse`` calls and ``verify`` plus one pipe round trip (the pure
   compute time inside the peer process is reported as well).
 
-* **Numbers.** Per judge and input set: n, accuracy, precision, recall and F1 (positive =
+* **Numbers.** Per verifier and input set: n, accuracy, precision, recall and F1 (positive =
   "correct"), per-answer-type precision/recall on the dev pairs (types with >= 10 pairs),
-  judgements per second (wall clock, excluding the one-time warm-up, which is reported separately:
-  starting worker processes, imports, a few synthetic judgements not among the inputs) and the
+  verifications per second (wall clock, excluding the one-time warm-up, which is reported separately:
+  starting worker processes, imports, a few synthetic verifications not among the inputs) and the
   speed ratio studybench / math-verify.
 
 * **Memoisation caveat.** ``Verifier`` memoises verdicts. Every measurement (each repeat, each
@@ -40,7 +40,7 @@ Measures, in one run on the same machine and the same inputs:
 
 Usage::
 
-    python bench/verify_bench.py                      # full run (both input sets, all judges)
+    python bench/verify_bench.py                      # full run (both input sets, all verifiers)
     python bench/verify_bench.py --limit 50           # quick run: first 50 items of each set
     python bench/verify_bench.py --out results.json   # also write everything (per item too) as JSON
 
@@ -107,7 +107,7 @@ class Pair:
 
 @dataclass
 class Measurement:
-    judge: str
+    verifier: str
     input_set: str
     n: int
     unique: int
@@ -212,14 +212,14 @@ def run_studybench(pairs: list[Pair], workers: int | None, timeout: float, repea
         v = Verifier(workers=workers, timeout=timeout)  # fresh per measurement: no memo carried over
         try:
             v.warm()
-            v.judge_many(warm)
+            v.verify_many(warm)
             warmups.append(time.perf_counter() - t0)
             before = dict(v.stats)
             t1 = time.perf_counter()
             items = [_item(p) for p in pairs]
-            judged = v.judge_many([it for it in items if it[0]])
+            verified = v.verify_many([it for it in items if it[0]])
             seconds.append(time.perf_counter() - t1)
-            it_j = iter(judged)
+            it_j = iter(verified)
             res = [next(it_j) if it[0] else None for it in items]
             if not verdicts:
                 verdicts = res
@@ -229,7 +229,7 @@ def run_studybench(pairs: list[Pair], workers: int | None, timeout: float, repea
             v.close()
     ok = [bool(x.correct) if x is not None else False for x in verdicts]
     reasons = [x.reason if x is not None else "incorrect: gold has no box" for x in verdicts]
-    return Measurement(judge=label, input_set=set_name, n=len(pairs), unique=len(keys), verdicts=ok, reasons=reasons,
+    return Measurement(verifier=label, input_set=set_name, n=len(pairs), unique=len(keys), verdicts=ok, reasons=reasons,
                        seconds=seconds, warmup_s=statistics.median(warmups),
                        extra={"workers": n_workers, "stats": stats,
                               "timeouts": sum(r == "incorrect: timed out" for r in reasons),
@@ -348,7 +348,7 @@ def run_peer(pairs: list[Pair], guard: float, repeats: int, set_name: str) -> Me
         finally:
             peer.close()
     finite = [c for c in compute if c == c]
-    return Measurement(judge="math-verify", input_set=set_name, n=len(pairs), unique=len({(p.gold, p.response) for p in pairs}),
+    return Measurement(verifier="math-verify", input_set=set_name, n=len(pairs), unique=len({(p.gold, p.response) for p in pairs}),
                        verdicts=verdicts, reasons=reasons, seconds=seconds, warmup_s=statistics.median(warmups),
                        extra={"errors": sum("(" in r for r in reasons), "guard_kills": restarts,
                               "slow_calls_over_5s": sum(w > SLOW_S for w in walls),
@@ -395,7 +395,7 @@ def main() -> int:
                     help=f"test-set directory (default: $STUDYBENCH_DATA, else {DEFAULT_DATA})")
     ap.add_argument("--limit", type=int, default=None, help="use only the first N items of each input set")
     ap.add_argument("--repeats", type=int, default=1, help="timed repeats per measurement (median reported)")
-    ap.add_argument("--timeout", type=float, default=5.0, help="studybench per-judgement timeout, seconds")
+    ap.add_argument("--timeout", type=float, default=5.0, help="studybench per-verification timeout, seconds")
     ap.add_argument("--peer-guard", type=float, default=30.0,
                     help="wall-clock seconds before a math-verify call is abandoned and its process restarted")
     ap.add_argument("--no-peer", action="store_true", help="skip math-verify")
@@ -418,7 +418,7 @@ def main() -> int:
         except metadata.PackageNotFoundError:
             print('math-verify is not installed: pip install "math-verify>=0.7" (or run with --no-peer)', file=sys.stderr)
             return 2
-    default_workers: str | None = None  # label of the default-workers judge, known after its first run
+    default_workers: str | None = None  # label of the default-workers verifier, known after its first run
     print(f"cores {os.cpu_count()}, Python {platform.python_version()}, studybench {metadata.version('studybench')}, "
           f"math-verify {mv_version or '(skipped)'}")
     print(f"dev pairs: {len(sets['dev'])} from {args.dev_pairs}")
@@ -433,78 +433,78 @@ def main() -> int:
         for workers, label in ((1, "studybench w=1"), (None, "studybench w=D")):
             m = run_studybench(pairs, workers, args.timeout, args.repeats, label, name)
             if workers is None:
-                m.judge = default_workers = f"studybench w={m.extra['workers']}"
+                m.verifier = default_workers = f"studybench w={m.extra['workers']}"
             results.append(m)
-            print(f"  done {m.judge:<16} {name:<9} {m.seconds[0]:7.2f} s", flush=True)
+            print(f"  done {m.verifier:<16} {name:<9} {m.seconds[0]:7.2f} s", flush=True)
         if not args.no_peer:
             m = run_peer(pairs, args.peer_guard, args.repeats, name)
             results.append(m)
-            print(f"  done {m.judge:<16} {name:<9} {m.seconds[0]:7.2f} s", flush=True)
+            print(f"  done {m.verifier:<16} {name:<9} {m.seconds[0]:7.2f} s", flush=True)
     print()
 
-    peer_rate = {m.input_set: m.rate for m in results if m.judge == "math-verify"}
-    hdr = (f"{'judge':<16} {'set':<9} {'n':>5} {'uniq':>5} {'acc%':>6} {'prec%':>6} {'rec%':>6} {'F1%':>6} "
-           f"{'judg/s':>9} {'warm-up s':>9} {'vs m-v':>7}")
+    peer_rate = {m.input_set: m.rate for m in results if m.verifier == "math-verify"}
+    hdr = (f"{'verifier':<16} {'set':<9} {'n':>5} {'uniq':>5} {'acc%':>6} {'prec%':>6} {'rec%':>6} {'F1%':>6} "
+           f"{'verif/s':>9} {'warm-up s':>9} {'vs m-v':>7}")
     print(hdr)
     print("-" * len(hdr))
     summary = []
     for m in results:
         mt = metrics(m.verdicts, [p.label for p in sets[m.input_set]])
         ratio = m.rate / peer_rate[m.input_set] if m.input_set in peer_rate else None
-        print(f"{m.judge:<16} {m.input_set:<9} {m.n:>5} {m.unique:>5} {_f(mt['accuracy']):>6} {_f(mt['precision']):>6} "
+        print(f"{m.verifier:<16} {m.input_set:<9} {m.n:>5} {m.unique:>5} {_f(mt['accuracy']):>6} {_f(mt['precision']):>6} "
               f"{_f(mt['recall']):>6} {_f(mt['f1']):>6} {m.rate:>9,.1f} {m.warmup_s:>9.2f} "
               f"{(f'{ratio:.1f}x' if ratio is not None else '-'):>7}")
         summary.append((m, mt, ratio))
 
     dev = sets["dev"]
-    judges = [m for m in results if m.input_set == "dev"]
+    verifiers = [m for m in results if m.input_set == "dev"]
     types = [t for t, c in Counter(p.answer_type for p in dev).most_common() if c >= MIN_TYPE_N]
     if types:
         print()
         print(f"dev pairs per answer type (types with >= {MIN_TYPE_N} pairs): precision% / recall%")
-        cols = "".join(f" {m.judge:>16}" for m in judges)
+        cols = "".join(f" {m.verifier:>16}" for m in verifiers)
         print(f"{'type':<5} {'n':>4} {'pos':>4}{cols}")
-        pts = {m.judge: per_type(m, dev) for m in judges}
+        pts = {m.verifier: per_type(m, dev) for m in verifiers}
         for t in types:
             n_t = sum(p.answer_type == t for p in dev)
             pos = sum(p.answer_type == t and p.label for p in dev)
-            cells = "".join(f" {_f(pts[m.judge][t]['precision']).strip() + ' / ' + _f(pts[m.judge][t]['recall']).strip():>16}"
-                            for m in judges)
+            cells = "".join(f" {_f(pts[m.verifier][t]['precision']).strip() + ' / ' + _f(pts[m.verifier][t]['recall']).strip():>16}"
+                            for m in verifiers)
             print(f"{t:<5} {n_t:>4} {pos:>4}{cells}")
 
     print()
     for m in results:
-        if m.judge.startswith("studybench"):
+        if m.verifier.startswith("studybench"):
             s = m.extra["stats"]
-            print(f"{m.judge} {m.input_set}: fast path {s.get('fast', 0)}, worker {s.get('worker', 0)}, "
+            print(f"{m.verifier} {m.input_set}: fast path {s.get('fast', 0)}, worker {s.get('worker', 0)}, "
                   f"memo hits {s.get('memo', 0)}, timeouts {m.extra['timeouts']}"
                   + "".join(f"\n    timed out: item {i} ({sets[m.input_set][i].answer_type}, {sets[m.input_set][i].source}, "
                             f"label {sets[m.input_set][i].label})" for i in m.extra["timed_out_items"]))
         else:
             print(f"math-verify {m.input_set}: exceptions/guard errors {m.extra['errors']}, guard kills {m.extra['guard_kills']}, "
                   f"calls > {SLOW_S:g} s: {m.extra['slow_calls_over_5s']}, slowest {m.extra['max_call_s']:.2f} s, "
-                  f"in-process compute {m.extra['compute_rate']:,.1f} judg/s")
+                  f"in-process compute {m.extra['compute_rate']:,.1f} verif/s")
             slow = [i for i, w in enumerate(m.extra["per_item_wall_s"]) if w > SLOW_S]
             if slow:
                 print(f"    calls > {SLOW_S:g} s: items {slow}")
-    sol = [m for m in results if m.input_set == "gold-sol" and m.judge == "studybench w=1"]
+    sol = [m for m in results if m.input_set == "gold-sol" and m.verifier == "studybench w=1"]
     if sol:
         miss = [(p, r) for p, ok, r in zip(sets["gold-sol"], sol[0].verdicts, sol[0].reasons, strict=True) if not ok]
         print(f"gold-sol exceptions (studybench): {len(miss)} of {sol[0].n}")
         for p, r in miss:
             print(f"    {p.source} [{p.answer_type}{',' + p.type_sequence if p.type_sequence else ''}]: {r[:110]}")
     for name in sets:
-        a = [m for m in results if m.input_set == name and m.judge.startswith("studybench")]
+        a = [m for m in results if m.input_set == name and m.verifier.startswith("studybench")]
         if len(a) == 2:
             diff = sum(x != y for x, y in zip(a[0].verdicts, a[1].verdicts, strict=True))
-            print(f"{name}: studybench w=1 vs {a[1].judge} verdict disagreements: {diff}")
+            print(f"{name}: studybench w=1 vs {a[1].verifier} verdict disagreements: {diff}")
     print("Memo: each measurement used a fresh Verifier (no memo across measurements); within one, duplicate "
           "items (n - uniq) may be served from the memo.")
     print("uniq: studybench = distinct (gold boxes, extracted answers, type, type_sequence) keys, what its memo sees; "
           "math-verify = distinct (gold, response) strings (it has no memo).")
-    print("Timed-out judgements count as 'incorrect' for both judges.")
-    print("judg/s = n / wall-clock seconds of the timed pass (median over repeats), warm-up excluded; studybench "
-          "includes gold_boxes + extract_answers + judge_many, math-verify includes parse x2 + verify + pipe round trip.")
+    print("Timed-out verifications count as 'incorrect' for both verifiers.")
+    print("verif/s = n / wall-clock seconds of the timed pass (median over repeats), warm-up excluded; studybench "
+          "includes gold_boxes + extract_answers + verify_many, math-verify includes parse x2 + verify + pipe round trip.")
     total = time.perf_counter() - t_start
     print(f"total run time: {total:.1f} s")
 
@@ -519,8 +519,8 @@ def main() -> int:
                               "by_type": dict(Counter(x.answer_type for x in p))} for name, p in sets.items()},
             "gold_self_per_split": per_split,
             "results": [
-                {"judge": m.judge, "set": m.input_set, "n": m.n, "unique": m.unique, "metrics": mt,
-                 "per_type": per_type(m, sets[m.input_set]), "judgements_per_s": m.rate, "seconds": m.seconds,
+                {"verifier": m.verifier, "set": m.input_set, "n": m.n, "unique": m.unique, "metrics": mt,
+                 "per_type": per_type(m, sets[m.input_set]), "verifications_per_s": m.rate, "seconds": m.seconds,
                  "warmup_s": m.warmup_s, "speed_ratio_vs_math_verify": ratio,
                  "extra": {k: v for k, v in m.extra.items() if k != "per_item_wall_s"}}
                 for m, mt, ratio in summary
@@ -529,7 +529,7 @@ def main() -> int:
                 name: [
                     {"i": i, "source": p.source, "answer_type": p.answer_type, "type_sequence": p.type_sequence,
                      "kind": p.kind, "label": p.label,
-                     **{m.judge: {"correct": m.verdicts[i], "reason": m.reasons[i],
+                     **{m.verifier: {"correct": m.verdicts[i], "reason": m.reasons[i],
                                   **({"wall_s": m.extra["per_item_wall_s"][i]} if "per_item_wall_s" in m.extra else {})}
                         for m in results if m.input_set == name}}
                     for i, p in enumerate(pairs)

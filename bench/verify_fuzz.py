@@ -1,7 +1,7 @@
 """Large fuzz run of the rule verifier (issue 3, safety): hypothesis-generated random and
 adversarial LaTeX with canary payloads in every field (:mod:`studybench.testing.fuzz`).
 
-Reports: examples judged, exceptions escaped (must be 0), calls over timeout + 0.5 s (must be 0),
+Reports: examples verified, exceptions escaped (must be 0), calls over timeout + 0.5 s (must be 0),
 verdicts by kind (timed out / worker died / other), canary executions (must be 0), the slowest
 call, and the parent's peak memory. Exit status 1 when any check fails.
 
@@ -35,7 +35,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", type=int, default=5000, help="hypothesis examples (default %(default)s)")
     ap.add_argument("--workers", type=int, default=2, help="verifier worker processes (default %(default)s)")
-    ap.add_argument("--timeout", type=float, default=1.0, help="per-judgement timeout, seconds (default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=1.0, help="per-verification timeout, seconds (default %(default)s)")
     ap.add_argument("--threads", type=int, default=4, help="caller threads sharing the workers (default %(default)s)")
     ap.add_argument("--depth", type=int, default=6, help="maximum expression depth (default %(default)s)")
     args = ap.parse_args()
@@ -64,7 +64,7 @@ def main() -> int:
             gold, pred, at, ts, unit = item
             t = time.perf_counter()
             try:
-                res = v.judge(gold, pred, at, ts, gold_unit=unit)
+                res = v.verify(gold, pred, at, ts, gold_unit=unit)
                 kind = "verdict" if isinstance(res, Verdict) else "not a verdict"
                 if isinstance(res, Verdict):
                     if res.reason == "incorrect: timed out":
@@ -93,13 +93,13 @@ def main() -> int:
         kills = v.pool.kills
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     over = sum(t > args.timeout + 0.5 for t in times)
-    print(f"examples: {len(items)} (generated in {gen_s:.1f} s), judged in {run_s:.1f} s on {args.workers} workers "
+    print(f"examples: {len(items)} (generated in {gen_s:.1f} s), verified in {run_s:.1f} s on {args.workers} workers "
           f"from {args.threads} threads, timeout {args.timeout:g} s")
     print("verdicts: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
     print(f"slowest call: {max(times):.3f} s; calls over timeout + 0.5 s: {over}; workers killed: {kills}")
     print(f"exceptions escaped: {len(errors)}" + "".join(f"\n    {e}" for e in errors[:5]))
     print(f"canary executed: {canary.exists()}")
-    print(f"parent peak RSS: {rss0 / 1024:.0f} MiB before judging, {rss1 / 1024:.0f} MiB after")
+    print(f"parent peak RSS: {rss0 / 1024:.0f} MiB before verifying, {rss1 / 1024:.0f} MiB after")
     ok = not errors and not over and not canary.exists() and len(items) > 0
     print("RESULT:", "pass" if ok else "FAIL")
     return 0 if ok else 1

@@ -24,7 +24,7 @@ import pytest
 from studybench.answers import extract_answers
 from studybench.records import gold_boxes
 from studybench.verify import Verifier
-from studybench.verify.judges import normalise_types
+from studybench.verify.rules import normalise_types
 
 
 def _pairs_path() -> Path | None:
@@ -63,11 +63,11 @@ def verifier() -> Iterator[Verifier]:
         yield v
 
 
-def _judge(v: Verifier, row: dict) -> tuple[bool, str]:
+def _verify(v: Verifier, row: dict) -> tuple[bool, str]:
     at, ts = normalise_types(row["answer_type"], row.get("type_sequence") or "")
     golds = gold_boxes(row["gold"], at, ts)
     preds = extract_answers(row["response"], m=len(golds))
-    verdict = v.judge(golds, preds, at, ts, gold_unit=row.get("gold_unit"))
+    verdict = v.verify(golds, preds, at, ts, gold_unit=row.get("gold_unit"))
     return verdict.correct, verdict.reason
 
 
@@ -90,7 +90,7 @@ def test_dev_pairs_present() -> None:
 )
 def test_dev_pair(verifier: Verifier, i: int) -> None:
     row = PAIRS[i]
-    correct, reason = _judge(verifier, row)
+    correct, reason = _verify(verifier, row)
     assert correct is bool(row["label"]), f"{row['note']}: {reason}"
 
 
@@ -101,7 +101,7 @@ def test_dev_precision_per_type(verifier: Verifier) -> None:
     fp: Counter[str] = Counter()
     misses = set()
     for i, row in enumerate(PAIRS):
-        correct, _ = _judge(verifier, row)
+        correct, _ = _verify(verifier, row)
         if correct and not row["label"]:
             fp[row["answer_type"]] += 1
         if not correct and row["label"]:

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from studybench.testing.fuzz import CANARY_NAME, canary_payloads, fuzz_item
-from studybench.verify import Verdict, Verifier, judge_response
+from studybench.verify import Verdict, Verifier, verify_response
 from studybench.verify.sandbox import SandboxPool, TimedOut
 
 TIMEOUT = 1.0
@@ -32,9 +32,9 @@ CANARY = CANARY_DIR / CANARY_NAME
 
 @pytest.fixture(scope="module")
 def verifier() -> Iterator[Verifier]:
-    import studybench.verify as sv
+    from studybench.verify.verifier import default_verifier
 
-    sv._default_verifier().warm()  # judge_response uses the shared default verifier: boot it first
+    default_verifier().warm()  # verify_response uses the shared default verifier: boot it first
     with Verifier(workers=2, timeout=TIMEOUT) as v:
         v.warm()
         yield v
@@ -42,10 +42,10 @@ def verifier() -> Iterator[Verifier]:
 
 @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fuzz_item(str(CANARY)))
-def test_fuzz_judge(verifier: Verifier, item: tuple) -> None:
+def test_fuzz_verify(verifier: Verifier, item: tuple) -> None:
     gold, pred, at, ts, unit = item
     t0 = time.perf_counter()
-    v = verifier.judge(gold, pred, at, ts, gold_unit=unit)
+    v = verifier.verify(gold, pred, at, ts, gold_unit=unit)
     elapsed = time.perf_counter() - t0
     assert isinstance(v, Verdict) and v.reason.split(":")[0] in ("correct", "incorrect")
     assert elapsed <= TIMEOUT + SLACK, (elapsed, item)
@@ -54,11 +54,11 @@ def test_fuzz_judge(verifier: Verifier, item: tuple) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fuzz_item(str(CANARY), max_depth=4))
-def test_fuzz_judge_response(verifier: Verifier, item: tuple) -> None:
+def test_fuzz_verify_response(verifier: Verifier, item: tuple) -> None:
     gold, pred, at, ts, unit = item
     response = "<think>" + " ".join(pred) + "</think> Final Answer: " + ", ".join(f"\\boxed{{{p}}}" for p in pred)
     t0 = time.perf_counter()
-    v = judge_response("".join(f"\\boxed{{{g}}}" for g in gold), response, at, ts, gold_unit=unit, timeout=TIMEOUT)
+    v = verify_response("".join(f"\\boxed{{{g}}}" for g in gold), response, at, ts, gold_unit=unit, timeout=TIMEOUT)
     assert time.perf_counter() - t0 <= TIMEOUT + SLACK
     assert isinstance(v, Verdict)
     assert not CANARY.exists()
@@ -91,7 +91,7 @@ def test_megabyte_strings_in_every_field(verifier: Verifier, text: str) -> None:
         (["1"], ["1"], text, "", None),
     ]:
         t0 = time.perf_counter()
-        v = verifier.judge(gold, pred, at, ts, gold_unit=unit)
+        v = verifier.verify(gold, pred, at, ts, gold_unit=unit)
         assert isinstance(v, Verdict)
         assert time.perf_counter() - t0 <= TIMEOUT + SLACK
     assert not CANARY.exists()
@@ -136,7 +136,7 @@ def test_many_threads_share_two_workers(verifier: Verifier) -> None:
     def one(k: int) -> None:
         gold, pred, at, ts = _SLOW[k % len(_SLOW)]
         t0 = time.perf_counter()
-        v = verifier.judge(gold, pred + [" " * k], at, ts)  # distinct keys: no memo hits
+        v = verifier.verify(gold, pred + [" " * k], at, ts)  # distinct keys: no memo hits
         assert isinstance(v, Verdict)
         with lock:
             worst.append(time.perf_counter() - t0)
@@ -157,7 +157,7 @@ def test_asyncio_executor_calls_respect_the_timeout(verifier: Verifier) -> None:
         async def one(k: int) -> float:
             gold, pred, at, ts = _SLOW[k % len(_SLOW)]
             t0 = time.perf_counter()
-            v = await loop.run_in_executor(None, lambda: verifier.judge(gold, pred + ["\\," * (k + 1)], at, ts))
+            v = await loop.run_in_executor(None, lambda: verifier.verify(gold, pred + ["\\," * (k + 1)], at, ts))
             assert isinstance(v, Verdict)
             return time.perf_counter() - t0
 
@@ -172,8 +172,8 @@ def test_memory_stays_bounded(verifier: Verifier) -> None:
     space limit and are killed on overrun)."""
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for k in range(30):
-        verifier.judge([r"\frac{(x+1)^{" + str(400 + k) + "}}{x}"], [r"(x+1)^{" + str(500 + k) + "}"], "EX", "")
-        verifier.judge(["1"], ["{" * 500_000 + str(k)], "NV", "")
+        verifier.verify([r"\frac{(x+1)^{" + str(400 + k) + "}}{x}"], [r"(x+1)^{" + str(500 + k) + "}"], "EX", "")
+        verifier.verify(["1"], ["{" * 500_000 + str(k)], "NV", "")
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kb < 300_000, grown_kb  # ru_maxrss is in KiB on Linux
 

@@ -87,16 +87,16 @@ def verifier() -> Iterator[Verifier]:
 
 
 def test_verifier_timeout_verdict(verifier: Verifier) -> None:
-    v = verifier.judge(SLOW_GOLD, SLOW_PRED, "EQ", "", timeout=0.002)
+    v = verifier.verify(SLOW_GOLD, SLOW_PRED, "EQ", "", timeout=0.002)
     assert v == Verdict(False, "incorrect: timed out", tuple(SLOW_PRED))
-    # the replacement worker judges normally afterwards
-    ok = verifier.judge([r"\frac{1}{2}"], ["0.5"], "NV", "")
+    # the replacement worker verifies normally afterwards
+    ok = verifier.verify([r"\frac{1}{2}"], ["0.5"], "NV", "")
     assert ok.correct
 
 
 def test_verifier_timeout_from_thread(verifier: Verifier) -> None:
     res: list[Verdict] = []
-    t = threading.Thread(target=lambda: res.append(verifier.judge(SLOW_GOLD, SLOW_PRED + ["x"], "EQ", "", timeout=0.002)))
+    t = threading.Thread(target=lambda: res.append(verifier.verify(SLOW_GOLD, SLOW_PRED + ["x"], "EQ", "", timeout=0.002)))
     t.start()
     t.join(10)
     assert res and res[0].reason == "incorrect: timed out"
@@ -106,7 +106,7 @@ def test_verifier_timeout_from_asyncio(verifier: Verifier) -> None:
     async def main() -> Verdict:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            None, lambda: verifier.judge(SLOW_GOLD, SLOW_PRED + ["y"], "EQ", "", timeout=0.002)
+            None, lambda: verifier.verify(SLOW_GOLD, SLOW_PRED + ["y"], "EQ", "", timeout=0.002)
         )
 
     assert asyncio.run(main()).reason == "incorrect: timed out"
@@ -114,14 +114,14 @@ def test_verifier_timeout_from_asyncio(verifier: Verifier) -> None:
 
 def test_power_tower_returns_quickly(verifier: Verifier) -> None:
     t0 = time.perf_counter()
-    v = verifier.judge([r"5^{5^{5^{5^{5}}}}"], ["3"], "EX", "", timeout=1.0)
+    v = verifier.verify([r"5^{5^{5^{5^{5}}}}"], ["3"], "EX", "", timeout=1.0)
     assert time.perf_counter() - t0 < 1.5
     assert not v.correct
 
 
 def test_huge_exponents_do_not_hang(verifier: Verifier) -> None:
     t0 = time.perf_counter()
-    res = verifier.judge_many(
+    res = verifier.verify_many(
         [
             ([r"9^{9^{9}}"], [r"9^{9^{9}} + 1"], "EX", ""),
             ([r"10^{10^{10}}"], ["1e400"], "NV", ""),
@@ -146,31 +146,31 @@ CANARY_TEMPLATES = [
 def test_canary_never_executes(verifier: Verifier, tmp_path: Path, template: str, atype: str) -> None:
     canary = tmp_path / "CANARY"
     payload = template.format(p=canary)
-    verifier.judge([payload], ["x = 1"], atype, "")
-    verifier.judge(["x = 1"], [payload], atype, "")
-    verifier.judge([payload], [payload + " "], atype, "")
+    verifier.verify([payload], ["x = 1"], atype, "")
+    verifier.verify(["x = 1"], [payload], atype, "")
+    verifier.verify([payload], [payload + " "], atype, "")
     assert not canary.exists()
 
 
 def test_close_is_idempotent() -> None:
     v = Verifier(workers=1)
-    assert v.judge([r"x^2"], [r"x \cdot x"], "EX", "").correct
+    assert v.verify([r"x^2"], [r"x \cdot x"], "EX", "").correct
     v.close()
     v.close()
     # a closed verifier still answers (string rules) and never raises
-    assert isinstance(v.judge(["a"], ["b"], "EX", ""), Verdict)
+    assert isinstance(v.verify(["a"], ["b"], "EX", ""), Verdict)
 
 
 def test_timed_out_verdicts_are_not_memoised() -> None:
     with Verifier(workers=1, timeout=5.0) as v:
         v.warm()
-        first = v.judge(["x^2-1"], ["(x-1)(x+1)"], "EX", timeout=0.001)
+        first = v.verify(["x^2-1"], ["(x-1)(x+1)"], "EX", timeout=0.001)
         assert first.reason.startswith("incorrect: timed out")
-        again = v.judge(["x^2-1"], ["(x-1)(x+1)"], "EX")
+        again = v.verify(["x^2-1"], ["(x-1)(x+1)"], "EX")
         assert again.correct, again.reason
-        # the same through judge_many, and a slow item times out again rather than hitting a memo
-        assert v.judge(SLOW_GOLD, SLOW_PRED, "EQ", "", timeout=0.002).reason == "incorrect: timed out"
-        assert v.judge_many([(SLOW_GOLD, SLOW_PRED, "EQ", "")])[0].correct
+        # the same through verify_many, and a slow item times out again rather than hitting a memo
+        assert v.verify(SLOW_GOLD, SLOW_PRED, "EQ", "", timeout=0.002).reason == "incorrect: timed out"
+        assert v.verify_many([(SLOW_GOLD, SLOW_PRED, "EQ", "")])[0].correct
 
 
 def test_worker_died_verdicts_are_not_memoised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,5 +187,5 @@ def test_worker_died_verdicts_are_not_memoised(monkeypatch: pytest.MonkeyPatch) 
             return real_call(name, args, timeout)
 
         monkeypatch.setattr(v.pool, "call", dying_call)
-        assert v.judge(["x^2"], [r"x \cdot x"], "EX").reason.startswith("incorrect: worker died")
-        assert v.judge(["x^2"], [r"x \cdot x"], "EX").correct
+        assert v.verify(["x^2"], [r"x \cdot x"], "EX").reason.startswith("incorrect: worker died")
+        assert v.verify(["x^2"], [r"x \cdot x"], "EX").correct

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from studybench.verify import Verdict, Verifier
-from studybench.verify.judges import answer_parts, prose_segments, split_hints, split_unit_suffix
-from studybench.verify.quantity import close_enough, parse_quantity
+from studybench.verify.parts import answer_parts
+from studybench.verify.prose import prose_segments
+from studybench.verify.quantity import parse_quantity, split_hints, split_unit_suffix
+from studybench.verify.tolerance import close_enough
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +229,7 @@ CASES: list[tuple[list[str], list[str], str, str, object, bool, str]] = [
 
 @pytest.mark.parametrize("gold,pred,atype,ts,unit,expected,why", CASES, ids=[f"{c[2]}-{c[6]}" for c in CASES])
 def test_physics_cases(verifier: Verifier, gold: list[str], pred: list[str], atype: str, ts: str, unit: object, expected: bool, why: str) -> None:
-    v = verifier.judge(gold, pred, atype, ts, gold_unit=unit)  # type: ignore[arg-type]
+    v = verifier.verify(gold, pred, atype, ts, gold_unit=unit)  # type: ignore[arg-type]
     assert isinstance(v, Verdict)
     assert v.correct is expected, f"{why}: {v.reason}"
 

@@ -24,7 +24,7 @@ Finding kinds (see :data:`KINDS`):
     Python-list-looking gold ``['\\\\boxed{0}', ...]`` or a remark after the last box.
 ``gold_unparsable``
     the verifier cannot parse a gold box for its type
-    (:func:`studybench.verify.check_gold_parsable`; skipped while that function does not exist).
+    (:func:`studybench.verify.check_gold_parsable`; skipped when the verifier is not importable).
 ``label_variant``
     a ``problem_type`` (sub-discipline) label spelled differently from the dataset's most frequent
     spelling of the same label (see :func:`studybench.records.normalise_label`).
@@ -316,12 +316,12 @@ def _control_chars(text: str) -> str | None:
 
 
 def _gold_parser() -> Callable[[str, Any], str | None] | None:
-    """``studybench.verify.check_gold_parsable`` when it exists, else None (check skipped)."""
+    """``studybench.verify.check_gold_parsable`` when it can be imported, else None (check skipped)."""
     try:
-        from studybench.verify import check_gold_parsable  # type: ignore[attr-defined]
+        from studybench.verify import check_gold_parsable
     except ImportError:
         return None
-    return check_gold_parsable  # type: ignore[no-any-return]
+    return check_gold_parsable
 
 
 # --------------------------------------------------------------------------- checks
@@ -396,7 +396,7 @@ def check_dataset(ds: Dataset, *, parse_golds: bool = True) -> list[Finding]:
     Args:
         ds: a loaded test set (:func:`studybench.datasets.load_dataset`).
         parse_golds: also ask the verifier whether every gold box parses for its type
-            (``studybench.verify.check_gold_parsable``; silently skipped while it does not exist).
+            (``studybench.verify.check_gold_parsable``; silently skipped when it cannot be imported).
 
     Returns:
         Findings in file order (parent by parent; parent-level findings first), see :data:`KINDS`.

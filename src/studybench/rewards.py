@@ -66,9 +66,9 @@ def _verifier() -> Any:
         return _VERIFIER
 
 
-def _prepare(response: Any, answer: Any, answer_type: Any, type_sequence: Any) -> tuple[Any, Any, list[str], list[str]] | None:
-    from studybench.answers import extract_answers
-    from studybench.records import AnswerType, gold_boxes, parse_type_sequence
+def _types(response: Any, answer: Any, answer_type: Any, type_sequence: Any) -> tuple[Any, Any] | None:
+    """The parsed answer type and type_sequence, or None for input no reward can be given for."""
+    from studybench.records import AnswerType, parse_type_sequence
 
     if not isinstance(response, str) or not isinstance(answer, str):
         return None
@@ -76,6 +76,17 @@ def _prepare(response: Any, answer: Any, answer_type: Any, type_sequence: Any) -
     ts = parse_type_sequence(type_sequence or "")
     if at.value in ("TUP", "ALT") and not ts:
         return None  # malformed ground truth: a compound type needs its type_sequence
+    return at, ts
+
+
+def _prepare(response: Any, answer: Any, answer_type: Any, type_sequence: Any) -> tuple[Any, Any, list[str], list[str]] | None:
+    from studybench.answers import extract_answers
+    from studybench.records import gold_boxes
+
+    types = _types(response, answer, answer_type, type_sequence)
+    if types is None:
+        return None
+    at, ts = types
     golds = gold_boxes(answer, at, ts)
     if not golds:
         return None
@@ -90,14 +101,14 @@ def reward_for(response: Any, answer: Any, answer_type: Any, type_sequence: Any 
         answer: the gold answer, ``\\boxed{...}`` per slot.
         answer_type: one of NV EX EQ TUP IN MC TF QL ALT.
         type_sequence: slot types for TUP / ALT (comma string or list).
-        gold_unit: unit of a unitless gold (see :meth:`studybench.verify.Verifier.judge`).
+        gold_unit: unit of a unitless gold (see :meth:`studybench.verify.Verifier.verify`).
     """
     try:
-        prep = _prepare(response, answer, answer_type, type_sequence)
-        if prep is None or not prep[3]:
+        types = _types(response, answer, answer_type, type_sequence)
+        if types is None:
             return 0.0
-        at, ts, golds, preds = prep
-        return 1.0 if _verifier().judge(golds, preds, at, ts, gold_unit=gold_unit).correct else 0.0
+        at, ts = types
+        return 1.0 if _verifier().verify_response(answer, response, at, ts, gold_unit=gold_unit).correct else 0.0
     except Exception:  # noqa: BLE001 - a reward must never raise inside a training loop
         return 0.0
 
@@ -138,15 +149,16 @@ def dense_components(response: Any, answer: Any, answer_type: Any, type_sequence
     w = DENSE_WEIGHTS
     try:
         from studybench.answers import find_boxes, strip_reasoning
-        from studybench.verify.judges import split_hints
-        from studybench.verify.latex import norm_string, symbol_keys
+        from studybench.verify.conversion import symbol_keys
+        from studybench.verify.latex import norm_string
+        from studybench.verify.quantity import split_hints
 
         prep = _prepare(response, answer, answer_type, type_sequence)
         if prep is None or not prep[3]:
             comp["format"] = w["no_answer"]
             return comp
         at, ts, golds, preds = prep
-        if _verifier().judge(golds, preds, at, ts, gold_unit=gold_unit).correct:
+        if _verifier().verify(golds, preds, at, ts, gold_unit=gold_unit).correct:
             comp["answer"] = w["answer"]
         visible = strip_reasoning(response)
         boxes = [b.content for b in find_boxes(visible)]
@@ -184,13 +196,12 @@ def dense_components(response: Any, answer: Any, answer_type: Any, type_sequence
 
 def _dimension_check(gold: str, pred: str, hint: Any) -> bool | None:
     """Whether the predicted unit converts to the gold's; None when either unit is unknown."""
-    from studybench.verify.judges import _hint_unit
-    from studybench.verify.quantity import convert_unit, quantity_candidates
+    from studybench.verify.quantity import convert_unit, hint_unit, quantity_candidates
 
     gq, pq = quantity_candidates(gold), quantity_candidates(pred)
     if not gq or not pq:
         return None
-    gu = gq[-1].unit or (_hint_unit(hint)[0] if hint else None)
+    gu = gq[-1].unit or (hint_unit(hint)[0] if hint else None)
     pu = pq[-1].unit
     if not gu or not pu:
         return None

@@ -1,7 +1,7 @@
-"""Physical-constant identities applied by substitution (PROTOCOL.md section 5, symbols).
+r"""Physical-constant identities applied by substitution (PROTOCOL.md section 5, symbols).
 
-A gold written with ``\\hbar`` and a prediction written with ``h / (2\\pi)`` are the same answer; so
-are ``\\mu_0`` and ``1 / (\\varepsilon_0 c^2)``, ``k`` and ``k_B``, ``\\beta`` and ``1 / (k_B T)``. The
+A gold written with ``\hbar`` and a prediction written with ``h / (2\pi)`` are the same answer; so
+are ``\mu_0`` and ``1 / (\varepsilon_0 c^2)``, ``k`` and ``k_B``, ``\beta`` and ``1 / (k_B T)``. The
 rule: a symbol ``a`` with a known identity ``a = f(b, ...)`` is replaced by ``f`` on one side only
 when that side uses ``a``, the other side does not, and the other side uses the symbols of ``f``
 (so the substitution is what makes the two sides speak of the same quantities). Constants are
@@ -60,11 +60,12 @@ def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any]
     """Apply the identities between the two sides of one comparison.
 
     Args:
-        gold, pred: SymPy objects built with the shared alias table ``aliases``.
-        aliases: the :func:`studybench.verify.latex.new_aliases` table both sides were built with.
+        gold: the gold's SymPy objects, built with the shared alias table ``aliases``.
+        pred: the prediction's SymPy objects, built with the same table.
+        aliases: the :func:`studybench.verify.aliasing.new_aliases` table both sides were built with.
 
     Returns:
-        ``(gold, pred, applied)``: the rewritten objects and the identities used (``"h -> ..."``).
+        ``(gold, pred, applied)``: the rewritten objects and the identities used (``"h = 2 pi hbar"``).
     """
     import sympy
 

@@ -1,4 +1,4 @@
-"""Process pool with hard wall-clock timeouts for symbolic and numeric judgements (PROTOCOL.md section 5).
+"""Process pool with hard wall-clock timeouts for symbolic and numeric verification (PROTOCOL.md section 5).
 
 Design:
 
@@ -41,14 +41,14 @@ class WorkerDied(Exception):
     """The worker exited unexpectedly (e.g. hit its memory limit)."""
 
 
-def _task_judge(gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any = None) -> Any:
-    from studybench.verify.judges import full_judge
+def _task_verdict(gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any = None) -> Any:
+    from studybench.verify.rules import full_verdict
 
-    return full_judge(gold, pred, at, ts, gold_unit)
+    return full_verdict(gold, pred, at, ts, gold_unit)
 
 
 def _task_parsable(box: str, at: str) -> Any:
-    from studybench.verify.judges import check_gold_parsable_local
+    from studybench.verify.rules import check_gold_parsable_local
 
     return check_gold_parsable_local(box, at)
 
@@ -65,7 +65,7 @@ def _task_ping() -> int:
 
 
 TASKS: dict[str, Callable[..., Any]] = {
-    "judge": _task_judge,
+    "verdict": _task_verdict,
     "parsable": _task_parsable,
     "sleep": _task_sleep,
     "ping": _task_ping,
@@ -88,10 +88,10 @@ def _worker_main(conn: Any) -> None:
         # that start-up never counts against a task's timeout
         import sympy  # noqa: F401
 
-        from studybench.verify.judges import full_judge
+        from studybench.verify.rules import full_verdict
 
-        full_judge(["x^2 = 1"], ["1 = x^2"], "EQ", "")
-        full_judge(["1\\,\\mathrm{km}"], ["1000\\,\\mathrm{m}"], "NV", "")  # loads pint's registry
+        full_verdict(["x^2 = 1"], ["1 = x^2"], "EQ", "")
+        full_verdict(["1\\,\\mathrm{km}"], ["1000\\,\\mathrm{m}"], "NV", "")  # loads pint's registry
     except Exception:  # pragma: no cover - import failure is reported per task
         pass
     try:
@@ -229,13 +229,18 @@ class _Worker:
 class SandboxPool:
     """A lazily started, thread-safe pool of sandbox worker processes.
 
+    Use :meth:`call` from any thread; :meth:`close` (or the context manager) stops the workers.
+
     Args:
         workers: maximum number of worker processes (default: CPU count, at most 8).
 
-    Use :meth:`call` from any thread; :meth:`close` (or the context manager) stops the workers.
+    Attributes:
+        max_workers: the maximum number of worker processes.
+        kills: how many workers were killed for overrunning their timeout.
     """
 
     def __init__(self, workers: int | None = None) -> None:
+        """Create the pool; no worker starts before it is needed."""
         n = workers if workers is not None else min(8, os.cpu_count() or 1)
         self.max_workers = max(1, int(n))
         self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
@@ -245,8 +250,10 @@ class SandboxPool:
         self.kills = 0
 
     def _acquire(self, deadline: float) -> _Worker:
-        """A ready worker, waiting at most until ``deadline`` (``time.monotonic()``) for one to be
-        free or to finish booting; raises :class:`TimedOut` when none is ready in time."""
+        """A ready worker, waiting at most until ``deadline`` (``time.monotonic()``).
+
+        Waits for one to be free or to finish booting; raises :class:`TimedOut` when none is ready in time.
+        """
         while True:
             if self._closed:
                 raise RuntimeError("sandbox pool is closed")
@@ -282,8 +289,10 @@ class SandboxPool:
         w.kill()
 
     def _replace(self) -> None:
-        """Start a replacement for a killed worker now (it boots while the caller moves on), so the
-        next task does not wait for a whole interpreter start. Best effort; never raises."""
+        """Start a replacement for a killed worker now (it boots while the caller moves on).
+
+        The next task then does not wait for a whole interpreter start. Best effort; never raises.
+        """
         try:
             with self._lock:
                 if self._closed or len(self._all) >= self.max_workers:
@@ -301,16 +310,24 @@ class SandboxPool:
             self._idle.put(w)
 
     def call(self, name: str, args: tuple[Any, ...], timeout: float) -> Any:
-        """Run task ``name`` with ``args`` in a worker under a wall-clock ``timeout`` (seconds).
+        """Run a named task in a worker under a hard wall-clock timeout.
 
-        The timeout covers the whole call: waiting for a free (or booting) worker and the task
-        itself, so a call returns within about ``timeout`` even when many threads share few
-        workers. Start the workers first with :meth:`warm` so that interpreter start-up does not
-        count against early calls.
+        The timeout covers the whole call: waiting for a free (or booting) worker and the task itself, so
+        a call returns within about ``timeout`` even when many threads share few workers. Start the workers
+        first with :meth:`warm` so that interpreter start-up does not count against early calls.
 
-        Returns the task's result. Raises :class:`TimedOut` (worker killed and replaced),
-        :class:`WorkerDied` (worker crashed), or ``RuntimeError`` for a task-side error or a closed
-        pool.
+        Args:
+            name: a task of :data:`TASKS` (``"verdict"``, ``"parsable"``, ``"sleep"``, ``"ping"``).
+            args: the task's arguments (plain picklable values).
+            timeout: wall-clock seconds for the whole call.
+
+        Returns:
+            The task's result.
+
+        Raises:
+            TimedOut: no worker was ready in time, or the task overran (the worker is killed and replaced).
+            WorkerDied: the worker crashed (e.g. hit its memory limit).
+            RuntimeError: a task-side error, an unknown task, or a closed pool.
         """
         deadline = time.monotonic() + max(0.0, float(timeout))
         w = self._acquire(deadline)
@@ -336,8 +353,11 @@ class SandboxPool:
         return value
 
     def warm(self, n: int | None = None) -> None:
-        """Start up to ``n`` workers now (default: all), in parallel, and wait until they are ready
-        (at most two minutes). Never raises for a worker that fails to start."""
+        """Start workers now, in parallel, and wait until they are ready (at most two minutes).
+
+        Args:
+            n: how many (default: all). Never raises for a worker that fails to start.
+        """
         want = min(n or self.max_workers, self.max_workers)
         fresh: list[_Worker] = []
         with self._lock:
@@ -370,7 +390,9 @@ class SandboxPool:
             w.stop()
 
     def __enter__(self) -> SandboxPool:
+        """Use the pool as a context manager that closes it on exit."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop all workers (:meth:`close`)."""
         self.close()

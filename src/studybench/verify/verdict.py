@@ -1,21 +1,24 @@
-"""The verdict record every judge returns."""
+"""The verdict record the verifier returns, and the result type of every rule."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Verdict"]
+from studybench.records import AnswerType
+
+__all__ = ["RuleResult", "SlotRule", "Verdict"]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Outcome of judging one sub-problem.
+    """Outcome of verifying one sub-problem's answer.
 
     Attributes:
         correct: whether the predicted answer(s) match the gold.
         reason: a short human-readable reason, e.g. ``"correct: numeric match (rel. err 0.2%)"`` or
             ``"incorrect: timed out"``; always starts with ``correct`` or ``incorrect``.
-        extracted: the predicted box contents that were judged.
+        extracted: the predicted box contents that were compared.
     """
 
     correct: bool
@@ -23,4 +26,14 @@ class Verdict:
     extracted: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, object]:
+        """The verdict as a JSON-ready dict.
+
+        Returns:
+            ``{"correct": ..., "reason": ..., "extracted": [...]}``.
+        """
         return {"correct": self.correct, "reason": self.reason, "extracted": list(self.extracted)}
+
+
+RuleResult = tuple[bool | None, str]
+"""(decision, reason): decision ``None`` means undecided (needs the full tier)."""
+SlotRule = Callable[[str, str, AnswerType, "str | None"], RuleResult]

@@ -1,0 +1,383 @@
+r"""LaTeX -> SymPy through latex2sympy2_extended on aliased LaTeX (PROTOCOL.md section 5).
+
+:func:`to_sympy` and :func:`to_sympy_readings` run the size guards (length, exponent nesting, digit
+runs), alias every symbol (:class:`studybench.verify.aliasing.Aliaser`), make brace-less function
+arguments explicit (every reading of ``\sin \theta\, e_\theta``) and hand the result to
+``latex2sympy2_extended`` with ``lowercase_symbols=False``; parses are memoised. They are meant to run
+inside a sandbox worker (:mod:`studybench.verify.sandbox`). :func:`symbol_keys` is the pure string part
+(which symbols an answer uses), safe in-process.
+
+Model text never reaches ``eval``, ``exec``, ``sympify`` of a string or ``parse_expr``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from studybench.verify.aliasing import UPRIGHT_FUNCS, Aliaser, new_aliases
+from studybench.verify.latex import (
+    LatexError,
+    expand_braceless,
+    join_digit_groups,
+    strip_text_remarks,
+    tokenize,
+)
+
+__all__ = ["MAX_EXPONENT_DEPTH", "MAX_SYMBOLIC_LEN", "symbol_keys", "to_sympy", "to_sympy_readings"]
+
+
+MAX_SYMBOLIC_LEN = 2000
+"""Inputs longer than this (characters) are never given to SymPy."""
+MAX_EXPONENT_DEPTH = 2
+"""Deepest allowed nesting of ``^`` inside exponents (``a^{b^{c}}`` has depth 2)."""
+_RECIPROCAL = {"sech": "cosh", "csch": "sinh", "coth": ("cosh", "sinh")}
+_FUNC_TOKENS = {"\\" + f for f in UPRIGHT_FUNCS}
+_OPEN = {"(": ")", "[": "]"}
+_MAX_READINGS = 6
+_NUMBER_TOKEN = re.compile(r"\d+(?:\.\d*)?|\.\d+|\(\d[\d.]*\\times 10\^\{-?\d+\}\)")
+
+
+def _factor_end(conv: list[str], i: int) -> int | None:
+    """End of one multiplicative factor of converted tokens starting at ``conv[i]``.
+
+    A symbol, number, fraction, root or bracketed group, with an optional power; ``None`` otherwise.
+    """
+    n = len(conv)
+    if i >= n:
+        return None
+    t = conv[i]
+
+    def grp(j: int) -> int | None:
+        if j >= n:
+            return None
+        if conv[j] != "{":
+            return j + 1
+        depth = 0
+        for k in range(j, n):
+            if conv[k] == "{":
+                depth += 1
+            elif conv[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    return k + 1
+        return None
+
+    if t.startswith("\\mathrm{v") or t in ("\\pi", "e") or _NUMBER_TOKEN.fullmatch(t):
+        j: int | None = i + 1
+    elif t == "\\frac":
+        j = grp(i + 1)
+        j = grp(j) if j is not None else None
+    elif t == "\\sqrt":
+        j = grp(i + 1)
+    elif t in _OPEN:
+        depth = 0
+        j = None
+        for k in range(i, n):
+            if conv[k] in _OPEN:
+                depth += 1
+            elif conv[k] in (")", "]"):
+                depth -= 1
+                if depth == 0:
+                    j = k + 1
+                    break
+    else:
+        return None
+    if j is not None and j < n and conv[j] == "^":
+        j = grp(j + 1)
+    return j
+
+
+def _function_readings(conv: list[str], gold: bool = False, stops: frozenset[str] = frozenset()) -> list[list[str]]:
+    r"""Readings of brace-less function arguments.
+
+    ``\sin \theta e_\theta`` may mean ``\sin(\theta) e_\theta`` or ``\sin(\theta e_\theta)``; each
+    reading makes every argument explicit. The first reading is the greedy one (latex2sympy's). At
+    most :data:`_MAX_READINGS`.
+    """
+    out: list[list[str]] = []
+
+    def expand(r: list[str], start: int) -> None:
+        if len(out) >= _MAX_READINGS:
+            return
+        for idx in range(start, len(r)):
+            if r[idx] not in _FUNC_TOKENS:
+                continue
+            j = idx + 1
+            if j < len(r) and r[j] == "^":
+                e = _factor_end(["\\mathrm{v}", *r[j:]], 0)
+                if e is None:
+                    continue
+                j = j + e - 1
+            if j >= len(r) or r[j] in ("(", "[", "{"):
+                continue
+            ends = []
+            k = j
+            while len(ends) < 4:
+                e2 = _factor_end(r, k)
+                if e2 is None:
+                    break
+                ends.append(e2)
+                k = e2
+            if not ends:
+                continue
+            choices = list(reversed(ends))
+            if gold:
+                # a gold is read the conventional way: the argument takes the juxtaposed factors,
+                # stopping only before a vector or a subscripted symbol (\sin\theta\,\hat{e}_r,
+                # \sin\frac{\pi}{R} r\, Y_{00}); never \cos(\omega) t
+                stop = next((e for e, nxt in zip(ends, [*ends[1:], None], strict=True) if nxt is not None and r[e] in stops), None)
+                choices = [ends[-1]] + ([stop] if stop is not None and stop != ends[-1] else [])
+            for e2 in choices:
+                expand(r[:j] + ["("] + r[j:e2] + [")"] + r[e2:], idx + 1)
+            return
+        out.append(r)
+
+    expand(conv, 0)
+    readings = out[:_MAX_READINGS] or [conv]
+    tight = None if gold else _tight_division(readings[0])
+    if tight is not None and len(readings) < _MAX_READINGS:
+        readings.append(tight)
+    return [_reciprocal_functions(r) for r in readings]
+
+
+def _tight_division(conv: list[str]) -> list[str] | None:
+    r"""The reading of ``(a)/(b)\, c`` as ``\frac{a}{b} c`` (latex2sympy reads ``a/(b c)``).
+
+    Each ``X / Y`` with single factors X and Y followed by more factors becomes a fraction. ``None``
+    when there is no such division.
+    """
+    out = list(conv)
+    changed = False
+    k = 0
+    while k < len(out):
+        if out[k] != "/" or k == 0:
+            k += 1
+            continue
+        # X: a bracketed group or one token before the slash
+        if out[k - 1] in (")", "]"):
+            depth = 0
+            j = k - 1
+            while j >= 0:
+                depth += out[j] in (")", "]")
+                depth -= out[j] in ("(", "[")
+                if depth == 0:
+                    break
+                j -= 1
+            if j < 0:
+                return None
+            x0 = j
+        elif out[k - 1].startswith("\\mathrm{v") or _NUMBER_TOKEN.fullmatch(out[k - 1]):
+            x0 = k - 1
+        else:
+            k += 1
+            continue
+        y1 = _factor_end(out, k + 1)
+        if y1 is None or y1 >= len(out) or _factor_end(out, y1) is None:
+            k += 1
+            continue
+        x = out[x0:k]
+        y = out[k + 1 : y1]
+        if x[:1] == ["("] and x[-1:] == [")"]:
+            x = x[1:-1]
+        if y[:1] == ["("] and y[-1:] == [")"]:
+            y = y[1:-1]
+        out[x0:y1] = ["\\frac", "{", *x, "}", "{", *y, "}"]
+        changed = True
+        k = x0 + 1
+    return out if changed else None
+
+
+def _reciprocal_functions(conv: list[str]) -> list[str]:
+    r"""``\sech``, ``\csch``, ``\coth`` (which latex2sympy misreads as ``\sec h``) as quotients.
+
+    They become quotients of ``\cosh`` and ``\sinh``; the argument must be bracketed by then.
+    """
+    if not any(t in ("\\sech", "\\csch", "\\coth") for t in conv):
+        return conv
+    out: list[str] = []
+    i = 0
+    n = len(conv)
+    while i < n:
+        t = conv[i]
+        if t not in ("\\sech", "\\csch", "\\coth"):
+            out.append(t)
+            i += 1
+            continue
+        j = i + 1
+        power: list[str] = []
+        if j < n and conv[j] == "^":
+            e = _factor_end(["\\mathrm{v}", *conv[j:]], 0)
+            if e is None:
+                raise LatexError("bad power")
+            power = conv[j : j - 1 + e]
+            j = j - 1 + e
+        e = _factor_end(conv, j)
+        if e is None or conv[j] not in _OPEN:
+            raise LatexError(f"cannot read the argument of {t}")
+        arg = conv[j:e]
+        f = t[1:]
+        if f == "coth":
+            out += ["\\frac", "{", "\\cosh", *power, *arg, "}", "{", "\\sinh", *power, *arg, "}"]
+        else:
+            out += ["\\frac", "{", "1", "}", "{", "\\" + _RECIPROCAL[f], *power, *arg, "}"]  # type: ignore[operator]
+        i = e
+    return out
+
+
+def _exponent_depth(toks: list[str]) -> int:
+    """Deepest nesting of ``^`` within exponent groups."""
+    best = 0
+    stack: list[int] = []  # per brace level: exponent depth inside
+    depth = 0
+    pending = False
+    for t in toks:
+        if t == "^":
+            pending = True
+            continue
+        if t == "{":
+            stack.append(depth)
+            if pending:
+                depth += 1
+                best = max(best, depth)
+            pending = False
+            continue
+        if t == "}":
+            depth = stack.pop() if stack else 0
+            continue
+        if pending:
+            best = max(best, depth + 1)
+            pending = False
+    return best
+
+
+_L2S_CONFIG: Any = None
+
+
+def _convert(latex: str, aliases: Aliaser | None) -> tuple[Aliaser, list[str]]:
+    """Size guards, then the aliased tokens of ``latex`` (raises :class:`LatexError`)."""
+    if not isinstance(latex, str) or not latex.strip():
+        raise LatexError("empty")
+    if len(latex) > MAX_SYMBOLIC_LEN:
+        raise LatexError("input too long for symbolic comparison")
+    # a doubled backslash before a command name is an escaping slip (\\frac), not a line break
+    latex = latex.strip().rstrip(".,;")
+    text0 = re.sub(r"\\\\(?=(?:frac|dfrac|sqrt|cdot|times|pi|left|right)(?![A-Za-z]))", r"\\", latex.replace("$", " "))
+    text0 = join_digit_groups(text0)
+    toks = tokenize(strip_text_remarks(expand_braceless(text0)))
+    if _exponent_depth(toks) > MAX_EXPONENT_DEPTH:
+        raise LatexError("exponent tower too deep")
+    al = aliases if aliases is not None else new_aliases(latex)
+    conv = al.convert(toks)
+    for x, y in zip(conv, conv[1:], strict=False):
+        if _NUMBER_TOKEN.fullmatch(x) and _NUMBER_TOKEN.fullmatch(y):
+            # "2 3" (latex2sympy would add them) or "2 \text{ or } 3": not one expression
+            raise LatexError("juxtaposed numbers")
+    if not conv:
+        raise LatexError("nothing to convert")
+    return al, conv
+
+
+def _l2s(conv: list[str]) -> Any:
+    return _l2s_text(" ".join(conv).strip())
+
+
+@functools.lru_cache(maxsize=8192)
+def _l2s_text(text: str) -> Any:
+    """latex2sympy on aliased text, memoised.
+
+    The ANTLR parse dominates the verifier's cost and the same aliased text recurs across the reading
+    pairs of one comparison (SymPy objects are immutable).
+    """
+    global _L2S_CONFIG
+    from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+
+    if _L2S_CONFIG is None:
+        _L2S_CONFIG = ConversionConfig(
+            lowercase_symbols=False,
+            interpret_as_mixed_fractions=False,
+            interpret_simple_eq_as_assignment=False,
+        )
+    try:
+        result = latex2sympy(text, conversion_config=_L2S_CONFIG)
+    except Exception as e:  # latex2sympy raises bare Exception on syntax errors
+        raise LatexError(f"unparsable LaTeX ({type(e).__name__})") from None
+    if result is None:
+        raise LatexError("unparsable LaTeX")
+    return result
+
+
+def to_sympy(latex: str, aliases: Aliaser | None = None) -> Any:
+    """Convert LaTeX to a SymPy object (expression, Equality, relational, set, matrix).
+
+    Args:
+        latex: one box's content or a part of it (untrusted).
+        aliases: a shared alias table (:func:`new_aliases`) so that two strings compared with each
+            other map the same symbol to the same SymPy symbol; a fresh one when ``None``.
+
+    Returns:
+        The SymPy object built by ``latex2sympy2_extended`` from the aliased LaTeX (the greedy
+        reading of brace-less function arguments; see :func:`to_sympy_readings`).
+
+    Raises:
+        LatexError: input too long, exponent towers, over-long numbers, unsupported constructs, or
+            anything latex2sympy cannot parse.
+    """
+    return to_sympy_readings(latex, aliases)[0]
+
+
+def to_sympy_readings(latex: str, aliases: Aliaser | None = None, gold: bool = False) -> list[Any]:
+    r"""Every reading of ``latex`` that parses.
+
+    ``\sin \theta\, e_\theta`` is read both as ``sin(theta) e_theta`` and as ``sin(theta e_theta)``
+    (brace-less function arguments are ambiguous in LaTeX); the first element is latex2sympy's greedy
+    reading when it parses. At most six readings.
+
+    Args:
+        latex: one box's content or a part of it (untrusted).
+        aliases: the shared alias table of the comparison (:func:`studybench.verify.aliasing.new_aliases`);
+            a fresh one when ``None``.
+        gold: read the text only the conventional way (greedy, or stopping before a vector or
+            subscripted symbol) and never with the tight-slash reading, so that a prediction cannot
+            match an unintended reading of the gold.
+
+    Returns:
+        The SymPy objects, one per reading that parses.
+
+    Raises:
+        LatexError: when no reading parses (the causes of :func:`to_sympy`).
+    """
+    al, conv = _convert(latex, aliases)
+    out: list[Any] = []
+    err: LatexError | None = None
+    stops = frozenset(al.vectors) | frozenset(al.alias(k) for k in list(al.table) if "_{" in k)
+    for r in _function_readings(conv, gold, stops):
+        try:
+            out.append(_l2s(r))
+        except LatexError as e:
+            err = err or e
+    if not out:
+        raise err or LatexError("unparsable LaTeX")
+    return out
+
+
+def symbol_keys(latex: str) -> set[str] | None:
+    r"""The symbols a LaTeX answer uses, as normalised keys, without SymPy.
+
+    Pure string work, safe in-process (the dense reward uses it).
+
+    Args:
+        latex: one answer.
+
+    Returns:
+        Keys such as ``k_{B}``, ``\epsilon_{0}``, ``deriv1(x|t)``; ``None`` when the answer cannot be
+        read. Never raises.
+    """
+    try:
+        al = new_aliases(latex)
+        _convert(latex, al)
+    except (LatexError, RecursionError, ValueError, IndexError):
+        return None
+    return set(al.table)

@@ -1,0 +1,349 @@
+"""The rule registry: one rule per answer type, and the dispatch of compound answers (PROTOCOL.md 5).
+
+:data:`RULES` maps every :class:`~studybench.records.AnswerType` to its :class:`Rule` (one hop from a type
+to the code that decides it); :data:`COMPOUND_RULES` maps TUP and ALT to the functions that combine
+their slots. Every rule has two tiers that share the same dispatch (:func:`compare_boxes`):
+
+* the fast tier (:func:`fast_slot`, :func:`fast_verdict`): cheap, in-process, string-level -
+  normalised string equality for every type, then :attr:`Rule.fast` (MC letters, TF synonyms, QL
+  normalised text). It decides or says "undecided";
+* the full tier (:func:`full_slot`, :func:`full_verdict`): the fast tier, then :attr:`Rule.full`, which
+  may call SymPy and pint and runs inside a sandbox worker (:mod:`studybench.verify.sandbox`) under a
+  hard timeout.
+
+==== ======================================= =================================================
+type rule                                    notes
+==== ======================================= =================================================
+NV   :func:`.nv.nv_rule`                     takes the gold's unit hint
+EX   :func:`.ex.ex_rule`                     takes the gold's unit hint; reactions and decays
+EQ   :func:`.eq.eq_rule`
+IN   :func:`.in_.in_rule`
+MC   :func:`.mc.mc_rule`                     fast tier only (always decides)
+TF   :func:`.tf.tf_rule`                     fast tier only (always decides)
+QL   :func:`.ql.ql_rule`                     a formula-like gold: :func:`.ql.ql_full_rule` (EX)
+TUP  :func:`.tup.tup_rule`                   slot by slot; a TUP-typed slot: whole box, EX
+ALT  :func:`.alt.alt_rule`                   any of; an ALT-typed slot: whole box, EX
+==== ======================================= =================================================
+
+Atomic types with several gold boxes are matched order-free when the boxes form a set (equations,
+labelled values, states), else in order (:func:`compare_boxes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from studybench.records import AnswerType, parse_type_sequence
+from studybench.verify.conversion import MAX_SYMBOLIC_LEN
+from studybench.verify.latex import norm_string, norm_text
+from studybench.verify.parts import match_in_order, match_unordered, regroup, set_like
+from studybench.verify.quantity import split_hints
+from studybench.verify.rules import alt, eq, ex, in_, mc, nv, ql, tf, tup
+from studybench.verify.verdict import RuleResult, SlotRule, Verdict
+
+__all__ = [
+    "COMPOUND_RULES",
+    "CompoundRule",
+    "RULES",
+    "Rule",
+    "check_gold_parsable_local",
+    "compare_boxes",
+    "fast_slot",
+    "fast_verdict",
+    "full_slot",
+    "full_verdict",
+    "normalise_types",
+    "to_verdict",
+]
+
+
+def normalise_types(
+    answer_type: AnswerType | str, type_sequence: Sequence[AnswerType] | str | None
+) -> tuple[AnswerType, list[AnswerType]]:
+    """Parse an answer type and a type sequence.
+
+    Args:
+        answer_type: an :class:`~studybench.records.AnswerType` or its name (any case).
+        type_sequence: a comma string (``"EQ,NV"``), a list of types or names, or ``None``.
+
+    Returns:
+        ``(answer_type, type_sequence)`` as answer types.
+
+    Raises:
+        ValueError: an unknown type.
+    """
+    at = answer_type if isinstance(answer_type, AnswerType) else AnswerType(str(answer_type).strip().upper())
+    if isinstance(type_sequence, str) or type_sequence is None:
+        ts = parse_type_sequence(type_sequence or "")
+    else:
+        ts = parse_type_sequence([t.value if isinstance(t, AnswerType) else str(t) for t in type_sequence])
+    return at, ts
+
+
+# ---------------------------------------------------------------------------------------------
+# the registry
+
+@dataclass(frozen=True)
+class Rule:
+    """The rule of one answer type: how one gold box and one predicted box of that type compare.
+
+    Attributes:
+        fast: the type's string-level decision, in-process (``fast(gold, pred)``); ``None`` when only
+            the common string rules of :func:`fast_slot` apply before the full tier.
+        full: the type's complete decision, worker side (``full(gold, pred)``, or
+            ``full(gold, pred, hint)`` when :attr:`takes_unit`); ``None`` when :attr:`fast` always
+            decides.
+        takes_unit: whether :attr:`full` takes the gold's unit hint (``gold_unit``) as third argument.
+        gold_check: ``gold_check(box)`` is ``None`` when a gold box of this type can be read, else a
+            short reason (:func:`check_gold_parsable_local`).
+    """
+
+    fast: Callable[[str, str], RuleResult] | None
+    full: Callable[..., RuleResult] | None
+    takes_unit: bool
+    gold_check: Callable[[str], str | None]
+
+
+def _whole_box_text(gold: str, pred: str) -> RuleResult:
+    """A slot typed TUP or ALT (inside a compound answer) is compared as a whole box: same text first."""
+    if norm_text(gold) == norm_text(pred):
+        return True, "same text"
+    return None, ""
+
+
+def _compound_gold_check(box: str) -> str | None:
+    """A compound gold box is checked slot by slot with each slot's primitive type, not as a whole."""
+    return "compound type: check each slot with its primitive type"
+
+
+RULES: dict[AnswerType, Rule] = {
+    AnswerType.NV: Rule(fast=None, full=nv.nv_rule, takes_unit=True, gold_check=nv.nv_gold_check),
+    AnswerType.EX: Rule(fast=None, full=ex.ex_rule, takes_unit=True, gold_check=ex.ex_gold_check),
+    AnswerType.EQ: Rule(fast=None, full=eq.eq_rule, takes_unit=False, gold_check=eq.eq_gold_check),
+    AnswerType.IN: Rule(fast=None, full=in_.in_rule, takes_unit=False, gold_check=in_.in_gold_check),
+    AnswerType.MC: Rule(fast=mc.mc_rule, full=None, takes_unit=False, gold_check=mc.mc_gold_check),
+    AnswerType.TF: Rule(fast=tf.tf_rule, full=None, takes_unit=False, gold_check=tf.tf_gold_check),
+    AnswerType.QL: Rule(fast=ql.ql_rule, full=ql.ql_full_rule, takes_unit=False, gold_check=ql.ql_gold_check),
+    # a slot typed TUP or ALT inside a compound answer: the whole box, by text, then by the EX rule
+    AnswerType.TUP: Rule(fast=_whole_box_text, full=ex.ex_rule, takes_unit=False, gold_check=_compound_gold_check),
+    AnswerType.ALT: Rule(fast=_whole_box_text, full=ex.ex_rule, takes_unit=False, gold_check=_compound_gold_check),
+}
+"""The rule of every answer type, for one gold box against one predicted box."""
+
+CompoundRule = Callable[[list[str], list[str], list[AnswerType], SlotRule, list["str | None"]], RuleResult]
+"""``rule(golds, preds, type_sequence, slot, hints)``: how the slots of a compound answer combine."""
+COMPOUND_RULES: dict[AnswerType, CompoundRule] = {AnswerType.TUP: tup.tup_rule, AnswerType.ALT: alt.alt_rule}
+"""The compound rule of TUP and ALT."""
+
+assert set(RULES) == set(AnswerType), "every answer type needs a rule"
+
+
+# ---------------------------------------------------------------------------------------------
+# one slot: the two tiers
+
+def fast_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> RuleResult:
+    """Cheap in-process decision for one gold box against one predicted box.
+
+    An empty prediction is wrong, equal normalised strings are right (every type), then the type's
+    :attr:`Rule.fast` decides when it can.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+        t: the box's answer type.
+        hint: the gold's unit (not needed at this tier).
+
+    Returns:
+        ``(decision, reason)``; decision ``None`` when symbolic or numeric work is needed.
+    """
+    if not pred.strip():
+        return False, "empty answer"
+    if norm_string(gold) == norm_string(pred):
+        return True, "same normalised string"
+    fast = RULES[t].fast
+    return fast(gold, pred) if fast is not None else (None, "")
+
+
+def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> RuleResult:
+    """Complete decision for one gold box against one predicted box (worker side).
+
+    The fast tier first, then the type's :attr:`Rule.full`. Never raises: internal errors give
+    ``(False, reason)``.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+        t: the box's answer type.
+        hint: the unit of a unitless gold (:func:`studybench.verify.quantity.split_hints`); used by
+            the rules that take it (:attr:`Rule.takes_unit`).
+
+    Returns:
+        ``(decision, reason)``; ``None`` only when no rule could decide.
+    """
+    try:
+        ok, why = fast_slot(gold, pred, t)
+        if ok is not None:
+            return ok, why
+        if len(pred) > MAX_SYMBOLIC_LEN:
+            return False, "answer too long for symbolic comparison"
+        rule = RULES[t]
+        if rule.full is None:
+            return False, "no rule for this type"
+        return rule.full(gold, pred, hint) if rule.takes_unit else rule.full(gold, pred)
+    except RecursionError:
+        return False, "expression too deep"
+    except Exception as e:  # never let a parser error escape
+        return False, f"internal error ({type(e).__name__})"
+
+
+# ---------------------------------------------------------------------------------------------
+# all boxes: compound and atomic dispatch
+
+def compare_boxes(
+    gold_boxes: list[str],
+    pred_boxes: list[str],
+    at: AnswerType,
+    ts: list[AnswerType],
+    slot: SlotRule,
+    hints: list[str | None] | None = None,
+) -> RuleResult:
+    """Compare all boxes of one answer: dispatch on the answer type and combine the slots.
+
+    TUP and ALT go to :data:`COMPOUND_RULES`. An atomic type with one gold box compares it with the
+    last predicted box (several different predicted boxes must all be right); with several gold boxes
+    the predictions are regrouped to as many boxes and matched order-free when both sides form a set
+    (:func:`studybench.verify.parts.set_like`; always for EQ), else in order.
+
+    Args:
+        gold_boxes: the gold box contents.
+        pred_boxes: the predicted box contents (non-strings are ignored).
+        at: the answer type.
+        ts: the ``type_sequence`` (TUP / ALT).
+        slot: compares one gold box with one predicted box (:func:`fast_slot` or :func:`full_slot`).
+        hints: one unit hint per gold box (:func:`studybench.verify.quantity.split_hints`).
+
+    Returns:
+        ``(decision, reason)``; ``None`` when undecided at this tier.
+    """
+    golds = [g for g in gold_boxes]
+    hs = hints if hints is not None and len(hints) == len(golds) else [None] * len(golds)
+    preds = [p for p in pred_boxes if isinstance(p, str)]
+    if not golds:
+        return False, "no gold answer"
+    if not preds:
+        return False, "no final answer found"
+    compound = COMPOUND_RULES.get(at)
+    if compound is not None:
+        return compound(golds, preds, ts, slot, hs)
+    if len(golds) == 1:
+        if len({norm_string(p) for p in preds}) > 1:
+            # several boxes for one slot: accepted only when every one of them is right (3 and 3.0)
+            res = [slot(golds[0], p, at, hs[0]) for p in preds]
+            if all(r[0] is True for r in res):
+                return True, f"all {len(preds)} answers match"
+            if all(r[0] is not False for r in res):
+                return None, ""
+            return False, f"{len(preds)} different answers for one slot"
+        return slot(golds[0], preds[-1], at, hs[0])
+    preds = regroup(preds, len(golds))
+    idx = [str(i) for i in range(len(golds))]  # by position: equal gold strings may carry different hints
+
+    def by_index(i: str, p: str) -> RuleResult:
+        return slot(golds[int(i)], p, at, hs[int(i)])
+
+    if at is AnswerType.EQ or (set_like(golds) and set_like(preds)):
+        return match_unordered(idx, preds, by_index)
+    return match_in_order(idx, preds, by_index)
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts
+
+def to_verdict(res: RuleResult, preds: list[str]) -> Verdict:
+    """The :class:`~studybench.verify.verdict.Verdict` of a decided rule result.
+
+    Args:
+        res: ``(decision, reason)``.
+        preds: the predicted boxes that were compared.
+
+    Returns:
+        ``Verdict(decision, "correct: reason" or "incorrect: reason", preds)``.
+    """
+    ok, why = res
+    word = "correct" if ok else "incorrect"
+    return Verdict(bool(ok), f"{word}: {why}" if why else word, tuple(preds))
+
+
+def fast_verdict(
+    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = "", gold_unit: Any = None
+) -> Verdict | None:
+    """The in-process fast tier for one answer (:func:`compare_boxes` with :func:`fast_slot`).
+
+    Args:
+        gold_boxes: the gold box contents.
+        pred_boxes: the predicted box contents.
+        answer_type: one of the nine types.
+        type_sequence: the primitive type of each box for TUP / ALT.
+        gold_unit: the unit hint (:func:`studybench.verify.quantity.split_hints`).
+
+    Returns:
+        A :class:`~studybench.verify.verdict.Verdict` when string-level rules decide, else ``None``.
+        Never raises (bad types give an incorrect verdict).
+    """
+    try:
+        at, ts = normalise_types(answer_type, type_sequence)
+        preds = [p for p in pred_boxes if isinstance(p, str)]
+        res = compare_boxes(list(gold_boxes), preds, at, ts, fast_slot, split_hints(gold_unit, len(gold_boxes)))
+    except Exception as e:  # malformed types or inputs
+        return Verdict(False, f"incorrect: bad input ({type(e).__name__})", tuple(p for p in pred_boxes if isinstance(p, str)))
+    if res[0] is None:
+        return None
+    return to_verdict(res, preds)
+
+
+def full_verdict(
+    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = "", gold_unit: Any = None
+) -> Verdict:
+    """The complete verdict for one answer (:func:`compare_boxes` with :func:`full_slot`); worker side.
+
+    Args:
+        gold_boxes: the gold box contents.
+        pred_boxes: the predicted box contents.
+        answer_type: one of the nine types.
+        type_sequence: the primitive type of each box for TUP / ALT.
+        gold_unit: the unit hint (:func:`studybench.verify.quantity.split_hints`).
+
+    Returns:
+        A :class:`~studybench.verify.verdict.Verdict`; still undecided is incorrect ("undecided").
+        Never raises.
+    """
+    preds = [p for p in pred_boxes if isinstance(p, str)]
+    try:
+        at, ts = normalise_types(answer_type, type_sequence)
+        res = compare_boxes(list(gold_boxes), preds, at, ts, full_slot, split_hints(gold_unit, len(gold_boxes)))
+    except Exception as e:  # pragma: no cover - compare_boxes/full_slot already guard
+        return Verdict(False, f"incorrect: internal error ({type(e).__name__})", tuple(preds))
+    if res[0] is None:
+        res = (False, "undecided")
+    return to_verdict(res, preds)
+
+
+def check_gold_parsable_local(box: str, answer_type: AnswerType | str) -> str | None:
+    """Whether the full tier can read a gold box for a primitive type (worker side).
+
+    Args:
+        box: one gold box content.
+        answer_type: its primitive answer type; compound types are checked slot by slot by the caller.
+
+    Returns:
+        ``None`` when parsable, else a short reason (:attr:`Rule.gold_check`). Never raises.
+    """
+    try:
+        at, _ = normalise_types(answer_type, "")
+        if not box.strip():
+            return "empty box"
+        return RULES[at].gold_check(box)
+    except Exception as e:  # never raise
+        return f"internal error ({type(e).__name__})"

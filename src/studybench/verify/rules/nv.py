@@ -1,0 +1,191 @@
+r"""NV: numeric values with units (PROTOCOL.md section 5).
+
+:func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.quantity.quantity_candidates`),
+an optional left side (compared when both sides state one), bounds, ``\pm`` pairs, number words and
+count nouns, converts units with pint (the gold's own unit or its ``gold_unit`` hint), and compares
+values within the tolerance policy (:mod:`studybench.verify.tolerance`). A closed-form gold
+(``\sqrt{2}``) is a number too; a symbolic gold (``0.5 R``) falls back to the EX rule, and a relation
+such as ``\beta = 1`` stated as ``v = c`` to the EQ rule. Worker side.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from studybench.answers import split_top_level
+from studybench.verify.conversion import to_sympy
+from studybench.verify.latex import LatexError, norm_string, norm_text, rhs, split_relations
+from studybench.verify.parts import compare_parts, labels_compatible, match_in_order
+from studybench.verify.quantity import (
+    ODD_TEXT_GROUP,
+    Quantity,
+    compare_quantities,
+    effective_unit,
+    hint_unit,
+    is_unit,
+    plain_value_text,
+    quantity_candidates,
+    same_unit,
+    split_hints,
+    value_ops,
+)
+from studybench.verify.rules.eq import eq_one
+from studybench.verify.rules.ex import ex_rule
+from studybench.verify.symbolic import closed_value
+from studybench.verify.verdict import RuleResult
+
+__all__ = ["nv_gold_check", "nv_rule"]
+
+
+def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
+    r"""NV: numbers with units, left sides and bounds, within the tolerance policy (PROTOCOL.md section 5).
+
+    Scientific notation, fractions, percent, degrees, an optional unit and an optional left side;
+    relative tolerance 1% widened to the gold's written precision, at most 2% (a gold of 0 needs 0).
+    Falls back to a symbolic numeric value (``\frac{\sqrt2}{2}``) and then to the EX rule for symbolic
+    NV golds. A gold listing several values (``1.822, 0.831, 1.8``) is compared value by value.
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+        hint: the unit of a unitless gold (``gold_unit``): a prediction in a compatible unit is
+            converted, one without a unit is read in the gold's unit, and one with a dimensional unit
+            against a gold whose unit is unknown is not accepted (unless the gold is 0).
+
+    Returns:
+        ``(match, reason)``.
+    """
+    if len(split_top_level(gold)) > 1:
+        gparts = split_top_level(gold)
+        ghints = split_hints(hint, len(gparts))
+        pparts = split_top_level(pred)
+        if len(pparts) == len(gparts) and len(set(gparts)) < len(gparts):
+            # equal gold values with different hints: by position
+            return match_in_order([str(i) for i in range(len(gparts))], pparts, lambda i, p: nv_rule(gparts[int(i)], p, ghints[int(i)]))
+        hmap = dict(zip(gparts, ghints, strict=True))
+        res = compare_parts(gold, pred, lambda g, p: nv_rule(g, p, hmap.get(g)))
+        if res is not None:
+            return res
+    unit, sym = hint_unit(hint)
+    if sym:
+        pred = _strip_symbolic_unit(pred, sym)
+    word = _NUMBER_WORDS.get(norm_text(pred))
+    if word is not None and word >= 0:
+        pred = str(word)
+    gq = quantity_candidates(gold)
+    if not gq and plain_value_text(rhs(gold)) and not ODD_TEXT_GROUP.search(gold):
+        # a closed-form gold (\sqrt{2}, 2\pi, \frac{\sqrt3}{2}) is a number: NV rules apply
+        try:
+            gv = closed_value(to_sympy(rhs(gold)))
+        except LatexError:
+            gv = None
+        if gv is not None and abs(gv.imag) < 1e-12:
+            gq = [Quantity(gv.real)]
+    if unit:
+        gq = [replace(q, unit=unit) if not (q.unit or q.degrees or q.percent) else q for q in gq]
+    pq = quantity_candidates(pred, value_ops(gold))
+    if not pq and gq and plain_value_text(pred) and not ODD_TEXT_GROUP.search(pred):
+        try:
+            pv = closed_value(to_sympy(rhs(pred)))
+        except LatexError:
+            pv = None
+        if pv is not None and abs(pv.imag) < 1e-12:
+            pq = [Quantity(pv.real if abs(pv.real) > 1e-14 else 0.0)]
+    if gq and pq:
+        gsegs, _ = split_relations(gold, _VALUE_RELS)
+        psegs, _ = split_relations(pred, value_ops(gold))
+        gl, pl = _value_lhs(gsegs), _value_lhs(psegs)
+        if gl and pl and not labels_compatible(gl, pl):
+            return False, f"different left side ({pl[:30]!r} vs {gl[:30]!r})"
+        _, gops = split_relations(gold, _VALUE_RELS)
+        _, pops = split_relations(pred, _VALUE_RELS)
+        if {o for o in gops if o != "="} != {o for o in pops if o != "="}:
+            return False, "the gold states a bound; the prediction does not state the same relation"
+        stated = [
+            x for x in (psegs[1:] if pl else psegs)
+            if re.match(r"\s*[-+]?\s*(?:\d|\.\d|\\[dt]?frac\s*\{\s*[\d.]+\s*\}\s*\{\s*[\d.]+\s*\})", x)
+        ]
+        if len(pq) < len(stated):
+            return False, "a stated value cannot be read"
+        p = pq[-1]
+
+        def golds_for(q: Quantity) -> list[Quantity]:
+            # a gold chain T = 328 K = 55 C: a prediction in C is compared with the C link only
+            same = [g for g in gq if effective_unit(g) and effective_unit(q) and same_unit(effective_unit(g), effective_unit(q))]
+            return same or gq
+
+        for extra in pq[:-1]:
+            # a chained prediction (x = 5 = 2): every value it states must match the gold
+            if not any(compare_quantities(g, extra)[0] for g in golds_for(extra)):
+                return False, "a stated value does not match"
+        reasons = []
+        for g in golds_for(p):
+            ok, why = compare_quantities(g, p)
+            if ok:
+                return True, why
+            reasons.append(why)
+        if any(g.unit and not is_unit(g.unit) for g in gq) and not p.unit:
+            # a gold such as 0.5 R (a symbol, not a unit): EX rules decide
+            ok, why = ex_rule(gold, pred)
+            if ok:
+                return True, why
+        return False, reasons[0]
+    if not gq:
+        return ex_rule(gold, pred)
+    if any(g.unit and not is_unit(g.unit) for g in gq):
+        return ex_rule(gold, pred)
+    gsegs, _ = split_relations(gold, frozenset({"="}))
+    psegs, _ = split_relations(pred, frozenset({"="}))
+    if len(gsegs) == 2 and len(psegs) == 2 and _value_lhs(gsegs) and _value_lhs(psegs):
+        # beta = 1 stated as v = c: the same relation by the identities (EQ rules)
+        return eq_one(gold, pred)
+    return False, "no number found"
+
+
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "a hundred": 100, "one hundred": 100, "none": 0, "infinitely many": -1})
+
+
+def _strip_symbolic_unit(pred: str, text: str) -> str:
+    r"""``-0.167\,m_{0}`` with the symbolic unit ``m_0`` -> ``-0.167``."""
+    p, t = norm_string(pred), norm_string(text)
+    if t and p.endswith(t) and len(p) > len(t):
+        head = p[: -len(t)].rstrip()
+        if head and (head[-1].isdigit() or head[-1] in "}."):
+            return head
+    return pred
+
+
+_VALUE_RELS = frozenset({"=", "<", ">", "<=", ">="})
+
+
+def _value_lhs(segs: list[str]) -> str:
+    """The left side of ``v = 3 m/s`` (a symbolic first segment of a relation chain), else ""."""
+    if len(segs) < 2 or not segs[0] or not re.search(r"[A-Za-z]", segs[0]):
+        return ""
+    return "" if quantity_candidates(segs[0]) else segs[0]
+
+
+def nv_gold_check(box: str) -> str | None:
+    """Whether an NV gold box states a number (plain, or a closed form SymPy can read).
+
+    Args:
+        box: the gold box content (not empty).
+
+    Returns:
+        ``None`` when it does, else a short reason.
+    """
+    if quantity_candidates(box):
+        return None
+    try:
+        to_sympy(rhs(box))
+        return None
+    except LatexError as e:
+        return f"not a number ({e})"
