@@ -33,7 +33,7 @@ from studybench.store import (
     rule_settings,
     rule_verdict_status,
 )
-from studybench.verify.verdict import Verdict
+from studybench.verify import Verdict, extract_pair
 
 KEY = {"split": "s", "parent": "S//P1", "sub_id": "P1", "seed": 0, "attempt": 0}
 SETTINGS = rule_settings(5.0)
@@ -108,9 +108,13 @@ class CountingVerifier:
     def __init__(self) -> None:
         self.calls = 0
 
-    def judge_many(self, items: list[Any]) -> list[Verdict]:
+    def verify_responses(self, items: list[Any]) -> list[tuple[list[str], Verdict]]:
         self.calls += len(items)
-        return [Verdict(g == p, "correct: same" if g == p else "incorrect: differs", tuple(p)) for g, p, _, _ in items]
+        out = []
+        for gold_answer, response, at, ts in items:
+            g, p = extract_pair(gold_answer, response, at, ts)  # type: ignore[misc]
+            out.append((p, Verdict(g == p, "correct: same" if g == p else "incorrect: differs", tuple(p))))
+        return out
 
 
 class FakeJudge:

@@ -12,7 +12,7 @@ from studybench.models.base import ChatRequest, ChatResult
 from studybench.protocol import Artefacts
 from studybench.report import write_report
 from studybench.store import RunStore, rule_settings
-from studybench.verify.verdict import Verdict
+from studybench.verify import Verdict, extract_pair
 
 DATA = """[
  {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "stem",
@@ -55,9 +55,17 @@ class EqVerifier:
     def __init__(self) -> None:
         self.items: list[Any] = []
 
-    def judge_many(self, items: list[Any]) -> list[Verdict]:
+    def verify_responses(self, items: list[Any]) -> list[tuple[list[str], Verdict]]:
         self.items.extend(items)
-        return [Verdict(gold == pred, "correct: same" if gold == pred else "incorrect: differs", tuple(pred)) for gold, pred, _, _ in items]
+        out = []
+        for gold_answer, response, at, ts in items:
+            pair = extract_pair(gold_answer, response, at, ts)
+            if isinstance(pair, Verdict):
+                out.append(([], pair))
+                continue
+            gold, pred = pair
+            out.append((pred, Verdict(gold == pred, "correct: same" if gold == pred else "incorrect: differs", tuple(pred))))
+        return out
 
 
 def _setup(tmp_path: Path, k: int = 2, seeds: list[int] | None = None) -> tuple[RunScope, RunStore]:

@@ -286,10 +286,20 @@ def test_verify_many_matches_verify(verifier: Verifier) -> None:
     assert [v.correct for v in got] == [c[4] for c in CASES]
 
 
-def test_temporary_judge_aliases(verifier: Verifier) -> None:
-    # cli.py and runner.py still call the old names until the redesign merges
-    assert Verifier.judge is Verifier.verify and Verifier.judge_many is Verifier.verify_many
-    assert verifier.judge([r"\frac{1}{2}"], ["0.5"], "NV") == verifier.verify([r"\frac{1}{2}"], ["0.5"], "NV")
+def test_verify_responses_is_verify_response_for_many(verifier: Verifier) -> None:
+    items = [
+        (r"\boxed{\frac{1}{2}}", r"<think>\boxed{7}</think>Final Answer: \boxed{0.5}", "NV", ""),
+        (r"\boxed{1}, \boxed{x}", r"Final Answer: \boxed{1}, \boxed{2x}", "TUP", "NV,EX"),
+        (r"\boxed{B}", "no box at all", "MC", ""),
+        (r"no gold box", r"\boxed{1}", "NV", ""),
+        (r"\boxed{1}", r"\boxed{1}", "XX", ""),
+    ]
+    got = verifier.verify_responses([*items, ("too", "few")])
+    assert [v for _, v in got[:-1]] == [verifier.verify_response(*it) for it in items]
+    assert [x for x, _ in got[:-1]] == [["0.5"], ["1", "2x"], [], [], []]
+    assert [v.correct for _, v in got] == [True, False, False, False, False, False]
+    assert got[-1][1].reason.startswith("incorrect: bad input")
+    assert not hasattr(Verifier, "judge") and not hasattr(Verifier, "judge_many")  # "judge" is the LLM judge's word
 
 
 def test_every_answer_type_has_one_rule() -> None:

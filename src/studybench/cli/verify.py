@@ -55,10 +55,10 @@ def verify_cmd(
         str | None,
         typer.Option("--gold-unit", help="Unit of a unitless gold, e.g. '\\mathrm{km}' (one per box, comma-separated, 'None' for none)."),
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds for the symbolic judgement.")] = 5.0,
+    timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds for the symbolic verification.")] = 5.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
-    """Judge one (gold, response) pair with the rule verifier. Exit 0 when correct, 1 when not, 2 on bad input."""
+    """Verify one (gold, response) pair with the rule verifier. Exit 0 when correct, 1 when not, 2 on bad input."""
     from studybench.verify import Verifier
 
     _check_timeout(timeout)
@@ -68,7 +68,7 @@ def verify_cmd(
         fail(str(e))
     golds, preds = _pair_boxes(gold, response, at, ts)
     with Verifier(workers=1, timeout=timeout) as v:
-        verdict = v.judge(golds, preds, at, ts, gold_unit=gold_unit) if preds else None
+        verdict = v.verify(golds, preds, at, ts, gold_unit=gold_unit) if preds else None
     correct = bool(verdict and verdict.correct)
     reason = verdict.reason if verdict else "incorrect: no final answer found"
     if as_json:
@@ -86,9 +86,9 @@ def verify_file_cmd(
     ],
     out_path: Annotated[Path, typer.Option("-o", "--out", help="Output JSONL: the same rows with correct and reason added.")],
     workers: Annotated[int | None, typer.Option("--workers", help="Verifier worker processes (default: CPU count).")] = None,
-    timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic judgement.")] = 5.0,
+    timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic verification.")] = 5.0,
 ) -> None:
-    """Judge every row of a JSONL file on a process pool; write rows with `correct` and `reason` added."""
+    """Verify every row of a JSONL file on a process pool; write rows with `correct` and `reason` added."""
     from studybench.files import atomic_write_text
     from studybench.verify import Verifier
 
@@ -133,7 +133,7 @@ def verify_file_cmd(
         progress("verify", 0, len(items))
         for start in range(0, len(items), 256):
             chunk = items[start : start + 256]
-            verdicts.extend(v.judge_many(chunk))
+            verdicts.extend(v.verify_many(chunk))
             progress("verify", len(chunk), None)
     out_lines = []
     tp = fp = fn = tn = 0
@@ -151,7 +151,7 @@ def verify_file_cmd(
     except OSError as e:
         fail(f"{out_path}: cannot write ({e.strerror or e})")
     n_correct = sum(1 for v_ in verdicts if v_.correct)
-    console.print(f"{len(rows)} rows judged, {n_correct} correct -> {out_path}")
+    console.print(f"{len(rows)} rows verified, {n_correct} correct -> {out_path}")
     if tp + fp + fn + tn:
         prec = tp / (tp + fp) if tp + fp else float("nan")
         rec = tp / (tp + fn) if tp + fn else float("nan")

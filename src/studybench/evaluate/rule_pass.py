@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from studybench.answers import extract_answers
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.records import SubProblemRef
 from studybench.store import RuleVerdictRow, RuleVerdictStatus, RunStore, TurnKey, rule_verdict_status
@@ -23,8 +22,8 @@ __all__ = ["RuleStats", "RuleVerifier", "add_rule_verdicts"]
 class RuleVerifier(Protocol):
     """What the rule pass needs of a verifier (:class:`studybench.verify.Verifier`)."""
 
-    def judge_many(self, items: list[tuple[Any, ...]]) -> list[Any]:
-        """Verdicts (objects with ``correct`` and ``reason``) for (gold boxes, predicted boxes, type, type_sequence) items."""
+    def verify_responses(self, items: list[tuple[Any, ...]]) -> list[tuple[list[str], Any]]:
+        """(extracted answers, verdict with ``correct`` and ``reason``) per (gold answer, response, type, type_sequence)."""
         ...
 
 
@@ -92,24 +91,17 @@ def add_rule_verdicts(
     store.judgements.open()
     for start in range(0, len(todo), chunk):
         batch = todo[start : start + chunk]
-        extracted: list[list[str]] = []
-        items = []
-        for _, status, ref in batch:
+        items = [(ref.sub.answer, st.generation.completion or "", ref.sub.answer_type, ref.sub.type_sequence)
+                 for _, st, ref in batch if st.generation is not None and not st.generation.error]
+        results = iter(verifier.verify_responses(items))
+        for key, status, ref in batch:
             g = status.generation
             assert g is not None
-            gold = ref.sub.boxes
-            preds = [] if g.error else extract_answers(g.completion or "", len(gold))
-            extracted.append(preds)
-            if not g.error:
-                items.append((gold, preds, ref.sub.answer_type, ref.sub.type_sequence))
-        verdicts = iter(verifier.judge_many(items))
-        for (key, status, ref), preds in zip(batch, extracted, strict=True):
-            g = status.generation
-            assert g is not None
+            preds: list[str] = []
             if g.error:
                 correct, reason = False, f"incorrect: generation failed ({g.error[:300]})"
             else:
-                v = next(verdicts)
+                preds, v = next(results)
                 correct, reason = bool(v.correct), v.reason
             store.append(RuleVerdictRow(
                 **key.to_dict(),

@@ -8,6 +8,8 @@ Public API:
   worker processes (hard wall-clock timeout per verification) for symbolic work.
 * :func:`verify_boxes` / :func:`verify_response` - one verification by a process-wide default
   :class:`Verifier`.
+* :meth:`Verifier.verify_responses` - many raw responses at once, with what was extracted.
+* :func:`extract_pair` - the gold boxes and a response's final answers (the step before verifying).
 * :func:`check_gold_parsable` - whether a gold box is readable for its primitive type.
 * :func:`extract_answers` - final-answer extraction (:mod:`studybench.answers`).
 * :class:`Verdict` - the result record.
@@ -18,13 +20,20 @@ The rule of each answer type is one module of :mod:`studybench.verify.rules`, re
 
 from studybench.answers import extract_answers
 from studybench.verify.verdict import Verdict
-from studybench.verify.verifier import Verifier, check_gold_parsable, verify_boxes, verify_response
+from studybench.verify.verifier import (
+    Verifier,
+    check_gold_parsable,
+    extract_pair,
+    verify_boxes,
+    verify_response,
+)
 
 __all__ = [
     "Verdict",
     "Verifier",
     "check_gold_parsable",
     "extract_answers",
+    "extract_pair",
     "verify_boxes",
     "verify_response",
 ]

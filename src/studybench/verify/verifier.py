@@ -37,6 +37,7 @@ __all__ = [
     "Verifier",
     "check_gold_parsable",
     "default_verifier",
+    "extract_pair",
     "verify_boxes",
     "verify_response",
 ]
@@ -55,6 +56,42 @@ _MEMO_SIZE = 200_000
 Item = tuple[Any, ...]
 """``(gold_boxes, pred_boxes, answer_type, type_sequence)`` or the same with a fifth element,
 ``gold_unit`` (see :func:`studybench.verify.quantity.split_hints`)."""
+
+
+def extract_pair(
+    gold_answer: str, response: str, answer_type: AnswerType | str, type_sequence: Sequence[AnswerType] | str = ""
+) -> tuple[list[str], list[str]] | Verdict:
+    r"""The gold boxes and the response's final answers: the step before every response is verified.
+
+    The gold boxes come from :func:`studybench.records.gold_boxes` (a TUP/ALT gold packed into one
+    box is split), the predicted ones from :func:`studybench.answers.extract_answers` (reasoning
+    removed, the ``Final Answer:`` line first, else the last boxes; as many as the gold has).
+
+    Args:
+        gold_answer: the gold string with one ``\boxed{}`` per answer.
+        response: the model's raw response.
+        answer_type: one of the nine types.
+        type_sequence: the primitive type of each box for TUP / ALT.
+
+    Returns:
+        ``(gold boxes, predicted answers)``, or the incorrect :class:`~studybench.verify.verdict.Verdict`
+        that ends verification early: ``"incorrect: bad gold (...)"``, ``"incorrect: gold has no
+        box"``, ``"incorrect: bad input (...)"`` or ``"incorrect: no final answer found"``. Never raises.
+    """
+    try:
+        at, ts = normalise_types(answer_type, type_sequence)
+        golds = gold_boxes(gold_answer, at, ts)
+    except Exception as e:
+        return Verdict(False, f"incorrect: bad gold ({type(e).__name__})", ())
+    if not golds:
+        return Verdict(False, "incorrect: gold has no box", ())
+    try:
+        preds = extract_answers(response, m=len(golds))
+    except Exception as e:  # a response that is no string
+        return Verdict(False, f"incorrect: bad input ({type(e).__name__})", ())
+    if not preds:
+        return Verdict(False, "incorrect: no final answer found", ())
+    return golds, preds
 
 
 def _ts_key(type_sequence: Any) -> str:
@@ -262,19 +299,11 @@ class Verifier:
             answer found", ())`` for a response without a box, ``"incorrect: gold has no box"`` or
             ``"incorrect: bad gold (...)"`` for an unusable gold. Never raises.
         """
-        try:
-            at, ts = normalise_types(answer_type, type_sequence)
-            golds = gold_boxes(gold_answer, at, ts)
-        except Exception as e:
-            return Verdict(False, f"incorrect: bad gold ({type(e).__name__})", ())
-        if not golds:
-            return Verdict(False, "incorrect: gold has no box", ())
-        try:
-            preds = extract_answers(response, m=len(golds))
-        except Exception as e:  # a response that is no string
-            return Verdict(False, f"incorrect: bad input ({type(e).__name__})", ())
-        if not preds:
-            return Verdict(False, "incorrect: no final answer found", ())
+        pair = extract_pair(gold_answer, response, answer_type, type_sequence)
+        if isinstance(pair, Verdict):
+            return pair
+        golds, preds = pair
+        at, ts = normalise_types(answer_type, type_sequence)
         return self.verify(golds, preds, at, ts, gold_unit=gold_unit, timeout=timeout)
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -328,10 +357,40 @@ class Verifier:
                     out[i] = v
         return [v if v is not None else Verdict(False, "incorrect: internal error", ()) for v in out]
 
-    # TEMPORARY alias for code outside verify/; removed when the redesign merges
-    judge = verify
-    # TEMPORARY alias for code outside verify/; removed when the redesign merges
-    judge_many = verify_many
+    def verify_responses(self, items: Sequence[tuple[Any, ...]]) -> list[tuple[list[str], Verdict]]:
+        r"""Extract the final answers of many raw responses and verify them in parallel.
+
+        What :meth:`verify_response` does for one response, for many at once (as
+        :meth:`verify_many` spreads them over the workers).
+
+        Args:
+            items: ``(gold_answer, response, answer_type, type_sequence[, gold_unit])`` tuples, each
+                as the arguments of :meth:`verify_response`.
+
+        Returns:
+            One ``(extracted answers, verdict)`` pair per item, in item order: the answers exactly as
+            extracted (``[]`` when there are none) and their :class:`~studybench.verify.verdict.Verdict`.
+            Never raises.
+        """
+        out: list[tuple[list[str], Verdict] | None] = [None] * len(items)
+        todo: list[tuple[int, list[str], Item]] = []
+        for i, item in enumerate(items):
+            try:
+                gold_answer, response, at, ts, *rest = item
+                if len(rest) > 1:
+                    raise ValueError("too many fields")
+            except Exception as e:  # malformed item
+                out[i] = ([], Verdict(False, f"incorrect: bad input ({type(e).__name__})", ()))
+                continue
+            pair = extract_pair(gold_answer, response, at, ts)
+            if isinstance(pair, Verdict):
+                out[i] = ([], pair)
+                continue
+            golds, preds = pair
+            todo.append((i, preds, (golds, preds, at, ts, *rest)))
+        for (i, preds, _), verdict in zip(todo, self.verify_many([t[2] for t in todo]), strict=True):
+            out[i] = (preds, verdict)
+        return [o if o is not None else ([], Verdict(False, "incorrect: internal error", ())) for o in out]
 
     def check_gold_parsable(self, box: str, answer_type: AnswerType | str) -> str | None:
         """Whether the verifier can read a gold box for a primitive answer type (in a sandbox worker).
