@@ -34,7 +34,7 @@ Finding kinds (see :data:`KINDS`):
     a multi-sub parent that also carries its own gold answer, which scoring ignores.
 ``missing_field``
     an optional field that is absent or empty (``source_kind``, ``domain``, ``problem_type``, a
-    slot's ``solution``, a sub-problem's ``knowledge_points`` when most sub-problems have them).
+    sub-problem's ``solution``, a sub-problem's ``knowledge_points`` when most sub-problems have them).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class Finding:
     Attributes:
         kind: one of :data:`KINDS`.
         parent_uid: :attr:`studybench.records.Parent.uid` (``source/year/source_problem_id``).
-        sub_id: the slot id (``problem_id``; ``source_problem_id`` for a single-question parent),
+        sub_id: the sub-problem id (``problem_id``; ``source_problem_id`` for a single-question parent),
             or ``""`` for parent-level findings.
         field: the field's path inside the record, e.g. ``sub_problems[1].answer``, ``answer``,
             ``problem_type``.
@@ -338,22 +338,22 @@ class _Collector:
 def _check_gold(
     out: _Collector,
     parent: Parent,
-    slot: SubProblem,
+    sub: SubProblem,
     prefix: str,
     parser: Callable[[str, Any], str | None] | None,
 ) -> None:
     field = f"{prefix}answer"
-    answer = slot.answer
-    atype = slot.answer_type
-    ts = slot.type_sequence
+    answer = sub.answer
+    atype = sub.answer_type
+    ts = sub.type_sequence
     raw_boxes = [b.content for b in find_boxes(answer)]
     boxes = gold_boxes(answer, atype, ts)
-    sid = slot.problem_id
+    sid = sub.problem_id
 
     if atype in COMPOUND_TYPES and len(raw_boxes) == 1 and len(ts) > 1:
         out.add(
             "packed_box", parent, sid, field,
-            f"{atype.value} with {len(ts)} slots ({slot.type_sequence_str}) packed into one box; "
+            f"{atype.value} with {len(ts)} slots ({sub.type_sequence_str}) packed into one box; "
             f"split at top-level commas into: {' | '.join(_show(b, 40) for b in boxes)}",
         )
 
@@ -445,19 +445,19 @@ def check_dataset(ds: Dataset, *, parse_golds: bool = True) -> list[Finding]:
                     f"the parent has sub_problems and its own gold '{_show(parent.answer, 60)}', "
                     f"which scoring ignores{extra}",
                 )
-        # slots
-        for j, slot in enumerate(parent.subs()):
+        # sub-problems
+        for j, sub in enumerate(parent.subs()):
             prefix = "" if parent.is_single else f"sub_problems[{j}]."
-            sid = slot.problem_id
-            _check_gold(out, parent, slot, prefix, parser)
+            sid = sub.problem_id
+            _check_gold(out, parent, sub, prefix, parser)
             for name in ("problem", "solution", "answer"):
-                _check_text(out, parent, sid, f"{prefix}{name}", getattr(slot, name))
-            if not slot.solution.strip():
-                given = (parent if parent.is_single else slot).model_fields_set
+                _check_text(out, parent, sid, f"{prefix}{name}", getattr(sub, name))
+            if not sub.solution.strip():
+                given = (parent if parent.is_single else sub).model_fields_set
                 state = "empty" if "solution" in given else "absent"
                 out.add("missing_field", parent, sid, f"{prefix}solution", f"optional field 'solution' is {state}")
-            if expect_kp and not parent.is_single and "knowledge_points" not in slot.model_fields_set:
-                err = getattr(slot, "knowledge_points_error", None)
+            if expect_kp and not parent.is_single and "knowledge_points" not in sub.model_fields_set:
+                err = getattr(sub, "knowledge_points_error", None)
                 why = f" (knowledge_points_error: '{_show(str(err), 80)}')" if err else ""
                 out.add("missing_field", parent, sid, f"{prefix}knowledge_points",
                         f"'knowledge_points' is absent while {n_kp} of {n_subs} sub-problems have it{why}")

@@ -71,7 +71,7 @@ class ChatRequest:
 
     Attributes:
         messages: OpenAI chat messages (``role``/``content`` dicts), system message first.
-        seed: per-request sampling seed (derived from run seed, attempt and slot), or ``None``.
+        seed: per-request sampling seed (derived from run seed, attempt and sub-problem), or ``None``.
         ref: the sub-problem being asked (offline backends such as ``reference`` answer from it);
             ``None`` for requests that are not a protocol turn (the LLM judge's).
         turn_index: index of the sub-problem within its parent.

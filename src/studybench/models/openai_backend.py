@@ -328,7 +328,7 @@ class OpenAIBackend:
         ``reasoning`` (the server's ``reasoning_content``/``reasoning``), ``finish_reason``, ``usage``
         (integer token counts), ``latency_s`` (wall-clock seconds from the first attempt to the end,
         retries and backoff included), ``attempts`` and ``extra`` (``response_id``, ``max_tokens``
-        sent, ``queue_s`` = seconds waited for a concurrency slot before the first attempt). On
+        sent, ``queue_s`` = seconds waited under the concurrency limit before the first attempt). On
         failure after retries, ``error`` is a short reason such as ``"HTTP 500 after 7 attempts"``.
         """
         state = self._loop_state()
