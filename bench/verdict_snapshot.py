@@ -31,21 +31,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from studybench.answers import extract_answers
 from studybench.datasets import load_dataset
-from studybench.records import AnswerType, gold_boxes, parse_type_sequence
-from studybench.verify import Verifier
+from studybench.verify import Verdict, Verifier, extract_pair
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DEV = REPO.parent / "shared" / "data" / "verifier" / "dev_pairs.jsonl"
 DEFAULT_DATA = Path(os.environ.get("STUDYBENCH_DATA") or REPO.parent / "shared" / "data" / "studybench")
-
-
-def _golds(gold: str, answer_type: str, type_sequence: str) -> list[str]:
-    try:
-        return gold_boxes(gold, AnswerType(answer_type.strip().upper()), parse_type_sequence(type_sequence))
-    except Exception:  # noqa: BLE001 - a gold the loader would refuse counts as "no box"
-        return []
 
 
 def inputs(dev_path: Path, data_dir: Path) -> list[dict[str, Any]]:
@@ -72,24 +63,20 @@ def inputs(dev_path: Path, data_dir: Path) -> list[dict[str, Any]]:
 
 
 def snapshot(items: list[dict[str, Any]], workers: int | None, timeout: float) -> list[dict[str, Any]]:
-    """Verify every item; one output row per item."""
-    prepared = []
-    for it in items:
-        golds = _golds(it["gold"], it["answer_type"], it["type_sequence"])
-        preds = extract_answers(it["response"], m=len(golds)) if golds else []
-        prepared.append((golds, preds, it["answer_type"], it["type_sequence"], it["gold_unit"]))
+    """Verify every item (gold boxes and final answers by :func:`studybench.verify.extract_pair`); one row per item."""
+    pairs = [extract_pair(it["gold"], it["response"], it["answer_type"], it["type_sequence"]) for it in items]
+    todo = [(*p, it["answer_type"], it["type_sequence"], it["gold_unit"]) for it, p in zip(items, pairs, strict=True)
+            if not isinstance(p, Verdict)]
     with Verifier(workers=workers, timeout=timeout) as v:
-        verdicts = v.verify_many([p for p in prepared if p[0]])
-    it_v = iter(verdicts)
+        verdicts = iter(v.verify_many(todo))
     rows = []
     counters: dict[str, int] = {}
-    for it, p in zip(items, prepared, strict=True):
+    for it, p in zip(items, pairs, strict=True):
         i = counters.get(it["set"], 0)
         counters[it["set"]] = i + 1
-        verdict = next(it_v) if p[0] else None
-        rows.append({"set": it["set"], "i": i, "gold": p[0], "extracted": p[1],
-                     "correct": bool(verdict.correct) if verdict else False,
-                     "reason": verdict.reason if verdict else "incorrect: gold has no box"})
+        golds, preds, verdict = ([], [], p) if isinstance(p, Verdict) else (*p, next(verdicts))
+        rows.append({"set": it["set"], "i": i, "gold": golds, "extracted": preds,
+                     "correct": bool(verdict.correct), "reason": verdict.reason})
     return rows
 
 
