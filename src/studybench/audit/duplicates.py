@@ -19,6 +19,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from studybench.audit.common import ProgressFn
 from studybench.llm_judge import (
@@ -221,19 +222,8 @@ def duplicate_judge(
 def judge_pairs(
     pairs: Sequence[tuple[str, str]],
     *,
-    model: str,
-    base_url: str | None,
-    api_key_env: str = "OPENAI_API_KEY",
-    concurrency: int = 8,
-    request_timeout: float = 300.0,
-    max_retries: int = 3,
-    parse_retries: int = 2,
-    max_tokens: int | None = None,
-    cache: LLMVerdictCache | None = None,
-    read_cache: bool = True,
-    backoff_initial: float = 1.0,
-    backoff_max: float = 60.0,
     progress: ProgressFn | None = None,
+    **client: Any,
 ) -> list[JudgeVerdict]:
     """Stage 3 (paper 2.3): ask an LLM whether each ``(train text, eval text)`` is the same problem.
 
@@ -245,9 +235,10 @@ def judge_pairs(
 
     Args:
         pairs: ``(training text, evaluation text)`` per candidate.
-        model, base_url, api_key_env, concurrency, request_timeout, max_retries, parse_retries,
-            max_tokens, cache, read_cache, backoff_initial, backoff_max: see :func:`duplicate_judge`.
         progress: optional ``(label, done, total)`` callback.
+        **client: the keyword arguments of :func:`duplicate_judge` (``model``, ``base_url``,
+            ``api_key_env``, ``concurrency``, ``request_timeout``, ``max_retries``, ``parse_retries``,
+            ``max_tokens``, ``cache``, ``read_cache``, ``backoff_initial``, ``backoff_max``).
 
     Returns:
         One :class:`JudgeVerdict` per pair, in order; model and transport failures are verdicts
@@ -257,21 +248,9 @@ def judge_pairs(
         LLMJudgeConfigError: the endpoint answered HTTP 401, 403 or 404 (wrong key, URL or model);
             verdicts obtained before are in the cache.
         ValueError: invalid transport settings.
+        TypeError: an unknown keyword argument.
     """
-    judge = duplicate_judge(
-        model=model,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-        request_timeout=request_timeout,
-        max_retries=max_retries,
-        parse_retries=parse_retries,
-        max_tokens=max_tokens,
-        cache=cache,
-        read_cache=read_cache,
-        backoff_initial=backoff_initial,
-        backoff_max=backoff_max,
-    )
+    judge = duplicate_judge(**client)
 
     async def main() -> list[JudgeVerdict]:
         done = 0
