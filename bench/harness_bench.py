@@ -104,7 +104,7 @@ def main() -> int:
     gen_rate = g.generated / g.seconds
     peer_rate = n_peer / dt_peer
     print(f"studybench generate : {g.generated} turns in {g.seconds:.2f} s = {gen_rate:,.0f} turns/s")
-    print(f"studybench verify   : {j.judged} turns in {j.seconds:.2f} s = {j.judged / max(j.seconds, 1e-9):,.0f} turns/s")
+    print(f"studybench verify   : {j.verified} turns in {j.seconds:.2f} s = {j.verified / max(j.seconds, 1e-9):,.0f} turns/s")
     print(f"studybench end-to-end (generate + verify): {n_turns / (g.seconds + j.seconds):,.0f} turns/s")
     print(f"peer (openai SDK chat.completions.create, no store): {n_peer} turns in {dt_peer:.2f} s = {peer_rate:,.0f} turns/s")
     print(f"ratio studybench/peer (generation): {gen_rate / peer_rate:.2f}x")

@@ -91,3 +91,40 @@ def test_openai_backend_needs_an_endpoint(test_set: Path, tmp_path: Path, monkey
 def test_rule_llm_mode_without_a_judge_is_refused(test_set: Path, tmp_path: Path) -> None:
     with pytest.raises(EvalError, match="needs a judge"):
         prepare_eval(EvalSpec(split=str(test_set), verifier_mode="rule+llm"), tmp_path / "run")
+
+
+def test_run_eval_inside_a_running_event_loop(test_set: Path, tmp_path: Path) -> None:
+    """A notebook has a loop running already: the synchronous API still works there."""
+    import asyncio
+
+    async def notebook_cell() -> Any:
+        return run_eval(EvalSpec(split=str(test_set), k=1, seeds=[0]), tmp_path / "run")
+
+    result = asyncio.run(notebook_cell())
+    assert result.report is not None and result.report["turns"]["expected"] == 2
+
+
+class EchoBackend:
+    """A user's own backend (the ChatBackend protocol): answers every sub-problem with 2."""
+
+    name = "echo"
+
+    async def complete(self, request: Any) -> Any:
+        from studybench.models import ChatResult
+
+        return ChatResult("Final Answer: \\boxed{2}")
+
+    async def aclose(self) -> None:
+        pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "echo", "model": "echo-model"}
+
+
+def test_a_custom_backend_names_the_run_and_is_recorded(test_set: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run_eval(EvalSpec(split=str(test_set), k=1, seeds=[0]), backend=EchoBackend())
+    assert result.run_dir == Path("runs") / f"echo-model-{test_set.stem}"
+    man = json.loads((result.run_dir / "manifest.json").read_text())
+    assert man["backend"] == {"backend": "echo", "model": "echo-model"}
+    assert result.sub_at_k == 50.0  # 2 is right for the NV sub-problem, not for the QL one

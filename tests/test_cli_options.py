@@ -36,6 +36,9 @@ def test_deprecated_verifier_flags_still_work(tmp_path: Path) -> None:
     assert man["verifier"]["timeout"] == 7.0
     rows = [json.loads(x) for x in (tmp_path / "run" / "judgements.jsonl").read_text().splitlines()]
     assert rows and all(r["verifier"]["timeout"] == 7.0 for r in rows)
+    again = _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", tmp_path / "run", "--judge-timeout", 7, "--only-judge")
+    assert again.exit_code == 0 and "--only-judge is deprecated; use --only-verify" in again.output  # type: ignore[attr-defined]
+    assert "generated" not in again.output  # type: ignore[attr-defined]
 
 
 def test_new_verifier_flags(tmp_path: Path) -> None:

@@ -53,8 +53,8 @@ def rule(g: GenerationRow, **kw: Any) -> RuleVerdictRow:
 @pytest.mark.parametrize(
     "make,counts,stale",
     [
-        (lambda g: None, False, "not judged"),
-        (lambda g: rule(g, completion_digest=text_digest("another reply")), False, "judged another completion"),
+        (lambda g: None, False, "no rule verdict"),
+        (lambda g: rule(g, completion_digest=text_digest("another reply")), False, "made on another completion"),
         (lambda g: rule(g, generation_error="HTTP 500"), True, "the generation's error changed"),
         (lambda g: rule(g, verifier={**SETTINGS, "timeout": 9.0}), True, "the rule verifier's settings changed"),
         (lambda g: rule(g, verifier={**SETTINGS, "version": "0.0.1"}), True, "the rule verifier's settings changed"),
@@ -82,7 +82,7 @@ def test_rule_status_without_a_usable_generation() -> None:
 @pytest.mark.parametrize(
     "kw,counts,stale",
     [
-        ({"completion_digest": "x"}, False, "judged another completion"),
+        ({"completion_digest": "x"}, False, "made on another completion"),
         ({"inputs_digest": "other"}, True, "the judge inputs changed"),
         ({"verdict": "error"}, True, "no final verdict"),
         ({}, True, None),
@@ -160,7 +160,7 @@ def test_rule_pass_rejudges_exactly_the_stale(tmp_path: Path, stale_row: Any, re
     assert rep["turns"]["missing_judgements"] == (0 if counts_in_report else 1)
     v = CountingVerifier()
     st = add_rule_verdicts(scope, store, v, SETTINGS)
-    assert (st.judged, st.reused) == (rejudged, 1 - rejudged)
+    assert (st.verified, st.reused) == (rejudged, 1 - rejudged)
     assert build_report(store)["sub_at_k"]["mean"] == 100.0  # the fresh verdict (1 == 1) counts
 
 

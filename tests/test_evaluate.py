@@ -105,11 +105,11 @@ def test_failed_turns_are_recorded_then_retried_with_dependants(tmp_path: Path) 
     be = ScriptedBackend(fail=10)
     st = generate(scope, store, be)
     assert st.failed == 3
-    rows = list(store.generations.rows())
+    rows = list(store.generation_log.rows())
     assert all(r["error"] and r["completion"] == "" for r in rows)
     v = EqVerifier()
     js = verify(scope, store, v)
-    assert js.judged == 3 and v.items == []  # failed turns never reach the verifier
+    assert js.verified == 3 and v.items == []  # failed turns never reach the verifier
     rep = write_report(store)
     assert rep["turns"]["failed"] == 3 and rep["par_at_k"]["mean"] == 0.0
     # re-run: every failed turn and the turn that depended on it are generated again
@@ -141,13 +141,13 @@ def test_judgements_follow_completion_digest(tmp_path: Path) -> None:
     verify(scope, store, EqVerifier())
     rep = write_report(store)
     assert rep["sub_at_k"]["mean"] == 0.0
-    assert verify(scope, store, EqVerifier()).judged == 0  # nothing new to judge
+    assert verify(scope, store, EqVerifier()).verified == 0  # nothing new to judge
     # regenerate one turn with a different completion: its old verdict must not attach
     g = store.latest_generations()
     key = next(k for k in g if k.parent == "S//P2")
     store.append(g[key].model_copy(update={"completion": "Final Answer: \\boxed{3}"}))
     assert write_report(store)["turns"]["missing_judgements"] == 1
-    assert verify(scope, store, EqVerifier()).judged == 1
+    assert verify(scope, store, EqVerifier()).verified == 1
     rep = write_report(store)
     assert rep["turns"]["missing_judgements"] == 0
     assert rep["sub_at_k"]["mean"] == round(100 / 3, 4)

@@ -198,7 +198,7 @@ def test_stale_verdict_never_attaches_to_a_new_completion(env: dict[str, Any]) -
         key = next(k for k in store.latest_generations() if k.parent.endswith("P2") and k.attempt == 0)
         row = dict(store.latest_generations()[key])
         row["completion"] = "Working.\nFinal Answer: \\boxed{\\text{entropy rises}}"
-        store.generations.append(row)
+        store.generation_log.append(row)
         store.close()
         assert cli("report", run).exit_code == 0
         mid = _report(run)

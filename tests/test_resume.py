@@ -134,7 +134,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_kill_during_judging_then_only_judge(tmp_path: Path) -> None:
+def test_kill_during_judging_then_only_verify(tmp_path: Path) -> None:
     data = tmp_path / "synthetic.json"
     _dataset(data)
     with start_stub_server(_script()) as srv:
@@ -143,9 +143,9 @@ def test_kill_during_judging_then_only_judge(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         assert not (out / "judgements.jsonl").exists() and not (out / "report.json").exists()
         n = srv.count
-        # judge, killed almost at once, then finish with --only-judge: no new requests
-        _run_and_kill_at([*_cmd(data, out, srv.base_url), "--only-judge"], out / "judgements.jsonl", 1)
-        r = subprocess.run([*_cmd(data, out, srv.base_url), "--only-judge"], capture_output=True, text=True, timeout=120)
+        # judge, killed almost at once, then finish with --only-verify: no new requests
+        _run_and_kill_at([*_cmd(data, out, srv.base_url), "--only-verify"], out / "judgements.jsonl", 1)
+        r = subprocess.run([*_cmd(data, out, srv.base_url), "--only-verify"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert srv.count == n
     rep = json.loads((out / "report.json").read_text())
@@ -195,7 +195,7 @@ def test_failed_turns_exit_1_then_retry_and_only_judge_needs_no_endpoint(tmp_pat
     # judge again offline: no --base-url, the server is gone
     r = subprocess.run(
         [sys.executable, "-m", "studybench.cli", "eval", "--split", str(data), "--model", "stub-model", "-k", "3",
-         "--seeds", "2", "--out", str(out), "--only-judge", "--verify-timeout", "7"],
+         "--seeds", "2", "--out", str(out), "--only-verify", "--verify-timeout", "7"],
         capture_output=True, text=True, timeout=120,
     )
     assert r.returncode == 0, r.stderr

@@ -117,9 +117,9 @@ def test_report_on_non_run_paths(tmp_path: Path) -> None:
 def test_garbage_rows_do_not_crash_or_count(tmp_path: Path) -> None:
     store = _run_dir(tmp_path)
     base = {"split": "set", "parent": "S//P1", "sub_id": "P1", "seed": 0, "attempt": 0}
-    store.generations.append({**base, "completion": 5, "usage": [1, 2]})
-    store.generations.append({**base, "parent": "S//P2", "sub_id": "P2", "completion": "\\boxed{9.8}", "usage": {"x": "y"}})
-    store.judgements.append({**base, "parent": "S//P2", "sub_id": "P2", "correct": "false",
+    store.generation_log.append({**base, "completion": 5, "usage": [1, 2]})
+    store.generation_log.append({**base, "parent": "S//P2", "sub_id": "P2", "completion": "\\boxed{9.8}", "usage": {"x": "y"}})
+    store.rule_log.append({**base, "parent": "S//P2", "sub_id": "P2", "correct": "false",
                              "completion_digest": __import__("studybench.files", fromlist=["x"]).text_digest("\\boxed{9.8}")})
     store.close()
     with open(store.root / "generations.jsonl", "ab") as f:
@@ -147,7 +147,7 @@ def test_lone_surrogates_from_the_model_are_stored_and_resumable(tmp_path: Path)
     store = RunStore(plan.run_dir)
     st = asyncio.run(generate_turns(plan.scope, store, _Surrogate(), Artefacts()))
     assert st.generated == 2
-    rows = list(store.generations.rows())
+    rows = list(store.generation_log.rows())
     assert len(rows) == 2 and all("\ufffd" in r["completion"] for r in rows)
     again = asyncio.run(generate_turns(plan.scope, store, _Surrogate(), Artefacts()))
     assert again.reused == 2 and again.generated == 0

@@ -46,9 +46,9 @@ def test_kill_at_every_byte_offset_leaves_a_prefix_of_rows(tmp_path: Path) -> No
 
 def test_last_row_per_key_wins(tmp_path: Path) -> None:
     st = RunStore(tmp_path)
-    st.generations.append(_row(1, completion="old", error="HTTP 500"))
-    st.generations.append(_row(1, completion="new", error=None))
-    st.generations.append(_row(2, completion="other"))
+    st.generation_log.append(_row(1, completion="old", error="HTTP 500"))
+    st.generation_log.append(_row(1, completion="new", error=None))
+    st.generation_log.append(_row(2, completion="other"))
     st.close()
     latest = RunStore(tmp_path).latest_generations()
     assert len(latest) == 2

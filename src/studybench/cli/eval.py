@@ -12,6 +12,7 @@ from studybench.cli.common import (
     JUDGE_OPTIONS,
     VERIFY_OPTIONS,
     console,
+    deprecated,
     fail,
     fail_for,
     judge_spec,
@@ -69,7 +70,8 @@ def eval_cmd(
     guidance: Annotated[Path | None, typer.Option("--guidance", help="JSON/JSONL hints joined on (source, year, source_problem_id, problem_id).")] = None,
     reference_mode: Annotated[str, typer.Option("--reference-mode", help="reference backend: gold | solution.")] = "gold",
     only_generate: Annotated[bool, typer.Option("--only-generate", help="Generate turns, do not verify or report.")] = False,
-    only_judge: Annotated[bool, typer.Option("--only-judge", help="Verify existing turns and report; generate nothing.")] = False,
+    only_verify: Annotated[bool, typer.Option("--only-verify", help="Verify existing turns and report; generate nothing (needs no endpoint).")] = False,
+    only_judge: Annotated[bool, typer.Option("--only-judge", hidden=True, help="Deprecated: --only-verify.")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N parents (after --slice).")] = None,
     slice_: Annotated[str | None, typer.Option("--slice", help="Parents START:STOP (Python slice of the file order).")] = None,
     verifier_mode: Annotated[
@@ -87,6 +89,8 @@ def eval_cmd(
     from studybench.evaluate import EvalError, EvalSpec, check_endpoints, prepare_eval, run_plan
 
     verify_timeout, verify_workers = verify_settings(verify_options)
+    if only_judge:
+        deprecated("--only-judge", "--only-verify")
     seed_vals = _seeds(seeds, seed, seed_list)
     if backend not in ("auto", "openai", "reference"):
         fail(f"--backend must be auto, openai or reference, got {backend!r}")
@@ -101,7 +105,7 @@ def eval_cmd(
             repetition_penalty=repetition_penalty, max_tokens=max_tokens, thinking=thinking, concurrency=concurrency,
             request_timeout=request_timeout, max_retries=max_retries, system_prompt=system_prompt, playbook=playbook,
             guidance=guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=verify_timeout,
-            verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_judge=only_judge,
+            verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
         )
         plan = prepare_eval(spec, out)
     except EvalError as e:
@@ -149,7 +153,7 @@ def eval_cmd(
         rate = f" ({g.turns_per_s:.1f} turns/s)" if g.generated else ""
         console.print(f"generated {g.generated} turns ({g.reused} reused, {g.failed} failed) in {g.seconds:.1f}s{rate}")
     if result.rule is not None:
-        console.print(f"verified {result.rule.judged} turns ({result.rule.reused} reused) in {result.rule.seconds:.1f}s")
+        console.print(f"verified {result.rule.verified} turns ({result.rule.reused} reused) in {result.rule.seconds:.1f}s")
     if result.llm is not None and plan.judge is not None:
         print_llm_pass(result.llm, plan.judge.model)
     if result.report is None:

@@ -75,8 +75,8 @@ def judge_cmd(
         console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
     for w in res.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
-    if res.rule.judged:
-        console.print(f"rule verifier: verified {res.rule.judged} turns that had no current rule verdict")
+    if res.rule.verified:
+        console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict")
     print_llm_pass(res.llm, str(res.judge.get("model")))
     print_report(res.report, run_dir)
     if res.llm.verdicts.get("error"):

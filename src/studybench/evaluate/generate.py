@@ -79,7 +79,7 @@ async def generate_turns(
     stats = GenerationStats(total=scope.n_turns)
     sem = asyncio.Semaphore(max(1, concurrency))
     t0 = time.perf_counter()
-    store.generations.open()
+    store.generation_log.open()
     if progress:
         progress("generate", 0, stats.total)
 
@@ -131,6 +131,6 @@ async def generate_turns(
     try:
         await asyncio.gather(*(chain(p, seed, a) for p, seed, a in scope.chains()))
     finally:
-        store.generations.sync()
+        store.generation_log.sync()
         stats.seconds = time.perf_counter() - t0
     return stats

@@ -118,7 +118,7 @@ async def add_llm_verdicts_to_scope(
                 progress("llm judge", 1, None)
             continue
         todo.append((key, ref, rule.completion_digest, rule.verdict.correct, inputs, list(extracted)))
-    store.llm_judgements.open()
+    store.llm_log.open()
 
     async def one(key: TurnKey, ref: SubProblemRef, cd: str, rule_ok: bool, inputs: LLMJudgeInputs, extracted: list[str]) -> None:
         v = await judge.judge(inputs)
@@ -151,6 +151,6 @@ async def add_llm_verdicts_to_scope(
     try:
         await asyncio.gather(*(one(*t) for t in todo))
     finally:
-        store.llm_judgements.sync()
+        store.llm_log.sync()
         stats.seconds = time.perf_counter() - t0
     return stats

@@ -1,7 +1,7 @@
 """The rule pass: give every turn of a scope a current rule verdict (PROTOCOL.md sections 4-5).
 
-Which turns are judged is decided by :func:`studybench.store.rule_verdict_status` (the one currency
-rule): a turn with a usable completion is judged when no verdict counts for it, or when the one that
+Which turns are verified is decided by :func:`studybench.store.rule_verdict_status` (the one currency
+rule): a turn with a usable completion is verified when no verdict counts for it, or when the one that
 counts is out of date (the generation's error changed, the verifier's settings changed, or it timed
 out). A failed turn is recorded as incorrect with its error as the reason.
 """
@@ -34,14 +34,14 @@ class RuleStats:
     Attributes:
         total: turns with a usable completion.
         reused: of those, turns whose verdict was current.
-        judged: turns verified now.
+        verified: turns verified now.
         correct: current verdicts that are correct (reused and new).
         seconds: wall time of the pass.
     """
 
     total: int = 0
     reused: int = 0
-    judged: int = 0
+    verified: int = 0
     correct: int = 0
     seconds: float = 0.0
 
@@ -88,7 +88,7 @@ def add_rule_verdicts(
                 progress("verify", 1, None)
             continue
         todo.append((key, status, ref))
-    store.judgements.open()
+    store.rule_log.open()
     for start in range(0, len(todo), chunk):
         batch = todo[start : start + chunk]
         items = [(ref.sub.answer, st.generation.completion or "", ref.sub.answer_type, ref.sub.type_sequence)
@@ -115,10 +115,10 @@ def add_rule_verdicts(
                 verifier=settings,
                 time=time.time(),
             ))
-            stats.judged += 1
+            stats.verified += 1
             stats.correct += correct
             if progress:
                 progress("verify", 1, None)
-    store.judgements.sync()
+    store.rule_log.sync()
     stats.seconds = time.perf_counter() - t0
     return stats

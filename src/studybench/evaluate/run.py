@@ -12,10 +12,11 @@ import asyncio
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from studybench import __version__
 from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
@@ -25,7 +26,7 @@ from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
 from studybench.llm_judge import LLMJudge, LLMJudgeSpec, LLMJudgeSpecError
-from studybench.models import ChatBackend, EndpointError, check_endpoint
+from studybench.models import ChatBackend, EndpointError, ReferenceBackend, check_endpoint
 from studybench.protocol import ArtefactError, Artefacts, GuidanceKey, guidance_coverage, load_artefacts
 from studybench.report import write_report
 from studybench.store import (
@@ -58,10 +59,37 @@ def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "run"
 
 
-def default_run_dir(spec: EvalSpec, split_name: str) -> Path:
-    """``runs/<model>-<split>`` (``runs/reference-<mode>-<split>`` for the reference backend)."""
-    who = f"reference-{spec.reference_mode}" if spec.uses_reference else spec.model
+def default_run_dir(spec: EvalSpec, split_name: str, backend: ChatBackend | None = None) -> Path:
+    """``runs/<model>-<split>`` (``runs/reference-<mode>-<split>`` for the reference backend).
+
+    Args:
+        spec: the evaluation.
+        split_name: the test set's name.
+        backend: a backend given instead of the spec's; its described model names the directory.
+    """
+    if backend is not None:
+        desc = backend.describe()
+        who = f"{desc.get('backend') or 'backend'}-{desc.get('mode')}" if desc.get("mode") else str(desc.get("model") or desc.get("backend"))
+    else:
+        who = f"reference-{spec.reference_mode}" if spec.uses_reference else spec.model
     return Path("runs") / f"{_slug(who)}-{_slug(split_name)}"
+
+
+_T = TypeVar("_T")
+
+
+def _run(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine to completion from synchronous code.
+
+    Also when an event loop is running already (a Jupyter notebook): then the coroutine runs on a
+    fresh loop in a worker thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1, thread_name_prefix="studybench-eval") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 @dataclass
@@ -76,7 +104,7 @@ class EvalPlan:
         artefacts: the method artefacts.
         manifest: the manifest this invocation writes.
         previous: the run directory's manifest before this invocation (``None``: a new run).
-        backend: the chat backend (``None`` with ``only_judge``).
+        backend: the chat backend (``None`` with ``only_verify``).
         judge: the LLM judge (``None`` unless ``rule+llm`` with a judge given now).
         guidance: (sub-problems of the selection with hints, guidance keys matching no sub-problem).
         notes: things the user should know (e.g. a judge ignored in ``rule`` mode).
@@ -125,7 +153,7 @@ class EvalResult:
     Attributes:
         run_dir: the run directory.
         report: the report written (``None`` with ``only_generate``).
-        generation: the generation pass's counts (``None`` with ``only_judge``).
+        generation: the generation pass's counts (``None`` with ``only_verify``).
         rule: the rule pass's counts (``None`` with ``only_generate``).
         llm: the LLM pass's counts (``None`` without a judge, or with ``only_generate``).
         warnings: endpoint warnings (e.g. the endpoint does not list the model).
@@ -198,7 +226,7 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
 
     Raises:
         EvalError: an unusable setting, test set, artefact or judge, a run directory holding a
-            different run, or ``only_judge`` without a run to judge.
+            different run, or ``only_verify`` without a run to verify.
     """
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EvalError(f"--out {out_dir} exists and is not a directory", "out")
@@ -208,7 +236,7 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         art = load_artefacts(spec.system_prompt, spec.playbook, spec.guidance)
     except ArtefactError as e:
         raise EvalError(str(e), "artefacts") from None
-    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(spec, ds.name)
+    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(spec, ds.name, backend)
     store = RunStore(run_dir)
     previous: Manifest | None = None
     if store.exists():
@@ -216,10 +244,10 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
             previous = store.read_manifest()
         except ValueError as e:
             raise EvalError(str(e), "out") from None
-    elif spec.only_judge:
-        raise EvalError(f"{run_dir}: no run to judge (no manifest.json); run without --only-judge first", "only_judge")
+    elif spec.only_verify:
+        raise EvalError(f"{run_dir}: no run to verify (no manifest.json); run without --only-verify first", "only_verify")
     notes: list[str] = []
-    if spec.only_judge:
+    if spec.only_verify:
         be, backend_desc = None, dict(previous.backend) if previous is not None else {}
     else:
         be = backend if backend is not None else spec.make_backend()
@@ -269,7 +297,7 @@ def check_endpoints(plan: EvalPlan) -> list[str]:
     """
     warnings: list[str] = []
     try:
-        if plan.backend is not None and not plan.spec.uses_reference and hasattr(plan.backend, "base_url"):
+        if plan.backend is not None and not isinstance(plan.backend, ReferenceBackend) and hasattr(plan.backend, "base_url"):
             warnings += check_endpoint(plan.backend)
         if plan.judge is not None and not plan.spec.only_generate:
             warnings += check_endpoint(plan.judge.backend, what="judge endpoint")
@@ -322,9 +350,9 @@ def run_plan(
             result.warnings = check_endpoints(plan)
         store = plan.open_store()
         try:
-            if not spec.only_judge:
+            if not spec.only_verify:
                 assert plan.backend is not None
-                result.generation = asyncio.run(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
+                result.generation = _run(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
                                                                concurrency=spec.concurrency, progress=progress,
                                                                on_error=on_turn_error))
             if spec.only_generate:
@@ -343,12 +371,12 @@ def run_plan(
                         judge_open = False
                         await judge.aclose()
 
-                result.llm = asyncio.run(llm())
+                result.llm = _run(llm())
             result.report = write_report(store)
         finally:
             store.close()
     finally:
-        asyncio.run(_close(plan.backend, plan.judge if judge_open else None))
+        _run(_close(plan.backend, plan.judge if judge_open else None))
     return result
 
 
@@ -560,7 +588,7 @@ def add_llm_verdicts(
                     judge_open = False
                     await llm_judge.aclose()
 
-            llm_stats = asyncio.run(llm())
+            llm_stats = _run(llm())
             if activate:
                 verifier_info = man.verifier or VerifierInfo(**rule_settings(rule_timeout))
                 man.verifier = verifier_info.model_copy(update={"mode": "rule+llm", "judge": llm_judge.describe()})
@@ -570,5 +598,5 @@ def add_llm_verdicts(
             store.close()
     finally:
         if judge_open:
-            asyncio.run(_close(llm_judge))
+            _run(_close(llm_judge))
     return JudgeRunResult(store.root, llm_judge.describe(), rule, llm_stats, rep, notes, warnings)

@@ -65,7 +65,7 @@ class EvalSpec(BaseModel):
         verify_workers: rule verifier worker processes (``None``: one per CPU, at most 8).
         judge: the LLM judge for rule rejections (leaderboard mode).
         only_generate: generate turns; do not verify or report.
-        only_judge: verify stored turns and report; generate nothing (needs no endpoint).
+        only_verify: verify stored turns and report; generate nothing (needs no endpoint).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -102,7 +102,7 @@ class EvalSpec(BaseModel):
     verify_workers: int | None = Field(None, ge=1, le=1024)
     judge: LLMJudgeSpec | None = None
     only_generate: bool = False
-    only_judge: bool = False
+    only_verify: bool = False
 
     @field_validator("seeds")
     @classmethod
@@ -133,8 +133,8 @@ class EvalSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> EvalSpec:
-        if self.only_generate and self.only_judge:
-            raise ValueError("only_generate and only_judge exclude each other (--only-generate, --only-judge)")
+        if self.only_generate and self.only_verify:
+            raise ValueError("only_generate and only_verify exclude each other (--only-generate, --only-verify)")
         return self
 
     @classmethod

@@ -10,7 +10,7 @@ sha256 of the last generation row's ``completion``). An LLM verdict counts when,
 was made on that completion. Nothing else matters for counting: a verdict made by an older verifier
 version, one that timed out or one whose judge inputs changed still counts until it is replaced.
 
-**Must the pass judge the turn (again)?** (the rule pass and the LLM pass). Yes when no verdict
+**Must a pass take the turn (again)?** (the rule pass verifies it, the LLM pass judges it). Yes when no verdict
 counts, and also when the counting verdict is out of date: for a rule verdict, the generation's
 ``error`` changed, the rule verifier's settings changed (mode, version, timeout), or it timed out
 (``reason`` starts with :data:`RETRYABLE_RULE_REASON`: load may have caused it); for an LLM verdict,
@@ -41,7 +41,7 @@ class RuleVerdictStatus:
         generation: the turn's last generation row, ``None`` when it has none (or an unusable one).
         completion_digest: sha256 of ``generation.completion`` (``None`` without a generation).
         verdict: the rule verdict that counts for the turn (made on its current completion), or ``None``.
-        stale: why the rule pass must judge the turn (again); ``None`` when ``verdict`` is up to date
+        stale: why the rule pass must verify the turn (again); ``None`` when ``verdict`` is up to date
             or when there is nothing to judge (no usable generation).
     """
 
@@ -64,13 +64,13 @@ class RuleVerdictStatus:
 def rule_verdict_status(
     generation: GenerationRow | None, rule: RuleVerdictRow | None, settings: dict[str, Any] | None = None
 ) -> RuleVerdictStatus:
-    """Whether a turn's stored rule verdict counts, and whether the rule pass must judge it again.
+    """Whether a turn's stored rule verdict counts, and whether the rule pass must verify it again.
 
     Args:
         generation: the turn's last generation row (``None``: not generated).
         rule: the turn's last rule verdict row (``None``: never judged).
         settings: the rule verifier's settings now (see :func:`studybench.store.manifest.rule_settings`);
-            ``None`` when the caller only counts (reports) and does not judge.
+            ``None`` when the caller only counts (reports) and does not verify.
 
     Returns:
         A :class:`RuleVerdictStatus` (see the module docstring for the rule).
@@ -79,9 +79,9 @@ def rule_verdict_status(
         return RuleVerdictStatus(None, None, None, None)
     cd = text_digest(generation.completion)
     if rule is None:
-        return RuleVerdictStatus(generation, cd, None, "not judged")
+        return RuleVerdictStatus(generation, cd, None, "no rule verdict")
     if rule.completion_digest != cd:
-        return RuleVerdictStatus(generation, cd, None, "judged another completion")
+        return RuleVerdictStatus(generation, cd, None, "made on another completion")
     stale: str | None = None
     if rule.generation_error != generation.error:
         stale = "the generation's error changed"
@@ -126,7 +126,7 @@ def llm_verdict_status(
     if row is None:
         return LLMVerdictStatus(None, "not judged")
     if row.completion_digest != completion_digest:
-        return LLMVerdictStatus(None, "judged another completion")
+        return LLMVerdictStatus(None, "made on another completion")
     if inputs_digest is not None and row.inputs_digest != inputs_digest:
         return LLMVerdictStatus(row, "the judge inputs changed")
     if row.verdict not in FINAL_LLM_VERDICTS:

@@ -63,18 +63,23 @@ class RunStore:
 
     Args:
         root: the run directory (created on the first write).
+
+    Attributes:
+        generation_log: ``generations.jsonl`` (:class:`GenerationRow` rows).
+        rule_log: ``judgements.jsonl`` (:class:`RuleVerdictRow` rows; the file keeps its 0.1.0 name).
+        llm_log: ``llm_judgements.jsonl`` (:class:`LLMVerdictRow` rows).
     """
 
     MANIFEST = "manifest.json"
     GENERATIONS = "generations.jsonl"
-    JUDGEMENTS = "judgements.jsonl"
-    LLM_JUDGEMENTS = "llm_judgements.jsonl"
+    RULE_VERDICTS = "judgements.jsonl"  # the file name of 0.1.0, kept so that old runs load
+    LLM_VERDICTS = "llm_judgements.jsonl"
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
-        self.generations = JsonlLog(self.root / self.GENERATIONS)
-        self.judgements = JsonlLog(self.root / self.JUDGEMENTS)
-        self.llm_judgements = JsonlLog(self.root / self.LLM_JUDGEMENTS)
+        self.generation_log = JsonlLog(self.root / self.GENERATIONS)
+        self.rule_log = JsonlLog(self.root / self.RULE_VERDICTS)
+        self.llm_log = JsonlLog(self.root / self.LLM_VERDICTS)
 
     @property
     def manifest_path(self) -> Path:
@@ -109,28 +114,28 @@ class RunStore:
 
     def latest_generations(self) -> dict[TurnKey, GenerationRow]:
         """The last usable generation row per turn key."""
-        return _latest(self.generations, GenerationRow)  # type: ignore[return-value]
+        return _latest(self.generation_log, GenerationRow)  # type: ignore[return-value]
 
     def latest_rule_verdicts(self) -> dict[TurnKey, RuleVerdictRow]:
         """The last usable rule verdict row per turn key."""
-        return _latest(self.judgements, RuleVerdictRow)  # type: ignore[return-value]
+        return _latest(self.rule_log, RuleVerdictRow)  # type: ignore[return-value]
 
     def latest_llm_verdicts(self) -> dict[tuple[TurnKey, str], LLMVerdictRow]:
         """The last usable LLM verdict row per (turn key, judge id)."""
-        return _latest(self.llm_judgements, LLMVerdictRow, by_judge=True)  # type: ignore[return-value]
+        return _latest(self.llm_log, LLMVerdictRow, by_judge=True)  # type: ignore[return-value]
 
     def append(self, row: GenerationRow | RuleVerdictRow | LLMVerdictRow) -> None:
         """Append one row to the log its type belongs to."""
-        log = {GenerationRow: self.generations, RuleVerdictRow: self.judgements, LLMVerdictRow: self.llm_judgements}[type(row)]
+        log = {GenerationRow: self.generation_log, RuleVerdictRow: self.rule_log, LLMVerdictRow: self.llm_log}[type(row)]
         log.append(row.to_json())
 
     def sync(self) -> None:
         """Flush every open log to disk (fsync)."""
-        for log in (self.generations, self.judgements, self.llm_judgements):
+        for log in (self.generation_log, self.rule_log, self.llm_log):
             log.sync()
 
     def close(self) -> None:
         """Flush (fsync) and close every open log."""
-        self.generations.close()
-        self.judgements.close()
-        self.llm_judgements.close()
+        self.generation_log.close()
+        self.rule_log.close()
+        self.llm_log.close()
