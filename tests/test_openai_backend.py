@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _support import deadline
 
 from studybench.models.base import PRESETS, ChatBackend, ChatRequest, ChatResult, SamplingParams
 from studybench.models.openai_backend import OpenAIBackend, estimate_prompt_tokens
@@ -203,19 +204,22 @@ def test_retry_after_is_honoured(stub: StubServer) -> None:
 
 
 def test_retry_after_is_capped_by_backoff_max(stub: StubServer) -> None:
+    base = _complete(_fast(stub), [{"role": "user", "content": "q"}]).latency_s  # one plain request, now
     stub.rate_limit(retry_after=120)
     result = _complete(_fast(stub, backoff_max=0.05), [{"role": "user", "content": "q"}])
     assert result.error is None and result.attempts == 2
-    assert result.latency_s < 5
+    assert result.latency_s < deadline(0.05, base, hang=120.0)  # not the 120 s the server asked for
 
 
 def test_backoff_grows_exponentially(stub: StubServer) -> None:
-    stub.fail(500, times=3)
     backend = _fast(stub, backoff_initial=0.1, backoff_max=10.0)
+    base = _complete(_fast(stub), [{"role": "user", "content": "q"}]).latency_s  # one plain request, now
+    stub.fail(500, times=3)
     result = _complete(backend, [{"role": "user", "content": "q"}])
     assert result.attempts == 4
-    # waits are in [b/2, b] for b = 0.1, 0.2, 0.4: at least 0.35 s in total
-    assert 0.35 <= result.latency_s < 2.0
+    # waits are in [b/2, b] for b = 0.1, 0.2, 0.4: at least 0.35 s and at most 0.7 s in total (plus
+    # the requests); with backoff_max as every wait it would be 30 s
+    assert 0.35 <= result.latency_s < deadline(0.7, base, hang=30.0)
 
 
 def test_turn_that_keeps_failing_returns_error(stub: StubServer) -> None:
@@ -300,7 +304,9 @@ def test_concurrency_slot_is_released_during_backoff(stub: StubServer) -> None:
             first = asyncio.create_task(
                 backend.complete(_request([{"role": "user", "content": "slow-lane"}]))
             )
-            await asyncio.sleep(0.05)
+            # start the others only once the first request has had its 429 (it now backs off)
+            while not any("slow-lane" in json.dumps(r) for r in stub.requests):
+                await asyncio.sleep(0.001)
             others = await asyncio.gather(
                 *(backend.complete(_request([{"role": "user", "content": f"q{i}"}])) for i in range(3))
             )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from studybench.rewards import compute_score, reward_for, trl_reward
+from studybench.rewards import compute_score, compute_score_dense, reward_for, trl_reward
 
 GT = {"answer": "\\boxed{3\\times10^{8}\\,\\mathrm{m/s}}", "answer_type": "NV", "type_sequence": ""}
 
@@ -23,11 +24,32 @@ GT = {"answer": "\\boxed{3\\times10^{8}\\,\\mathrm{m/s}}", "answer_type": "NV", 
         ("Final Answer: \\boxed{1}", {"answer": "\\boxed{1}"}, None, 0.0),  # no answer_type: 0, not an exception
         ("Final Answer: \\boxed{1}", None, None, 0.0),
         (None, GT, None, 0.0),
-        ("Final Answer: \\boxed{__import__('os').system('touch /tmp/STUDYBENCH_REWARD_CANARY')}", GT, None, 0.0),
     ],
 )
 def test_verl_compute_score(solution: object, ground_truth: object, extra: object, expected: float) -> None:
     assert compute_score("studybench", solution, ground_truth, extra) == expected
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "__import__('os').system('touch {p}')",
+        "\\text{{__import__('os').system('touch {p}')}}",
+        "eval(\"open('{p}', 'w').write('x')\")",
+    ],
+)
+@pytest.mark.parametrize("answer_type", ["NV", "EX", "QL"])
+def test_reward_never_runs_code_in_a_completion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: str, answer_type: str) -> None:
+    monkeypatch.chdir(tmp_path)  # a fresh directory per test: relative paths would land here too
+    canary = tmp_path / "CANARY"
+    text = payload.format(p=canary)
+    gt = {"answer": "\\boxed{" + text + "}", "answer_type": answer_type, "type_sequence": ""}
+    for reward in (compute_score, compute_score_dense):
+        reward("studybench", f"Final Answer: \\boxed{{{text}}}", GT)
+        reward("studybench", f"<think>{text}</think>Final Answer: \\boxed{{1}}", gt)
+    assert trl_reward([f"Final Answer: \\boxed{{{text}}}"], answer=[gt["answer"]], answer_type=[answer_type],
+                      type_sequence=[""]) in ([0.0], [1.0])
+    assert not canary.exists() and list(tmp_path.iterdir()) == []
 
 
 def test_trl_reward_strings_and_conversations() -> None:
@@ -56,7 +78,6 @@ def test_reward_for_bad_types() -> None:
 
 from studybench.rewards import (  # noqa: E402
     DENSE_WEIGHTS,
-    compute_score_dense,
     dense_components,
     dense_reward_for,
     trl_reward_dense,
