@@ -58,8 +58,11 @@ def test_llm_verdicts_on_a_finished_run(test_set: Path, tmp_path: Path) -> None:
         res = add_llm_verdicts(run, LLMJudgeSpec(model="stub-judge", base_url=jsrv.base_url))
         assert jsrv.count == 1 and res.llm.verdicts == {"TRUE": 1}
         assert res.report["par_at_k"]["mean"] == 100.0 and res.report["scoring_used"] == "liberal"
-        again = add_llm_verdicts(run)  # the run's own judge, reused verdict: no request
-        assert jsrv.count == 1 and again.llm.reused == 1
+        again = add_llm_verdicts(run)  # the run's own judge and timeout: no request, nothing verified again
+        assert jsrv.count == 1 and again.llm.reused == 1 and again.rule.verified == 0
+        slower = add_llm_verdicts(run, verify_timeout=9.0)  # other rule settings: every turn verified again
+        assert slower.rule.verified == 2 and jsrv.count == 1
+    assert json.loads((run / "manifest.json").read_text())["verifier"]["timeout"] == 9.0
 
 
 @pytest.mark.parametrize(
@@ -76,8 +79,26 @@ def test_llm_verdicts_on_a_finished_run(test_set: Path, tmp_path: Path) -> None:
 )
 def test_spec_errors_name_the_field(settings: dict[str, Any], field: str) -> None:
     with pytest.raises(EvalError) as e:
-        EvalSpec.create(**settings)
+        EvalSpec(**settings)  # the constructor validates (EvalSpec.create is the same)
     assert e.value.field == field and str(e.value).startswith(field)
+
+
+def test_spec_takes_the_cli_names_too() -> None:
+    assert EvalSpec(slice="5:8").parent_slice == EvalSpec(parent_slice="5:8").parent_slice == "5:8"
+    with pytest.raises(EvalError) as e:
+        EvalSpec(limit=0)
+    assert e.value.field == "limit"
+
+
+def test_an_explicit_data_dir_is_the_only_place_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "transfer.json").write_text(json.dumps(SET))
+    monkeypatch.setenv("STUDYBENCH_DATA", str(good))
+    assert prepare_eval(EvalSpec(split="transfer", k=1, seeds=[0]), tmp_path / "a").dataset.path == good / "transfer.json"
+    with pytest.raises(EvalError, match="cannot find the transfer set; looked in: .*nowhere") as e:
+        prepare_eval(EvalSpec(split="transfer", data_dir=tmp_path / "nowhere", k=1, seeds=[0]), tmp_path / "b")
+    assert e.value.field == "split" and str(good) not in str(e.value)
 
 
 def test_openai_backend_needs_an_endpoint(test_set: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

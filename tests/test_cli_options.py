@@ -47,3 +47,33 @@ def test_new_verifier_flags(tmp_path: Path) -> None:
     res = _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", tmp_path / "run", "--verify-timeout", 3, "--verify-workers", 1)
     assert res.exit_code == 0 and "deprecated" not in res.output  # type: ignore[attr-defined]
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["verifier"]["timeout"] == 3.0
+
+
+def test_a_setting_under_its_old_and_new_name_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    res = _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", tmp_path / "run", "--verify-timeout", 9, "--judge-timeout", 6)
+    assert res.exit_code == 2 and "give only --verify-timeout" in res.output  # type: ignore[attr-defined]
+    assert not (tmp_path / "run").exists()
+
+
+def test_only_verify_with_another_timeout_verifies_again(tmp_path: Path) -> None:
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    run = tmp_path / "run"
+    assert _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", run).exit_code == 0  # type: ignore[attr-defined]
+    res = _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", run, "--only-verify", "--verify-timeout", 4)
+    assert "verified 1 turns (0 reused)" in res.output  # type: ignore[attr-defined]
+    assert json.loads((run / "manifest.json").read_text())["verifier"]["timeout"] == 4.0
+
+
+def test_data_check_json_is_json_lines(data_dir: Path) -> None:
+    res = _invoke("data", "check", "--split", "transfer", "--data-dir", data_dir, "--json")
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]  # type: ignore[attr-defined]
+    rows = [json.loads(ln) for ln in lines]
+    assert rows and all(r["split"] == "transfer" and "kind" in r for r in rows)
+
+
+def test_verify_an_empty_gold_is_bad_input() -> None:
+    res = _invoke("verify", "  ", "\\boxed{1}", "--type", "NV")
+    assert res.exit_code == 2 and "empty" in res.output  # type: ignore[attr-defined]

@@ -521,3 +521,9 @@ def test_parse_quantity_never_accepts_non_unit_leftovers(text: str) -> None:
 
     q = parse_quantity("2" + text)
     assert q is None or not q.unit or unit_syntax_ok(q.unit)
+
+
+@pytest.mark.parametrize("kw", [{"timeout": 0}, {"timeout": -1.0}, {"timeout": float("nan")}, {"workers": 0}, {"workers": -3}])
+def test_a_verifier_with_an_impossible_setting_is_refused(kw: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        Verifier(**kw)

@@ -102,9 +102,9 @@ def default_cache_dir() -> Path:
 
 
 def _candidate_dirs(data_dir: str | os.PathLike[str] | None) -> list[Path]:
-    dirs: list[Path] = []
     if data_dir:
-        dirs.append(Path(data_dir))
+        return [Path(data_dir)]  # an explicit directory is the only place looked at
+    dirs: list[Path] = []
     env = os.environ.get(DATA_ENV)
     if env:
         dirs.append(Path(env))
@@ -115,8 +115,8 @@ def _candidate_dirs(data_dir: str | os.PathLike[str] | None) -> list[Path]:
 def resolve_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
     """Map ``application`` / ``transfer`` / a path to an existing file.
 
-    Search order for named splits: ``data_dir``, ``$STUDYBENCH_DATA``, then the user cache of
-    ``studybench data fetch``. In each directory both ``<split>.json`` and
+    For named splits: ``data_dir`` when given (and only there), else ``$STUDYBENCH_DATA``, then the
+    user cache of ``studybench data fetch``. In each directory both ``<split>.json`` and
     ``studybench/<split>.json`` are tried.
 
     Raises:

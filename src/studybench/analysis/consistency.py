@@ -197,7 +197,7 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
     lines = [
         f"# Verifier consistency: {md_cell(rep['split'])} / {md_cell(rep['model'])}",
         "",
-        f"{rep['turns']} judged turns (attempt level). Rule = rule verifier; LLM = judge verdict on the same completion.",
+        f"{rep['turns']} turns with a current rule verdict (attempt level). Rule = rule verifier; LLM = judge verdict on the same completion.",
         "",
     ]
     if not rep["judges"]:

@@ -18,7 +18,7 @@ from studybench.audit.common import AuditExtraMissing
 from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
-from studybench.cli.common import console, fail, out_console
+from studybench.cli.common import console, deprecated, fail, out_console
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -99,7 +99,8 @@ def contamination(
         "OPENAI_API_KEY"
     ),
     judge_concurrency: Annotated[int, typer.Option(help="Stage 3: requests in flight.")] = 8,
-    judge_timeout: Annotated[float, typer.Option(help="Stage 3: seconds per HTTP attempt.")] = 300.0,
+    judge_request_timeout: Annotated[float, typer.Option("--judge-request-timeout", help="Stage 3: seconds per HTTP attempt (as in `studybench judge`).")] = 300.0,
+    judge_timeout: Annotated[float | None, typer.Option("--judge-timeout", hidden=True, help="Deprecated: --judge-request-timeout.")] = None,
     judge_max_retries: Annotated[int, typer.Option(help="Stage 3: retries on transient failures.")] = 3,
     judge_cache: Annotated[
         Path | None,
@@ -115,11 +116,14 @@ def contamination(
 ) -> None:
     """Three-stage contamination audit: n-gram Jaccard -> embedding cosine -> optional LLM judge.
 
-    Without a judge a pair is flagged when stage 1 or 2 proposes it; with --judge-model, when the judge
+    Without a judge a pair is flagged when stage 1, 1b (containment) or 2 proposes it; with --judge-model, when the judge
     says it is the same problem (or gives no verdict). Judge verdicts are cached (--judge-cache,
     --no-judge-cache), so a second audit of the same pairs sends no request. Exit status 2 on a usage
     or input error, or when the judge endpoint refuses the key, URL or model (HTTP 401/403/404).
     """
+    if judge_timeout is not None:
+        deprecated("--judge-timeout", "--judge-request-timeout")
+        judge_request_timeout = judge_timeout
     train = _expand(train, "--train")
     eval_files = _expand(eval_files, "--eval")
     if judge_model and not judge_base_url:
@@ -156,7 +160,7 @@ def contamination(
         judge_base_url=judge_base_url,
         judge_api_key_env=judge_api_key_env,
         judge_concurrency=judge_concurrency,
-        judge_timeout=judge_timeout,
+        judge_timeout=judge_request_timeout,
         judge_max_retries=judge_max_retries,
         judge_cache=str(judge_cache) if judge_cache is not None else None,
         judge_use_cache=not no_judge_cache,

@@ -218,7 +218,7 @@ def judge_overrides(opts: dict[str, Any]) -> dict[str, Any]:
 
 _V = "Rule verifier"
 VERIFY_OPTIONS = OptionSet("verify_options", {
-    "verify_timeout": (Annotated[float, typer.Option("--verify-timeout", rich_help_panel=_V, help="Hard wall-clock seconds per symbolic verification.")], 5.0),
+    "verify_timeout": (Annotated[float | None, typer.Option("--verify-timeout", rich_help_panel=_V, help="Hard wall-clock seconds per symbolic verification (default 5; `judge`: the run's own).")], None),
     "verify_workers": (Annotated[int | None, typer.Option("--verify-workers", rich_help_panel=_V, help="Rule verifier worker processes (default: CPU count, at most 8).")], None),
     "judge_timeout": (Annotated[float | None, typer.Option("--judge-timeout", hidden=True, help="Deprecated: --verify-timeout.")], None),
     "judge_workers": (Annotated[int | None, typer.Option("--judge-workers", hidden=True, help="Deprecated: --verify-workers.")], None),
@@ -226,13 +226,19 @@ VERIFY_OPTIONS = OptionSet("verify_options", {
 """The rule verifier's options (``--judge-timeout`` / ``--judge-workers`` still work, with a deprecation warning)."""
 
 
-def verify_settings(opts: dict[str, Any]) -> tuple[float, int | None]:
-    """(timeout, workers) from :data:`VERIFY_OPTIONS` values, honouring the deprecated names."""
-    timeout, workers = opts["verify_timeout"], opts["verify_workers"]
-    if opts["judge_timeout"] is not None:
-        deprecated("--judge-timeout", "--verify-timeout")
-        timeout = opts["judge_timeout"]
-    if opts["judge_workers"] is not None:
-        deprecated("--judge-workers", "--verify-workers")
-        workers = opts["judge_workers"]
-    return timeout, workers
+def verify_settings(opts: dict[str, Any]) -> tuple[float | None, int | None]:
+    """(timeout, workers) from :data:`VERIFY_OPTIONS` values, honouring the deprecated names.
+
+    ``None`` means "not given". Giving a setting under both its new and its deprecated name is an error.
+    """
+    out: list[Any] = []
+    for new, old in (("verify_timeout", "judge_timeout"), ("verify_workers", "judge_workers")):
+        value = opts[new]
+        if opts[old] is not None:
+            flag_new, flag_old = "--" + new.replace("_", "-"), "--" + old.replace("_", "-")
+            if value is not None:
+                fail(f"{flag_old} is the deprecated name of {flag_new}; give only {flag_new}")
+            deprecated(flag_old, flag_new)
+            value = opts[old]
+        out.append(value)
+    return out[0], out[1]

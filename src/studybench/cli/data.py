@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -63,8 +64,8 @@ def data_check(
             continue
         findings = check_dataset(ds)
         if as_json:
-            for f in findings:
-                out_console.print_json(json.dumps({"split": s, **f.to_dict()}))
+            for f in findings:  # one JSON object per line
+                sys.stdout.write(json.dumps({"split": s, **f.to_dict()}, ensure_ascii=False) + "\n")
             continue
         out_console.print(f"[bold]{s}[/bold] ({path}): {len(ds)} parents, {ds.n_sub_problems} sub-problems, loads OK; {len(findings)} findings")
         if findings:

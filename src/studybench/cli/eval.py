@@ -104,7 +104,7 @@ def eval_cmd(
             temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty,
             repetition_penalty=repetition_penalty, max_tokens=max_tokens, thinking=thinking, concurrency=concurrency,
             request_timeout=request_timeout, max_retries=max_retries, system_prompt=system_prompt, playbook=playbook,
-            guidance=guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=verify_timeout,
+            guidance=guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
         )
         plan = prepare_eval(spec, out)
@@ -160,6 +160,7 @@ def eval_cmd(
         return
     print_report(result.report, plan.run_dir)
     if result.failed_turns:
-        console.print(f"[bold yellow]{plural(result.failed_turns, 'turn')} failed after retries and count as incorrect; "
+        n = result.failed_turns
+        console.print(f"[bold yellow]{plural(n, 'turn')} failed after retries and {'counts' if n == 1 else 'count'} as incorrect; "
                       f"run the same command again to retry them.[/bold yellow]")
         raise typer.Exit(1)

@@ -32,8 +32,8 @@ def print_report(rep: dict[str, Any], run_dir: Path) -> None:
     t = rep["turns"]
     if t["failed"] or t["missing_judgements"]:
         console.print(
-            f"[yellow]{t['failed']} failed turns and {t['missing_judgements']} turns without a current verdict "
-            f"(of {t['expected']}) count as incorrect above.[/yellow]"
+            f"[yellow]{plural(t['failed'], 'failed turn')} and {plural(t['missing_judgements'], 'turn')} without a current "
+            f"verdict (of {t['expected']}) count as incorrect above.[/yellow]"
         )
     lj = rep.get("llm_judge")
     if lj:

@@ -62,6 +62,8 @@ def verify_cmd(
     from studybench.verify import Verifier
 
     _check_timeout(timeout)
+    if not gold.strip():
+        fail("the gold answer is empty")
     try:
         at, ts = _parse_types(answer_type, type_sequence)
     except ValueError as e:

@@ -507,7 +507,7 @@ def add_llm_verdicts(
     activate: bool = True,
     split_path: Path | None = None,
     data_dir: Path | None = None,
-    verify_timeout: float = 5.0,
+    verify_timeout: float | None = None,
     verify_workers: int | None = None,
     progress: ProgressFn | None = None,
     preflight: bool = True,
@@ -529,7 +529,8 @@ def add_llm_verdicts(
             adds verdicts (e.g. a second judge for Cohen's kappa).
         split_path: the test-set file, when it is no longer where the manifest says.
         data_dir: where the official files are.
-        verify_timeout: the rule verifier's timeout when the run recorded none.
+        verify_timeout: the rule verifier's timeout (``None``: the run's own, else 5 s). Another value than
+            the run's changes the verifier's settings: every turn is verified again.
         verify_workers: rule verifier worker processes.
         progress: see :data:`~studybench.evaluate.scope.ProgressFn`.
         preflight: check the judge endpoint first.
@@ -550,7 +551,8 @@ def add_llm_verdicts(
     except (FileNotFoundError, ValueError) as e:
         raise EvalError(str(e), "run_dir") from None
     spec = judge if judge is not None else judge_spec_from_run(man)
-    rule_timeout = man.verifier.timeout if man.verifier is not None and man.verifier.timeout else verify_timeout
+    recorded = man.verifier.timeout if man.verifier is not None and man.verifier.timeout else None
+    rule_timeout = verify_timeout if verify_timeout is not None else (recorded or 5.0)
     try:
         llm_judge = spec.build()
     except LLMJudgeSpecError as e:
@@ -589,9 +591,13 @@ def add_llm_verdicts(
                     await llm_judge.aclose()
 
             llm_stats = _run(llm())
+            settings = rule_settings(rule_timeout)
+            verifier_info = (man.verifier or VerifierInfo(**settings)).model_copy(
+                update={"version": settings["version"], "timeout": settings["timeout"]})
             if activate:
-                verifier_info = man.verifier or VerifierInfo(**rule_settings(rule_timeout))
-                man.verifier = verifier_info.model_copy(update={"mode": "rule+llm", "judge": llm_judge.describe()})
+                verifier_info = verifier_info.model_copy(update={"mode": "rule+llm", "judge": llm_judge.describe()})
+            if verifier_info != man.verifier:
+                man.verifier = verifier_info
                 store.write_manifest(man)
             rep = write_report(store)
         finally:

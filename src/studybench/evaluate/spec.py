@@ -13,7 +13,15 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from studybench.datasets import Dataset
 from studybench.llm_judge import LLMJudgeSpec
@@ -43,7 +51,8 @@ class EvalSpec(BaseModel):
         dataset: an already loaded test set (overrides ``split``; e.g. made with
             :meth:`~studybench.datasets.Dataset.from_parents`).
         data_dir: directory holding the official files (default ``$STUDYBENCH_DATA``, then the fetch cache).
-        parent_slice: parents ``"START:STOP"`` of the file order (a Python slice).
+        parent_slice: parents ``"START:STOP"`` of the file order (a Python slice; also accepted as ``slice``,
+            the CLI's ``--slice``).
         limit: only the first ``limit`` parents (after ``parent_slice``).
         model: model name at the endpoint, or ``"reference"`` for the offline gold replay.
         backend: ``"auto"`` (reference when ``model == "reference"``), ``"openai"`` or ``"reference"``.
@@ -68,13 +77,13 @@ class EvalSpec(BaseModel):
         only_verify: verify stored turns and report; generate nothing (needs no endpoint).
     """
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, populate_by_name=True)
 
     split: str = "transfer"
     dataset: Dataset | None = None
     data_dir: Path | None = None
-    parent_slice: str | None = None
-    limit: int | None = Field(None, ge=0)
+    parent_slice: str | None = Field(None, validation_alias=AliasChoices("parent_slice", "slice"))
+    limit: int | None = Field(None, ge=1)
     model: str = "reference"
     backend: Literal["auto", "openai", "reference"] = "auto"
     base_url: str | None = None
@@ -137,15 +146,14 @@ class EvalSpec(BaseModel):
             raise ValueError("only_generate and only_verify exclude each other (--only-generate, --only-verify)")
         return self
 
-    @classmethod
-    def create(cls, **values: Any) -> EvalSpec:
-        """Validate settings into a spec.
+    def __init__(self, **values: Any) -> None:
+        """Validate the settings (see the class docstring for each).
 
         Raises:
-            EvalError: the first invalid setting, with ``field`` naming it.
+            EvalError: the first invalid setting, with ``field`` naming it (``EvalError`` is a ``ValueError``).
         """
         try:
-            return cls(**values)
+            super().__init__(**values)
         except ValidationError as e:
             err = e.errors()[0]
             loc = [str(x) for x in err.get("loc", ())]
@@ -154,6 +162,15 @@ class EvalSpec(BaseModel):
             shown = (f", got {err['input']!r}" if loc and "input" in err and not isinstance(err["input"], dict)
                      and "got " not in msg else "")
             raise EvalError(f"{'.'.join(loc)}: {msg}{shown}" if loc else msg, field) from None
+
+    @classmethod
+    def create(cls, **values: Any) -> EvalSpec:
+        """Validate settings into a spec (the same as ``EvalSpec(**values)``).
+
+        Raises:
+            EvalError: the first invalid setting, with ``field`` naming it.
+        """
+        return cls(**values)
 
     @property
     def uses_reference(self) -> bool:
@@ -215,8 +232,8 @@ def select_parents(ds: Dataset, limit: int | None = None, parent_slice: str | No
         start, stop = parse_parent_slice(parent_slice)
     except ValueError as e:
         raise EvalError(f"parent_slice: {e}", "parent_slice") from None
-    if limit is not None and limit < 0:
-        raise EvalError("limit must be >= 0", "limit")
+    if limit is not None and limit < 1:
+        raise EvalError(f"limit: must be >= 1, got {limit}", "limit")
     sel = ds.parents[start:stop]
     if limit is not None:
         sel = sel[:limit]

@@ -17,6 +17,7 @@ only inside worker processes that are SIGKILLed on overrun. No exception escapes
 from __future__ import annotations
 
 import atexit
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -133,6 +134,9 @@ class Verifier:
         timeout: the default per-verification timeout in seconds.
         stats: counters ``fast`` (decided in-process), ``worker``, ``memo`` (hits) and ``timeouts``.
 
+    Raises:
+        ValueError: ``workers`` below 1, or a ``timeout`` that is not a positive finite number.
+
     Example:
         >>> with Verifier(workers=4, timeout=5.0) as v:  # doctest: +SKIP
         ...     v.verify(["2.5"], ["2500\\,\\mathrm{m}"], "NV", gold_unit="\\mathrm{km}").correct
@@ -141,6 +145,10 @@ class Verifier:
 
     def __init__(self, workers: int | None = None, timeout: float = 5.0) -> None:
         """Create a verifier; no process starts before it is needed (see the class docstring)."""
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise ValueError(f"workers must be a whole number >= 1 (or None for the CPU count), got {workers!r}")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
         self._pool = SandboxPool(workers)
         self._memo: OrderedDict[tuple[Any, ...], Verdict] = OrderedDict()
