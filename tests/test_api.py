@@ -149,3 +149,42 @@ def test_a_custom_backend_names_the_run_and_is_recorded(test_set: Path, tmp_path
     man = json.loads((result.run_dir / "manifest.json").read_text())
     assert man["backend"] == {"backend": "echo", "model": "echo-model"}
     assert result.sub_at_k == 50.0  # 2 is right for the NV sub-problem, not for the QL one
+
+
+def test_llm_verdicts_on_a_run_made_from_memory(tmp_path: Path) -> None:
+    from studybench.datasets import Dataset
+    from studybench.records import Parent
+
+    ds = Dataset.from_parents([Parent.model_validate(p) for p in SET], name="mem")
+    run = tmp_path / "run"
+    run_eval(EvalSpec(dataset=ds, k=1, seeds=[0]), run, backend=EchoBackend())
+    with start_stub_server(judge_reply_fn(lambda x: True), model="stub-judge") as jsrv:
+        with pytest.raises(EvalError, match="cannot find the test set"):
+            add_llm_verdicts(run, LLMJudgeSpec(model="stub-judge", base_url=jsrv.base_url))
+        res = add_llm_verdicts(run, LLMJudgeSpec(model="stub-judge", base_url=jsrv.base_url), dataset=ds)
+    assert res.llm.verdicts == {"TRUE": 1} and res.report["sub_at_k"]["mean"] == 100.0
+
+
+def test_a_refused_judge_leaves_the_run_its_judge(test_set: Path, tmp_path: Path) -> None:
+    from studybench.llm_judge import LLMJudgeConfigError
+    from studybench.testing.stub_server import Fault
+
+    run = tmp_path / "run"
+    with start_stub_server(judge_reply_fn(lambda x: True), model="judge-a") as ja:
+        first = run_eval(EvalSpec(split=str(test_set), k=1, seeds=[0], judge=LLMJudgeSpec(model="judge-a", base_url=ja.base_url)),
+                         run, backend=EchoBackend())
+    assert first.sub_at_k == 100.0
+    with start_stub_server(judge_reply_fn(lambda x: True), model="judge-b") as jb:
+        jb.fault_when(".", Fault("status", status=401), times=None)
+        with pytest.raises(LLMJudgeConfigError):
+            run_eval(EvalSpec(split=str(test_set), k=1, seeds=[0], judge=LLMJudgeSpec(model="judge-b", base_url=jb.base_url,
+                                                                                     max_retries=0)), run, backend=EchoBackend())
+    man = json.loads((run / "manifest.json").read_text())
+    assert man["verifier"]["judge"]["model"] == "judge-a"
+    assert build_report_of(run)["sub_at_k"]["mean"] == 100.0
+
+
+def build_report_of(run: Path) -> dict[str, Any]:
+    from studybench.report import build_report
+
+    return build_report(run)

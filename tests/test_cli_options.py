@@ -77,3 +77,23 @@ def test_data_check_json_is_json_lines(data_dir: Path) -> None:
 def test_verify_an_empty_gold_is_bad_input() -> None:
     res = _invoke("verify", "  ", "\\boxed{1}", "--type", "NV")
     assert res.exit_code == 2 and "empty" in res.output  # type: ignore[attr-defined]
+
+
+def test_only_generate_with_failed_turns_exits_1(tmp_path: Path) -> None:
+    from studybench.testing.stub_server import Fault, start_stub_server
+
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    with start_stub_server() as srv:
+        srv.fault_when(".", Fault("status", status=500), times=None)
+        res = _invoke("eval", "--split", f, "--model", "stub", "--base-url", srv.base_url, "-k", 1, "--seeds", 1,
+                      "--max-retries", 0, "--out", tmp_path / "run", "--only-generate")
+    assert res.exit_code == 1 and "failed after retries" in res.output  # type: ignore[attr-defined]
+
+
+def test_paths_and_names_are_not_console_markup(tmp_path: Path) -> None:
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    out = tmp_path / "runs" / "a[/b]"
+    res = _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", out)
+    assert res.exit_code == 0 and f"{out}/report.json" in res.output.replace("\n", "")  # type: ignore[attr-defined]

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from studybench.files import JsonlLog, atomic_write_text
 from studybench.store import Manifest, ParentIndex, RunStore, SplitInfo, SubIndex, TurnKey
 
@@ -64,3 +66,38 @@ def test_atomic_manifest_write_leaves_no_temp_files(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "run")) == ["manifest.json"]
     atomic_write_text(tmp_path / "x.txt", "hello")
     assert (tmp_path / "x.txt").read_text() == "hello"
+
+
+def test_hostile_lines_are_skipped_not_fatal(tmp_path: Path) -> None:
+    """A line nested 5,000 deep or an integer over Python's digit limit is one unparsable line, skipped."""
+    st = RunStore(tmp_path)
+    st.generation_log.append(_row(1, completion="kept"))
+    with open(st.generation_log.path, "ab") as f:
+        f.write(b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"\n")
+        f.write(b'{"split": "transfer", "seed": ' + b"9" * 5000 + b"}\n")
+    st.generation_log.append(_row(2, completion="also kept"))
+    st.close()
+    assert [r.completion for r in RunStore(tmp_path).latest_generations().values()] == ["kept", "also kept"]
+
+
+@pytest.mark.parametrize(
+    "patch,needle",
+    [
+        ({"seeds": [0, 0]}, "seeds: a seed is listed twice"),
+        ({"verifier": {"mode": "rule", "timeout": 1e308}}, "verifier.timeout"),
+        ({"verifier": {"mode": "rule", "timeout": -5}}, "verifier.timeout"),
+    ],
+)
+def test_manifests_with_impossible_values_are_refused(tmp_path: Path, patch: dict[str, object], needle: str) -> None:
+    st = RunStore(tmp_path)
+    man = Manifest(split=SplitInfo(name="s"), k=1, seeds=[0], parents=[ParentIndex(uid="S//P", subs=[SubIndex(id="a", answer_type="NV")])])
+    obj = {**man.to_json(), **patch}
+    st.manifest_path.write_text(json.dumps(obj))
+    with pytest.raises(ValueError, match=needle):
+        st.read_manifest()
+
+
+def test_a_parent_listed_twice_is_refused(tmp_path: Path) -> None:
+    p = ParentIndex(uid="S//P", subs=[SubIndex(id="a", answer_type="NV")])
+    with pytest.raises(ValueError, match="listed twice"):
+        Manifest(split=SplitInfo(name="s"), k=1, seeds=[0], parents=[p, p])

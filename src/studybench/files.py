@@ -118,7 +118,7 @@ class JsonlLog:
                     break  # torn tail from a killed writer
                 try:
                     row = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
+                except (ValueError, RecursionError):  # bad JSON or UTF-8, an integer over Python's digit limit, deep nesting
                     continue
                 if isinstance(row, dict):
                     yield row

@@ -113,7 +113,7 @@ def eval_cmd(
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
     if plan.previous is not None:
-        console.print(f"[cyan]resuming[/cyan] {plan.run_dir}")
+        console.print(f"[cyan]resuming[/cyan] {escape(str(plan.run_dir))}")
         if plan.scope_changed:
             (op, ok, os_), (np_, nk, ns) = plan.previous.scope(), plan.manifest.scope()
             console.print(f"[yellow]note:[/yellow] the run directory last covered {op} parents, k={ok}, seeds={os_}; "
@@ -124,9 +124,9 @@ def eval_cmd(
         console.print(f"guidance: {plural(matched, 'selected sub-problem')} with hints; "
                       f"{plural(len(unmatched), 'guidance key')} matching no sub-problem of {plan.dataset.name}")
     sc, bd = plan.scope, plan.manifest.backend
-    console.print(f"[bold]{sc.split}[/bold]: {len(sc.parents)} parents, {sc.n_sub_problems} sub-problems, k={sc.k}, "
-                  f"seeds={sc.seeds} -> {sc.n_turns} turns; backend {bd.get('backend')} ({bd.get('model')})")
-    console.print(f"run directory: {plan.run_dir}", soft_wrap=True)
+    console.print(f"[bold]{escape(sc.split)}[/bold]: {len(sc.parents)} parents, {sc.n_sub_problems} sub-problems, k={sc.k}, "
+                  f"seeds={sc.seeds} -> {sc.n_turns} turns; backend {escape(str(bd.get('backend')))} ({escape(str(bd.get('model')))})")
+    console.print(f"run directory: {escape(str(plan.run_dir))}", soft_wrap=True)
     try:
         for w in check_endpoints(plan):
             console.print(f"[yellow]warning:[/yellow] {escape(w)}")
@@ -137,7 +137,7 @@ def eval_cmd(
     def on_error(key: Any, err: str) -> None:
         errors.append(err)
         if len(errors) <= 3:
-            console.print(f"[yellow]turn failed[/yellow] {key.parent} / {key.sub_id} seed {key.seed} attempt {key.attempt}: {escape(err)}")
+            console.print(f"[yellow]turn failed[/yellow] {escape(key.parent)} / {escape(key.sub_id)} seed {key.seed} attempt {key.attempt}: {escape(err)}")
         elif len(errors) == 4:
             console.print("[yellow]more turns failed; counting them silently[/yellow]")
 
@@ -147,7 +147,9 @@ def eval_cmd(
         with progress_bars() as progress:
             result = run_plan(plan, progress=progress, on_turn_error=on_error, preflight=False)
     except LLMJudgeConfigError as e:
-        fail(f"{e}. Verdicts obtained so far are kept; nothing else changed.")
+        fail(f"{e}. Verdicts obtained so far are kept; the run keeps the judge it had.")
+    except OSError as e:
+        fail(f"cannot write the run directory {plan.run_dir}: {e.strerror or e}")
     g = result.generation
     if g is not None:
         rate = f" ({g.turns_per_s:.1f} turns/s)" if g.generated else ""
@@ -156,9 +158,8 @@ def eval_cmd(
         console.print(f"verified {result.rule.verified} turns ({result.rule.reused} reused) in {result.rule.seconds:.1f}s")
     if result.llm is not None and plan.judge is not None:
         print_llm_pass(result.llm, plan.judge.model)
-    if result.report is None:
-        return
-    print_report(result.report, plan.run_dir)
+    if result.report is not None:
+        print_report(result.report, plan.run_dir)
     if result.failed_turns:
         n = result.failed_turns
         console.print(f"[bold yellow]{plural(n, 'turn')} failed after retries and {'counts' if n == 1 else 'count'} as incorrect; "

@@ -60,7 +60,7 @@ def judge_cmd(
         if spec is None:
             try:
                 manifest = RunStore(run_dir).read_manifest()
-            except (FileNotFoundError, ValueError) as e:
+            except (OSError, ValueError) as e:
                 fail(str(e))
             spec = judge_spec_from_run(manifest, **judge_overrides(judge_options))
         with progress_bars() as progress:
@@ -71,6 +71,8 @@ def judge_cmd(
         fail_for(e, e.field)
     except LLMJudgeConfigError as e:
         fail(f"{e}. Verdicts obtained so far are kept; nothing else changed.")
+    except OSError as e:
+        fail(f"{run_dir}: cannot read or write ({e.strerror or e})")
     for note in res.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
     for w in res.warnings:
@@ -99,7 +101,7 @@ def consistency_cmd(
 
     try:
         rep = write_consistency(run_dir)
-    except (FileNotFoundError, ValueError) as e:
+    except (OSError, ValueError) as e:
         fail(str(e))
     if as_json:
         out_console.print_json(json.dumps(rep))
@@ -125,7 +127,7 @@ def report_cmd(
         fail(f"--scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     try:
         rep = write_report(run_dir, scoring)
-    except (FileNotFoundError, ValueError) as e:
+    except (OSError, ValueError) as e:
         fail(str(e))
     if as_json:
         out_console.print_json(json.dumps(rep))

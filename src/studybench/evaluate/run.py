@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import sys
 import time
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from studybench import __version__
 from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
 from studybench.evaluate.generate import GenerationStats, generate_turns
@@ -25,7 +28,7 @@ from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
-from studybench.llm_judge import LLMJudge, LLMJudgeSpec, LLMJudgeSpecError
+from studybench.llm_judge import LLMJudge, LLMJudgeConfigError, LLMJudgeSpec, LLMJudgeSpecError
 from studybench.models import ChatBackend, EndpointError, ReferenceBackend, check_endpoint
 from studybench.protocol import ArtefactError, Artefacts, GuidanceKey, guidance_coverage, load_artefacts
 from studybench.report import write_report
@@ -261,7 +264,25 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
     elif spec.judge is not None:
         notes.append("--verifier-mode rule never calls an LLM; --judge-model is ignored")
     mode, judge_desc = _verifier(spec, judge, previous)
-    manifest = Manifest(
+    try:
+        manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc)
+    except ValidationError as e:  # e.g. k x seeds x sub-problems too large
+        msg = str(e.errors()[0].get("msg", "invalid")).removeprefix("Value error, ")
+        raise EvalError(f"k: the run is too large or malformed ({msg})", "k") from None
+    if previous is not None:
+        diff = previous.resume_conflicts(manifest)
+        if diff:
+            raise EvalError(f"{run_dir} holds a different run ({'; '.join(diff)}); use another --out "
+                            f"(or delete the directory) instead of mixing runs", "out")
+        manifest.created = previous.created or manifest.created
+    coverage = guidance_coverage(art, ds, parents) if art.guidance else None
+    return EvalPlan(spec, run_dir, ds, RunScope(ds.name, parents, spec.k, list(spec.seeds)), art, manifest,
+                    previous, be, judge, coverage, notes)
+
+
+def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dict[str, Any], art: Artefacts,
+              mode: str, judge_desc: dict[str, Any] | None) -> Manifest:
+    return Manifest(
         studybench_version=__version__,
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         split=SplitInfo(name=ds.name, path=str(ds.path.resolve()) if ds.path.exists() else str(ds.path),
@@ -275,15 +296,6 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         parents=parents_index(parents),
         command=[Path(sys.argv[0]).name, *sys.argv[1:]],
     )
-    if previous is not None:
-        diff = previous.resume_conflicts(manifest)
-        if diff:
-            raise EvalError(f"{run_dir} holds a different run ({'; '.join(diff)}); use another --out "
-                            f"(or delete the directory) instead of mixing runs", "out")
-        manifest.created = previous.created or manifest.created
-    coverage = guidance_coverage(art, ds, parents) if art.guidance else None
-    return EvalPlan(spec, run_dir, ds, RunScope(ds.name, parents, spec.k, list(spec.seeds)), art, manifest,
-                    previous, be, judge, coverage, notes)
 
 
 def check_endpoints(plan: EvalPlan) -> list[str]:
@@ -371,7 +383,15 @@ def run_plan(
                         judge_open = False
                         await judge.aclose()
 
-                result.llm = _run(llm())
+                try:
+                    result.llm = _run(llm())
+                except LLMJudgeConfigError:
+                    # the new judge refuses every request: the run keeps the judge it had (or none)
+                    old = plan.previous.active_judge if plan.previous is not None else None
+                    kept = {"mode": "rule+llm", "judge": old} if old is not None else {"mode": "rule", "judge": None}
+                    verifier = (plan.manifest.verifier or VerifierInfo()).model_copy(update=kept)
+                    store.write_manifest(plan.manifest.model_copy(update={"verifier": verifier}))
+                    raise
             result.report = write_report(store)
         finally:
             store.close()
@@ -408,7 +428,8 @@ def run_eval(
     return run_plan(prepare_eval(spec, out_dir, backend=backend), progress=progress, on_turn_error=on_turn_error)
 
 
-def run_dataset(manifest: Manifest, manifest_path: Path, data_dir: Path | None = None, split_path: Path | None = None) -> Dataset:
+def run_dataset(manifest: Manifest, manifest_path: Path, data_dir: Path | None = None, split_path: Path | None = None,
+                dataset: Dataset | None = None) -> Dataset:
     """The test set a run was made on, found by the manifest's path or split name and checked by sha256.
 
     Args:
@@ -416,12 +437,17 @@ def run_dataset(manifest: Manifest, manifest_path: Path, data_dir: Path | None =
         manifest_path: its file, for messages.
         data_dir: where the official files are (for a run on ``application`` / ``transfer``).
         split_path: the test-set file, when it is no longer where the manifest says.
+        dataset: the test set itself, checked like a file.
 
     Raises:
         EvalError: no candidate file holds the run's test set (the message lists what was tried), or
             a candidate is not a valid test set.
     """
     name, want = manifest.split.name, manifest.split.sha256
+    if dataset is not None:
+        if want and dataset.sha256 != want:
+            raise EvalError(f"{manifest_path}: the dataset given is not the run's test set (sha256 differs)", "dataset")
+        return dataset
     candidates: list[Path] = []
     if split_path is not None:
         candidates.append(split_path)
@@ -507,6 +533,7 @@ def add_llm_verdicts(
     activate: bool = True,
     split_path: Path | None = None,
     data_dir: Path | None = None,
+    dataset: Dataset | None = None,
     verify_timeout: float | None = None,
     verify_workers: int | None = None,
     progress: ProgressFn | None = None,
@@ -529,6 +556,8 @@ def add_llm_verdicts(
             adds verdicts (e.g. a second judge for Cohen's kappa).
         split_path: the test-set file, when it is no longer where the manifest says.
         data_dir: where the official files are.
+        dataset: the test set itself (e.g. a run made from an in-memory
+            :meth:`~studybench.datasets.Dataset.from_parents`); checked against the manifest's sha256.
         verify_timeout: the rule verifier's timeout (``None``: the run's own, else 5 s). Another value than
             the run's changes the verifier's settings: every turn is verified again.
         verify_workers: rule verifier worker processes.
@@ -553,6 +582,11 @@ def add_llm_verdicts(
     spec = judge if judge is not None else judge_spec_from_run(man)
     recorded = man.verifier.timeout if man.verifier is not None and man.verifier.timeout else None
     rule_timeout = verify_timeout if verify_timeout is not None else (recorded or 5.0)
+    if not (isinstance(rule_timeout, (int, float)) and math.isfinite(rule_timeout) and 1e-3 <= rule_timeout <= 86_400):
+        raise EvalError(f"verify_timeout: must be a finite number of seconds in [0.001, 86400], got {rule_timeout!r}",
+                        "verify_timeout")
+    if verify_workers is not None and not 1 <= verify_workers <= 1024:
+        raise EvalError(f"verify_workers: must be in [1, 1024], got {verify_workers!r}", "verify_workers")
     try:
         llm_judge = spec.build()
     except LLMJudgeSpecError as e:
@@ -561,7 +595,7 @@ def add_llm_verdicts(
     warnings: list[str] = []
     judge_open = True
     try:
-        ds = run_dataset(man, store.manifest_path, data_dir, split_path)
+        ds = run_dataset(man, store.manifest_path, data_dir, split_path, dataset)
         by_uid = {p.uid: p for p in ds.parents}
         missing = [p.uid for p in man.parents if p.uid not in by_uid]
         if missing:

@@ -99,18 +99,19 @@ def render_markdown(rep: dict[str, Any]) -> str:
 
 def rich_table(rep: dict[str, Any]) -> Any:
     """A Rich table with Par@k / Sub@k and the sub-discipline breakdown."""
+    from rich.markup import escape
     from rich.table import Table
 
     def fmt(d: dict[str, Any]) -> str:
         return f"{d['mean']:.2f}" if d["std"] is None else f"{d['mean']:.2f} ± {d['std']:.2f}"
 
     k = rep["k"]
-    t = Table(title=f"StudyBench {rep['split']} · {rep['model']} · k={k} · seeds={len(rep['seeds'])}")
+    t = Table(title=f"StudyBench {escape(str(rep['split']))} · {escape(str(rep['model']))} · k={k} · seeds={len(rep['seeds'])}")
     t.add_column("group")
     t.add_column("parents", justify="right")
     t.add_column(f"Par@{k}", justify="right")
     t.add_column(f"Sub@{k}", justify="right")
     t.add_row("[bold]overall[/bold]", str(rep["parents"]), f"[bold]{fmt(rep['par_at_k'])}[/bold]", f"[bold]{fmt(rep['sub_at_k'])}[/bold]")
     for g, d in rep["breakdowns"]["sub_discipline"].items():
-        t.add_row(g, str(d["parents"]), fmt(d["par_at_k"]), fmt(d["sub_at_k"]))
+        t.add_row(escape(g), str(d["parents"]), fmt(d["par_at_k"]), fmt(d["sub_at_k"]))
     return t

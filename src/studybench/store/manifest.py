@@ -110,7 +110,7 @@ class VerifierInfo(_Model):
 
     mode: str = "rule"
     version: str | None = None
-    timeout: float | None = None
+    timeout: float | None = Field(None, ge=1e-3, le=86_400.0, allow_inf_nan=False)
     judge: dict[str, Any] | None = None
 
     @property
@@ -157,6 +157,15 @@ class Manifest(_Model):
 
     @model_validator(mode="after")
     def _bounded(self) -> Manifest:
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("seeds: a seed is listed twice")
+        uids = [p.uid for p in self.parents]
+        if len(set(uids)) != len(uids):
+            raise ValueError(f"parents: {next(u for u in uids if uids.count(u) > 1)!r} is listed twice")
+        for p in self.parents:
+            ids = [s.id for s in p.subs]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"parents: {p.uid!r} lists a sub-problem twice")
         cells = self.k * len(self.seeds) * sum(len(p.subs) for p in self.parents)
         if cells > MAX_CELLS:
             raise ValueError(f"k x seeds x sub-problems = {cells:,} is implausibly large")
