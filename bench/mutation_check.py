@@ -62,8 +62,7 @@ MUTATIONS = [
              ("tests/test_currency.py",), "a failed turn's verdict would survive its retry's different failure"),
     Mutation("currency: LLM verdict counts for any completion", CURRENCY,
              "    if row.completion_digest != completion_digest:\n", "    if False:\n",
-             ("tests/test_currency.py", "tests/test_compat.py", "tests/test_judge_run.py"),
-             "the report would count an LLM verdict on a regenerated answer"),
+             ("tests/test_currency.py",), "the report would count an LLM verdict on a regenerated answer"),
     Mutation("currency: LLM verdict reused after its inputs changed", CURRENCY,
              "    if inputs_digest is not None and row.inputs_digest != inputs_digest:\n", "    if False:\n",
              ("tests/test_currency.py",), "the judge would not see the new extracted answers"),
@@ -73,8 +72,7 @@ MUTATIONS = [
     Mutation("report: a turn without a verdict counts as correct", "src/studybench/store/verdicts.py",
              "        return self.rule.verdict is not None and self.rule.verdict.correct\n",
              "        return self.rule.verdict is None or self.rule.verdict.correct\n",
-             ("tests/test_evaluate.py", "tests/test_compat.py", "tests/test_currency.py"),
-             "missing or stale verdicts would inflate Par@k and Sub@k"),
+             ("tests/test_currency.py", "tests/test_compat.py"), "missing or stale verdicts would inflate Par@k and Sub@k"),
     Mutation("metrics: Par@k without one shared attempt", "src/studybench/metrics.py",
              "        if any(all(parent[j][a] for j in range(len(parent))) for a in range(kk)):\n",
              "        if all(any(parent[j][a] for a in range(kk)) for j in range(len(parent))):\n",
@@ -104,8 +102,7 @@ MUTATIONS = [
              ("tests/test_extract.py",), "a later checking box would replace the committed answer"),
     Mutation("verifier: 5% numeric tolerance", "src/studybench/verify/tolerance.py",
              "REL_TOL = 0.01\n", "REL_TOL = 0.05\n",
-             ("tests/test_verify.py", "tests/test_verify_physics.py", "tests/test_dev_pairs.py"),
-             "wrong numbers within 5% would be accepted"),
+             ("tests/test_verify.py", "tests/test_verify_physics.py"), "wrong numbers within 5% would be accepted"),
 ]
 
 

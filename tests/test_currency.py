@@ -146,22 +146,46 @@ def _scope(tmp_path: Path) -> tuple[Any, RunStore]:
         (lambda g: rule(g, generation_error="HTTP 500"), 1, True),
         (lambda g: rule(g, verifier={**SETTINGS, "timeout": 1.0}), 1, True),
         (lambda g: rule(g, reason="incorrect: timed out"), 1, True),
-        (lambda g: rule(g, correct=True, reason="correct: same"), 0, True),
+        (lambda g: rule(g), 0, True),
     ],
     ids=["other-completion", "error-changed", "settings", "timed-out", "current"],
 )
 def test_rule_pass_rejudges_exactly_the_stale(tmp_path: Path, stale_row: Any, rejudged: int, counts_in_report: bool) -> None:
+    """A stored verdict that calls a wrong answer (0 for the gold 1) correct: the report counts it only
+    while it is current for that completion, and the rule pass replaces exactly the stale ones."""
     scope, store = _scope(tmp_path)
-    g = GenerationRow(**{**KEY, "split": "s"}, completion="Final Answer: \\boxed{1}")
+    g = GenerationRow(**{**KEY, "split": "s"}, completion="Final Answer: \\boxed{0}")
     store.append(g)
-    store.append(stale_row(g))
+    store.append(stale_row(g).model_copy(update={"correct": True}))
     store.close()
     rep = build_report(store)
     assert rep["turns"]["missing_judgements"] == (0 if counts_in_report else 1)
+    assert rep["sub_at_k"]["mean"] == (100.0 if counts_in_report else 0.0)  # a verdict that does not count scores 0
     v = CountingVerifier()
     st = add_rule_verdicts(scope, store, v, SETTINGS)
     assert (st.verified, st.reused) == (rejudged, 1 - rejudged)
-    assert build_report(store)["sub_at_k"]["mean"] == 100.0  # the fresh verdict (1 == 1) counts
+    # the fresh verdict (0 != 1) replaces a stale one; the current one stays as stored
+    assert build_report(store)["sub_at_k"]["mean"] == (0.0 if rejudged else 100.0)
+
+
+def test_the_report_counts_an_llm_verdict_only_for_the_completion_it_judged(tmp_path: Path) -> None:
+    """A rule rejection that is current, with an LLM TRUE made on an older completion: not judged."""
+    f = tmp_path / "s.json"
+    f.write_text(DATA)
+    judge = {"judge_id": "fake", "model": "fake", "template_digest": "t"}
+    plan = prepare_eval(EvalSpec(dataset=load_dataset(f), k=1, seeds=[0]), tmp_path / "run")
+    store = plan.open_store()
+    man = plan.manifest.model_copy(update={"verifier": plan.manifest.verifier.model_copy(update={"mode": "rule+llm", "judge": judge})})
+    store.write_manifest(man)
+    g = GenerationRow(**KEY, completion="Final Answer: \\boxed{0}")
+    store.append(g)
+    store.append(rule(g))  # a current rejection
+    for digest, expected in ((text_digest("an older reply"), (0.0, "not judged")), (text_digest(g.completion or ""), (100.0, "TRUE"))):
+        store.append(LLMVerdictRow(**KEY, judge_id="fake", completion_digest=digest, verdict="TRUE"))
+        rep = build_report(store)
+        counts = {k: v for k, v in rep["llm_judge"]["verdicts"].items() if v}
+        assert (rep["sub_at_k"]["mean"], next(iter(counts))) == expected
+    store.close()
 
 
 @pytest.mark.parametrize(
