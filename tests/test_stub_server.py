@@ -256,3 +256,32 @@ def test_cli_reply_option() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_routes_only_under_v1_like_vllm() -> None:
+    with start_stub_server(Script(default="x")) as srv:
+        root = srv.base_url.removesuffix("/v1")
+        assert root.startswith("http://127.0.0.1:")
+        for path, status in (("/v1/models", 200), ("/models", 404)):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+            conn.request("GET", path)
+            assert conn.getresponse().status == status
+            conn.close()
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "q"}]}).encode()
+        assert _post(srv.port, "/chat/completions", body)[0] == 404
+        assert _post(srv.port, "/v1/chat/completions", body)[0] == 200
+
+
+def test_endpoint_check_names_the_missing_v1() -> None:
+    from types import SimpleNamespace
+
+    from studybench.models.preflight import EndpointError, check_endpoint
+
+    with start_stub_server(Script(default="x")) as srv:
+        root = srv.base_url.removesuffix("/v1")
+        backend = SimpleNamespace(base_url=root, api_key_env="NO_SUCH_KEY_ENV", request_timeout=10.0, model="stub",
+                                  describe=lambda: {"base_url": root})
+        with pytest.raises(EndpointError, match=r"serve under /v1; use http://127\.0\.0\.1:\d+/v1"):
+            check_endpoint(backend)
+        backend.base_url = srv.base_url
+        assert check_endpoint(backend) == []

@@ -19,6 +19,26 @@ class EndpointError(RuntimeError):
     """The endpoint cannot be used: invalid URL, unreachable, or it refuses the API key."""
 
 
+def _url_path(url: str) -> str:
+    """The path part of ``url`` (empty when it has none)."""
+    return httpx.URL(url).path if url else ""
+
+
+def _suggest_v1(base_url: str, key: str, timeout: float, what: str, shown: Any) -> None:
+    """Raise when ``{base_url}/v1/models`` answers: the user left ``/v1`` out of the URL."""
+    probe = base_url.rstrip("/") + "/v1/models"
+    try:
+        r = httpx.get(probe, headers={"Authorization": f"Bearer {key}"}, timeout=min(30.0, timeout))
+    except httpx.HTTPError:
+        return
+    if r.status_code == 200:
+        fix = str(shown or "").rstrip("/") + "/v1"
+        raise EndpointError(
+            f"the {what} {shown} has no /models but {fix}/models answers: OpenAI-compatible servers "
+            f"(vllm serve, llama.cpp) serve under /v1; use {fix}"
+        )
+
+
 def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
     """``GET {base_url}/models`` once.
 
@@ -32,7 +52,8 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
         or when the server does not implement ``/models``.
 
     Raises:
-        EndpointError: an invalid URL, no connection, or HTTP 401/403 (the key is refused).
+        EndpointError: an invalid URL, no connection, HTTP 401/403 (the key is refused), or a base URL
+            without the ``/v1`` the server answers under.
     """
     shown = backend.describe().get("base_url")
     url = str(backend.base_url or "").rstrip("/") + "/models"
@@ -45,6 +66,8 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
         raise EndpointError(f"cannot reach the {what} {shown} ({type(e).__name__}); is the server running?") from None
     if r.status_code in (401, 403):
         raise EndpointError(f"the {what} refused the API key (HTTP {r.status_code}); set ${backend.api_key_env}")
+    if r.status_code == 404 and not _url_path(url).rstrip("/").endswith("/v1/models"):
+        _suggest_v1(str(backend.base_url), key, backend.request_timeout, what, shown)
     if r.status_code != 200:
         return []  # some servers do not implement /models
     try:

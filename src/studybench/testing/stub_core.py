@@ -186,11 +186,11 @@ class StubCore:
     def dispatch(self, method: str, path: str, headers: dict[str, str], body: bytes) -> _Action:
         """Route one parsed HTTP request."""
         path = path.split("?", 1)[0]
-        if path in ("/v1/chat/completions", "/chat/completions"):
+        if path == "/v1/chat/completions":  # like vLLM: no route without /v1
             if method != "POST":
                 return _Action(0.0, _response(405, _error_body(405, "use POST")))
             return self._chat(headers, body)
-        if path in ("/v1/models", "/models") and method == "GET":
+        if path == "/v1/models" and method == "GET":
             data = {
                 "object": "list",
                 "data": [{"id": self.model, "object": "model", "created": self._created, "owned_by": "stub"}],
