@@ -99,6 +99,7 @@ def test_configured_secrets_are_masked_in_every_form() -> None:
     secret = "my key/with+odd=chars"
     secrets = known_secrets([secret, None, "", "EMPTY", "ab"])
     assert secrets == (secret,)
+    assert known_secrets(["Ollama", "sk-no-key-required", "EMPTY"]) == ()  # documented stand-ins for "no key"
     text = f"a {secret} b my%20key%2Fwith%2Bodd%3Dchars c my+key%2Fwith%2Bodd%3Dchars"
     assert redact(text, secrets) == "a *** b *** c ***"
     assert redact("nothing here", secrets) == "nothing here"

@@ -50,8 +50,12 @@ MASK = "***"
 MIN_SECRET_LENGTH = 4
 """Configured values shorter than this are not treated as secrets (redacting them would alter ordinary text)."""
 
-PLACEHOLDER_KEYS = frozenset({"EMPTY", "empty", "none", "None", "null", "dummy", "DUMMY"})
-"""Values that stand for "no key" (vLLM accepts ``EMPTY``); never treated as secrets."""
+PLACEHOLDER_KEYS = frozenset(
+    {"empty", "none", "null", "dummy", "test", "local", "no-key", "sk-no-key-required", "ollama", "lm-studio"}
+)
+"""Publicly documented stand-ins for "no key" (vLLM's ``EMPTY``, llama.cpp's ``sk-no-key-required``,
+Ollama's ``ollama`` ...), compared case-insensitively; never treated as secrets, so that an answer
+holding such a word is not altered."""
 
 SENSITIVE_QUERY_PARAMS = frozenset(
     {
@@ -79,7 +83,10 @@ def known_secrets(values: Iterable[str | None]) -> tuple[str, ...]:
         Distinct values, without placeholders (:data:`PLACEHOLDER_KEYS`) and values shorter than
         :data:`MIN_SECRET_LENGTH`, longest first (so a secret holding another is masked whole).
     """
-    seen = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH and v not in PLACEHOLDER_KEYS}
+    seen = {
+        v for v in values
+        if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH and v.strip().lower() not in PLACEHOLDER_KEYS
+    }
     return tuple(sorted(seen, key=lambda v: (-len(v), v)))
 
 

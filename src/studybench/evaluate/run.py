@@ -287,7 +287,8 @@ def _secrets(spec: EvalSpec, backend: Any, judge: LLMJudge | None) -> tuple[str,
     The keys of the backend and judge (and of the environment variables named for them) and
     credentials inside their URLs.
     """
-    found: list[str] = [*getattr(backend, "secrets", ()), *url_secrets(spec.base_url)]
+    own = getattr(backend, "secrets", ())
+    found: list[str] = [*(own if isinstance(own, (tuple, list)) else ()), *url_secrets(spec.base_url)]
     names = [spec.api_key_env, "OPENAI_API_KEY"]
     if judge is not None:
         found += judge.backend.secrets
