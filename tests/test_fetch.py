@@ -190,6 +190,14 @@ def test_404_is_a_clear_error_and_leaves_nothing(server: Server, tmp_path: Path)
     assert server.behaviour.hits[server.path(TRANSFER)] == 1  # a 404 is not retried
 
 
+def test_credentials_in_the_base_url_are_not_shown(server: Server, tmp_path: Path) -> None:
+    server.file(TRANSFER).unlink()
+    host = server.base_url.split("://", 1)[1]
+    with pytest.raises(FetchError) as exc:
+        fetch_official(tmp_path / "cache", base_url=f"http://user:pw-Q7xZ2mK9pL4v@{host}", branch=BRANCH, backoff=0, timeout=10)
+    assert "404" in str(exc.value) and "pw-Q7xZ2mK9pL4v" not in str(exc.value) + exc.value.url
+
+
 def test_failed_fetch_keeps_existing_files(server: Server, tmp_path: Path) -> None:
     dest = tmp_path / "cache"
     dest.mkdir()

@@ -42,6 +42,7 @@ from tenacity import (
 
 from studybench import __version__
 from studybench.datasets import DatasetError, default_cache_dir, load_dataset
+from studybench.secrets import redact_text, redact_url, url_secrets
 
 __all__ = [
     "OFFICIAL_BASE",
@@ -94,8 +95,8 @@ class FetchError(RuntimeError):
     """
 
     def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.url = url
+        super().__init__(redact_text(message, url_secrets(url)))  # never show credentials given in a URL
+        self.url = redact_url(url)
         self.status = status
 
 
@@ -257,7 +258,7 @@ def fetch_official(
         for tmp, target, url in staged:
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual file mode
             os.replace(tmp, target)
-            say(f"fetched {url} -> {target}")
+            say(f"fetched {redact_url(url)} -> {target}")
         staged.clear()
     finally:
         for tmp, _target, _u in staged:

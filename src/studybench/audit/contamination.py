@@ -46,7 +46,7 @@ from studybench.audit.ngrams import (
 )
 from studybench.audit.records import AuditRecord
 from studybench.llm_judge import LLMVerdictCache
-from studybench.models.openai_backend import redact_url
+from studybench.secrets import redact_url
 
 __all__ = [
     "AuditConfig",

@@ -32,6 +32,7 @@ from studybench.llm_judge import LLMJudge, LLMJudgeConfigError, LLMJudgeSpec, LL
 from studybench.models import ChatBackend, EndpointError, ReferenceBackend, check_endpoint
 from studybench.protocol import ArtefactError, Artefacts, GuidanceKey, guidance_coverage, load_artefacts
 from studybench.report import write_report
+from studybench.secrets import env_secrets, known_secrets, redact_command, url_secrets
 from studybench.store import (
     Manifest,
     RunStore,
@@ -265,7 +266,7 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         notes.append("--verifier-mode rule never calls an LLM; --judge-model is ignored")
     mode, judge_desc = _verifier(spec, judge, previous)
     try:
-        manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc)
+        manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc, _secrets(spec, be, judge))
     except ValidationError as e:  # e.g. k x seeds x sub-problems too large
         msg = str(e.errors()[0].get("msg", "invalid")).removeprefix("Value error, ")
         raise EvalError(f"k: the run is too large or malformed ({msg})", "k") from None
@@ -280,8 +281,25 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
                     previous, be, judge, coverage, notes)
 
 
+def _secrets(spec: EvalSpec, backend: Any, judge: LLMJudge | None) -> tuple[str, ...]:
+    """Every configured secret of this invocation.
+
+    The keys of the backend and judge (and of the environment variables named for them) and
+    credentials inside their URLs.
+    """
+    own = getattr(backend, "secrets", ())
+    found: list[str] = [*(own if isinstance(own, (tuple, list)) else ()), *url_secrets(spec.base_url)]
+    names = [spec.api_key_env, "OPENAI_API_KEY"]
+    if judge is not None:
+        found += judge.backend.secrets
+    if spec.judge is not None:
+        found += url_secrets(spec.judge.base_url)
+        names.append(spec.judge.api_key_env)
+    return known_secrets([*found, *env_secrets(names)])
+
+
 def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dict[str, Any], art: Artefacts,
-              mode: str, judge_desc: dict[str, Any] | None) -> Manifest:
+              mode: str, judge_desc: dict[str, Any] | None, secrets: tuple[str, ...] = ()) -> Manifest:
     return Manifest(
         studybench_version=__version__,
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -294,7 +312,7 @@ def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dic
         artefacts=art.describe(),
         verifier=VerifierInfo(**{**rule_settings(spec.verify_timeout), "mode": mode, "judge": judge_desc}),
         parents=parents_index(parents),
-        command=[Path(sys.argv[0]).name, *sys.argv[1:]],
+        command=redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], secrets),
     )
 
 

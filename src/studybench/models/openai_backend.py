@@ -16,8 +16,12 @@ Implements :class:`studybench.models.base.ChatBackend` for PROTOCOL.md section 2
   ``Retry-After`` (capped by ``backoff_max``); other 4xx are not retried. :meth:`OpenAIBackend.complete`
   never raises for such failures: it returns a :class:`ChatResult` with ``error`` set.
 - **Secrets**: the API key is read from the environment variable named by ``api_key_env`` only (the
-  placeholder ``"EMPTY"``, which vLLM accepts, when unset) and is redacted from descriptions, logs
-  and error strings.
+  placeholder ``"EMPTY"``, which vLLM accepts, when unset). The key, and a password or ``?api_key=``
+  value given inside ``base_url``, are this backend's configured secrets (:attr:`OpenAIBackend.secrets`):
+  every field a server sends back is redacted of them before it is returned (completion, reasoning,
+  finish reason, usage keys, response id, error messages; see :mod:`studybench.secrets`). Model text
+  (completion, reasoning) loses only those exact values, so text holding no secret is returned
+  byte for byte; the other fields, descriptions and logs also lose well-delimited key shapes.
 
 Implementation notes: requests go through the official :class:`openai.AsyncOpenAI` client (its own
 retries disabled) with the raw-body ``client.post("/chat/completions", body=..., cast_to=object)``
@@ -37,16 +41,15 @@ import logging
 import math
 import os
 import random
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from studybench.models.base import ChatRequest, ChatResult, SamplingParams
+from studybench.secrets import known_secrets, redact, redact_obj, redact_text, redact_url, url_secrets
 
 __all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable", "redact_url"]
 
@@ -59,8 +62,6 @@ _PLACEHOLDER_KEY = "EMPTY"
 _RETRY_STATUSES = frozenset({408, 409, 429})
 _PER_SHARD = 8  # concurrent requests per client instance
 _MAX_SHARDS = 16
-_SK_PATTERN = re.compile(r"(sk-[A-Za-z0-9_*\-]{3})[A-Za-z0-9_*\-]+")
-_BEARER_PATTERN = re.compile(r"(?i)(bearer\s+)\S+")
 
 
 def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
@@ -122,20 +123,6 @@ def _retry_after(exc: BaseException | None) -> float | None:
     if not math.isfinite(value):
         return None
     return max(0.0, value)
-
-
-def redact_url(url: str) -> str:
-    """``url`` without any ``user:password@`` part."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 @dataclass
@@ -205,6 +192,9 @@ class OpenAIBackend:
         self.backoff_max = float(backoff_max)
         self.api_key_env = api_key_env
         self._api_key = os.environ.get(api_key_env) or _PLACEHOLDER_KEY
+        self._secrets = known_secrets(
+            [self._api_key, *url_secrets(base_url), *url_secrets(os.environ.get("OPENAI_BASE_URL"))]
+        )
         self._shards = min(_MAX_SHARDS, max(1, math.ceil(concurrency / _PER_SHARD)))
         self._state: _LoopState | None = None
         self._random = random.Random()
@@ -216,7 +206,13 @@ class OpenAIBackend:
 
     def _display_url(self) -> str:
         url = self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        return self._redact(redact_url(url))
+        return redact_text(redact_url(url), self._secrets)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The values redacted from everything this backend returns or describes: the API key
+        (unless the placeholder) and credentials inside the base URL (see :mod:`studybench.secrets`)."""
+        return self._secrets
 
     def describe(self) -> dict[str, Any]:
         """JSON-serialisable description for the run manifest; never contains the API key."""
@@ -235,12 +231,8 @@ class OpenAIBackend:
         }
 
     def _redact(self, text: str) -> str:
-        """``text`` with the API key (and anything shaped like a key or bearer token) masked."""
-        key = self._api_key
-        if key and key != _PLACEHOLDER_KEY:
-            text = text.replace(key, "***")
-        text = _SK_PATTERN.sub(r"\1***", text)
-        return _BEARER_PATTERN.sub(r"\1***", text)
+        """``text`` (not model text) with the configured secrets and key-shaped tokens masked."""
+        return redact_text(text, self._secrets)
 
     # -- request ---------------------------------------------------------------------------------------
 
@@ -375,11 +367,17 @@ class OpenAIBackend:
                 extra={"max_tokens": payload.get("max_tokens")},
             )
         end = time.monotonic()
-        # the server's text is stored in the run directory: never let the key land there
-        result.completion = self._redact(result.completion)
+        # Everything the server sent is stored in the run directory: never let the key land there.
+        # Model text loses only the configured secrets (it is judged as written); the rest also
+        # loses key shapes.
+        result.completion = redact(result.completion, self._secrets)
         if result.reasoning is not None:
-            result.reasoning = self._redact(result.reasoning)
-        result.extra = {k: self._redact(v) if isinstance(v, str) else v for k, v in result.extra.items()}
+            result.reasoning = redact(result.reasoning, self._secrets)
+        if result.finish_reason is not None:
+            result.finish_reason = self._redact(result.finish_reason)
+        if result.usage is not None:
+            result.usage = {self._redact(k): v for k, v in result.usage.items()}
+        result.extra = redact_obj(result.extra, self._secrets, shapes=True)
         result.attempts = attempts
         result.latency_s = end - (started if started is not None else called)
         result.extra.update(
@@ -455,9 +453,10 @@ def _parse(data: dict[str, Any]) -> ChatResult:
     extra: dict[str, Any] = {}
     if data.get("id") is not None:
         extra["response_id"] = str(data["id"])
+    finish = choice.get("finish_reason")
     return ChatResult(
         completion=content if isinstance(content, str) else "",
-        finish_reason=choice.get("finish_reason"),
+        finish_reason=None if finish is None else str(finish),
         usage=usage,
         reasoning=reasoning if isinstance(reasoning, str) else None,
         extra=extra,

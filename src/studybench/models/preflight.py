@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from studybench.secrets import known_secrets, redact_text, url_secrets
+
 __all__ = ["EndpointError", "check_endpoint"]
 
 
@@ -49,7 +51,9 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
 
     Returns:
         Warnings (e.g. the endpoint lists models but not ``backend.model``); empty when all is well
-        or when the server does not implement ``/models``.
+        or when the server does not implement ``/models``. What the server sent is redacted of the
+        backend's secrets (:attr:`~studybench.models.openai_backend.OpenAIBackend.secrets`, else the
+        key and the URL's credentials) and of key shapes.
 
     Raises:
         EndpointError: an invalid URL, no connection, HTTP 401/403 (the key is refused), or a base URL
@@ -58,10 +62,13 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
     shown = backend.describe().get("base_url")
     url = str(backend.base_url or "").rstrip("/") + "/models"
     key = os.environ.get(backend.api_key_env) or "EMPTY"
+    secrets = getattr(backend, "secrets", None)
+    if not isinstance(secrets, tuple):
+        secrets = known_secrets([key, *url_secrets(str(backend.base_url or ""))])
     try:
         r = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=min(30.0, backend.request_timeout))
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as e:
-        raise EndpointError(f"the {what} URL {shown!r} is not a valid http(s) URL ({e})") from None
+        raise EndpointError(redact_text(f"the {what} URL {shown!r} is not a valid http(s) URL ({e})", secrets)) from None
     except httpx.HTTPError as e:
         raise EndpointError(f"cannot reach the {what} {shown} ({type(e).__name__}); is the server running?") from None
     if r.status_code in (401, 403):
@@ -75,5 +82,5 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
     except (ValueError, AttributeError):
         return []
     if ids and backend.model not in ids:
-        return [f"the {what} lists {', '.join(map(str, ids[:8]))} but not {backend.model!r}"]
+        return [redact_text(f"the {what} lists {', '.join(map(str, ids[:8]))} but not {backend.model!r}", secrets)]
     return []

@@ -1,0 +1,314 @@
+"""Keeping API keys out of run directories, reports, caches and console output.
+
+One of the lowest modules of the package (it imports nothing of studybench). Two kinds of redaction,
+each replacing what it finds with ``***``:
+
+- **Configured secrets** (:func:`redact`, :func:`redact_obj`): the exact values of the keys in use
+  (the API key read from the environment, a password or ``?api_key=`` value given inside a base
+  URL), in their plain and URL-encoded forms. This is the only redaction applied to model text
+  (completions, reasoning, judge replies): text that holds no configured secret is never altered,
+  so the text stored and judged is the model's text.
+- **Token shapes** (:func:`redact_token_shapes`): well-delimited strings that look like a key even
+  when no key is configured: an ``sk-`` token of at least 20 more characters that starts at a word
+  boundary, and ``Bearer <token>`` where the token is a run of at least 20 base64/hex-like
+  characters holding both a letter and a digit. ``disk-shaped``, ``risk-free``, ``bearer ring}}``
+  or ``\\text{sk-1}`` do not match. Applied, with the configured secrets, to everything else a
+  server sends back (finish reasons, usage keys, response ids, error messages) and to recorded
+  command lines (:func:`redact_text`).
+
+URLs (:func:`redact_url`) lose their ``user:password@`` part and the values of query parameters
+that carry credentials (``key``, ``api_key``, ``token``, ``access_token``, ``sig`` ...);
+:func:`url_secrets` returns those values so that a server echoing them can be redacted too.
+Nothing here raises on any ``str`` input.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import quote, quote_plus, unquote_plus
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "PLACEHOLDER_KEYS",
+    "SENSITIVE_QUERY_PARAMS",
+    "env_secrets",
+    "known_secrets",
+    "redact",
+    "redact_command",
+    "redact_obj",
+    "redact_text",
+    "redact_token_shapes",
+    "redact_url",
+    "url_secrets",
+]
+
+MASK = "***"
+
+MIN_SECRET_LENGTH = 4
+"""Configured values shorter than this are not treated as secrets (redacting them would alter ordinary text)."""
+
+PLACEHOLDER_KEYS = frozenset(
+    {"empty", "none", "null", "dummy", "test", "local", "no-key", "sk-no-key-required", "ollama", "lm-studio"}
+)
+"""Publicly documented stand-ins for "no key" (vLLM's ``EMPTY``, llama.cpp's ``sk-no-key-required``,
+Ollama's ``ollama`` ...), compared case-insensitively; never treated as secrets, so that an answer
+holding such a word is not altered."""
+
+SENSITIVE_QUERY_PARAMS = frozenset(
+    {
+        "key", "api_key", "apikey", "api-key", "x-api-key", "token", "access_token", "auth", "auth_token",
+        "id_token", "refresh_token", "sig", "signature", "secret", "client_secret", "password", "passwd",
+        "pwd", "code", "x-amz-signature", "x-amz-security-token", "x-goog-signature", "sv_token",
+    }
+)
+"""Query parameter names (case-insensitive) whose values :func:`redact_url` masks."""
+
+_SECRET_FLAGS = frozenset({"--api-key", "--key", "--token", "--password", "--secret"})
+_TOKEN_CHARS = "A-Za-z0-9._~+/=-"
+_SK = re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{20,}")
+_BEARER = re.compile(rf"(?<![A-Za-z0-9_])(bearer\s+)([{_TOKEN_CHARS}]{{20,}})", re.IGNORECASE)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def known_secrets(values: Iterable[str | None]) -> tuple[str, ...]:
+    """The values worth redacting, longest first.
+
+    Args:
+        values: candidate secret values (``None`` and empty strings allowed).
+
+    Returns:
+        Distinct values, without placeholders (:data:`PLACEHOLDER_KEYS`) and values shorter than
+        :data:`MIN_SECRET_LENGTH`, longest first (so a secret holding another is masked whole).
+    """
+    seen = {
+        v for v in values
+        if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH and v.strip().lower() not in PLACEHOLDER_KEYS
+    }
+    return tuple(sorted(seen, key=lambda v: (-len(v), v)))
+
+
+def env_secrets(names: Iterable[str | None]) -> tuple[str, ...]:
+    """The secrets held by environment variables.
+
+    Args:
+        names: environment variable names (e.g. ``"OPENAI_API_KEY"``); ``None`` or unset ones are skipped.
+
+    Returns:
+        :func:`known_secrets` of their values.
+    """
+    return known_secrets(os.environ.get(n) for n in names if n)
+
+
+def _forms(secret: str) -> list[str]:
+    forms = [secret, quote(secret, safe=""), quote_plus(secret, safe=""), quote(secret)]
+    out: list[str] = []
+    for f in forms:
+        if f not in out:
+            out.append(f)
+    return out
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every configured secret (plain or URL-encoded) replaced by ``***``.
+
+    Args:
+        text: any string (model text, a server's message, a command-line argument).
+        secrets: the secret values (see :func:`known_secrets`); filtered again here.
+
+    Returns:
+        ``text`` unchanged (the same object) when it holds none of them.
+    """
+    if not secrets or not isinstance(text, str) or not text:
+        return text
+    for secret in known_secrets(secrets):
+        for form in _forms(secret):
+            if form in text:
+                text = text.replace(form, MASK)
+    return text
+
+
+def _bearer(m: re.Match[str]) -> str:
+    token = m.group(2)
+    if any(c.isdigit() for c in token) and any(c.isalpha() for c in token):
+        return m.group(1) + MASK
+    return m.group(0)
+
+
+def redact_token_shapes(text: str) -> str:
+    """``text`` with well-delimited key-shaped strings masked (see the module docstring).
+
+    Args:
+        text: any string.
+
+    Returns:
+        ``sk-`` tokens (20+ characters after the prefix, not inside a word) replaced by ``sk-***``
+        and ``Bearer <token>`` (a 20+ character base64/hex-like run with a letter and a digit) by
+        ``Bearer ***``; everything else unchanged.
+    """
+    if not isinstance(text, str) or not text:
+        return text
+    if "sk-" in text:
+        text = _SK.sub("sk-" + MASK, text)
+    if "earer" in text or "EARER" in text:
+        text = _BEARER.sub(_bearer, text)
+    return text
+
+
+def redact_text(text: str, secrets: Sequence[str] = ()) -> str:
+    """:func:`redact` then :func:`redact_token_shapes`: for messages, ids and other non-model text.
+
+    Args:
+        text: any string.
+        secrets: the configured secret values.
+
+    Returns:
+        The redacted text.
+    """
+    return redact_token_shapes(redact(text, secrets))
+
+
+def redact_obj(obj: Any, secrets: Sequence[str], *, shapes: bool = False) -> Any:
+    """A copy of a JSON-like value with every string redacted, dictionary keys included.
+
+    Args:
+        obj: nested dicts, lists, tuples, strings and scalars (other objects are returned as they are).
+        secrets: the configured secret values.
+        shapes: also mask token shapes (:func:`redact_token_shapes`).
+
+    Returns:
+        The redacted copy (strings without secrets keep their value).
+    """
+    if isinstance(obj, str):
+        return redact_text(obj, secrets) if shapes else redact(obj, secrets)
+    if isinstance(obj, dict):
+        return {redact_obj(k, secrets, shapes=shapes): redact_obj(v, secrets, shapes=shapes) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(redact_obj(v, secrets, shapes=shapes) for v in obj)
+    return obj
+
+
+def _scrub_params(part: str) -> str:
+    """A query string (or fragment) with the values of sensitive parameters masked."""
+    if not part:
+        return part
+    out = []
+    for item in part.split("&"):
+        name, eq, _value = item.partition("=")
+        if eq and unquote_plus(name).strip().lower() in SENSITIVE_QUERY_PARAMS:
+            item = f"{name}={MASK}"
+        out.append(item)
+    return "&".join(out)
+
+
+def _split_url(url: str) -> tuple[str, str, str, str | None, str | None]:
+    """``(scheme_and_slashes, authority, path, query, fragment)`` by plain string scanning
+    (``None`` for an absent query or fragment)."""
+    m = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:(?=//)", url)
+    head, rest = ("", url) if m is None else (url[: m.end()], url[m.end():])
+    authority = ""
+    if rest.startswith("//"):
+        head += "//"
+        rest = rest[2:]
+        ends = [i for i in (rest.find(c) for c in "/?#") if i != -1]
+        end = min(ends) if ends else len(rest)
+        authority, rest = rest[:end], rest[end:]
+    fragment: str | None = None
+    query: str | None = None
+    if "#" in rest:
+        rest, _, fragment = rest.partition("#")
+    if "?" in rest:
+        rest, _, query = rest.partition("?")
+    return head, authority, rest, query, fragment
+
+
+def url_secrets(url: str | None) -> tuple[str, ...]:
+    """The credentials inside a URL: the ``user:password@`` password and sensitive query values.
+
+    Args:
+        url: a URL (malformed ones allowed) or ``None``.
+
+    Returns:
+        :func:`known_secrets` of the password and of the values of :data:`SENSITIVE_QUERY_PARAMS`
+        (raw and percent-decoded).
+    """
+    if not isinstance(url, str) or not url:
+        return ()
+    _, authority, _, query, fragment = _split_url(url)
+    found: list[str] = []
+    if "@" in authority:
+        userinfo = authority.rpartition("@")[0]
+        user, colon, password = userinfo.partition(":")
+        if colon:
+            found += [password, unquote_plus(password)]
+    for part in (query, fragment):
+        for item in part.split("&") if part else ():
+            name, eq, value = item.partition("=")
+            if eq and unquote_plus(name).strip().lower() in SENSITIVE_QUERY_PARAMS:
+                found += [value, unquote_plus(value)]
+    return known_secrets(found)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials; never raises.
+
+    The whole ``user:password@`` part is removed (a token may stand in the user name), values of
+    :data:`SENSITIVE_QUERY_PARAMS` in the query and fragment become ``***``, and token shapes are
+    masked. Ports are not interpreted (``http://host:abc/v1`` is fine) and malformed URLs are
+    scrubbed as far as their text allows.
+
+    Args:
+        url: the URL (any string).
+
+    Returns:
+        The redacted URL; non-strings are returned unchanged.
+    """
+    if not isinstance(url, str) or not url:
+        return url
+    head, authority, path, query, fragment = _split_url(url)
+    if "@" in authority:
+        authority = authority.rpartition("@")[2]
+    out = head + authority + path
+    if query is not None:
+        out += "?" + _scrub_params(query)
+    if fragment is not None:
+        out += "#" + _scrub_params(fragment)
+    return redact_token_shapes(out)
+
+
+def redact_command(argv: Sequence[str], secrets: Sequence[str] = ()) -> list[str]:
+    """A command line fit to be recorded: secrets, URL credentials and secret flag values masked.
+
+    Args:
+        argv: the arguments (e.g. ``sys.argv``).
+        secrets: the configured secret values.
+
+    Returns:
+        The arguments with configured secrets masked (:func:`redact_text`), every URL inside an
+        argument passed through :func:`redact_url`, and the value of ``--api-key``-style flags
+        (``--api-key VALUE`` or ``--api-key=VALUE``; also ``--key``, ``--token``, ``--password``,
+        ``--secret``) replaced by ``***``. ``--api-key-env NAME`` names a variable and is kept.
+    """
+    out: list[str] = []
+    mask_next = False
+    for raw in argv:
+        arg = str(raw)
+        if mask_next:
+            out.append(MASK)
+            mask_next = False
+            continue
+        flag, eq, _ = arg.partition("=")
+        if flag in _SECRET_FLAGS:
+            if eq:
+                out.append(f"{flag}={MASK}")
+            else:
+                out.append(arg)
+                mask_next = True
+            continue
+        arg = redact(arg, secrets)
+        if "://" in arg:
+            arg = _URL.sub(lambda m: redact_url(m.group(0)), arg)
+        out.append(redact_token_shapes(arg))
+    return out
