@@ -192,6 +192,14 @@ def _kappa(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}".replace("-0.000", "0.000")
 
 
+def _judge_labels(judges: dict[str, Any]) -> dict[str, str]:
+    """``{judge id: its model name}`` (readable where an id is not), with the id added to a model
+    name that several judges share (one model, two prompt templates)."""
+    models = [str(j.get("model")) for j in judges.values()]
+    return {jid: md_cell(m if models.count(m) == 1 else f"{m} ({jid})")
+            for jid, m in zip(judges, models, strict=True)}
+
+
 def render_consistency_markdown(rep: dict[str, Any]) -> str:
     """Markdown rendering of :func:`build_consistency`'s output."""
     lines = [
@@ -249,9 +257,10 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
             "| A | B | turns | both TRUE | A TRUE, B FALSE | A FALSE, B TRUE | both FALSE | agreement | Cohen's kappa |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
+        label = _judge_labels(rep["judges"])
         for p in rep["pairs"]:
             lines.append(
-                f"| {p['a']} | {p['b']} | {p['turns']} | {p['both_TRUE']} | {p['a_TRUE_b_FALSE']} | {p['a_FALSE_b_TRUE']} | "
+                f"| {label.get(p['a'], p['a'])} | {label.get(p['b'], p['b'])} | {p['turns']} | {p['both_TRUE']} | {p['a_TRUE_b_FALSE']} | {p['a_FALSE_b_TRUE']} | "
                 f"{p['both_FALSE']} | {_pct(p['agreement'])} | {_kappa(p['kappa'])} |"
             )
         lines.append("")

@@ -13,10 +13,13 @@ command                            module                                       
 ``audit contamination``            :mod:`studybench.cli.audit`                  :mod:`studybench.audit`
 =================================  ===========================================  ==============================
 
-Options several commands share are declared once in :mod:`studybench.cli.common`.
+Options several commands share are declared once in :mod:`studybench.cli.common`; every ``--help``
+page (``-h`` works too) is laid out by :mod:`studybench.cli.helptext`.
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
@@ -26,6 +29,7 @@ from studybench.cli.common import out_console
 from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
 from studybench.cli.eval import eval_cmd
+from studybench.cli.helptext import use_readable_help
 from studybench.cli.runs import consistency_cmd, judge_cmd, report_cmd
 from studybench.cli.verify import verify_cmd, verify_file_cmd
 
@@ -36,6 +40,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("eval")(eval_cmd)
 app.command("report")(report_cmd)
@@ -48,10 +53,26 @@ app.add_typer(corpus_app, name="corpus")
 app.add_typer(audit_app, name="audit")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        out_console.print(__version__, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version, help="Print the studybench version and exit.")] = False,
+) -> None:
+    """StudyBench: evaluate models and self-evolution methods on the Application and Transfer sets."""
+
+
 @app.command("version")
 def version_cmd() -> None:
     """Print the studybench version."""
-    out_console.print(__version__)
+    out_console.print(__version__, highlight=False)
+
+
+use_readable_help(app)  # after the last command: every --help reads well at 80 columns
 
 
 def main() -> None:  # pragma: no cover

@@ -23,7 +23,7 @@ from studybench.cli.common import (
     progress_bars,
     verify_settings,
 )
-from studybench.cli.show import print_llm_pass, print_report
+from studybench.cli.show import TerminalMarkdown, print_llm_pass, print_report
 
 __all__ = ["consistency_cmd", "judge_cmd", "report_cmd"]
 
@@ -95,8 +95,6 @@ def consistency_cmd(
     recall w.r.t. the cascade (paper Table 11), Cohen's kappa between judge configurations.
 
     Writes consistency.json and consistency.md into the run directory."""
-    from rich.markdown import Markdown
-
     from studybench.analysis.consistency import render_consistency_markdown, write_consistency
 
     try:
@@ -106,7 +104,7 @@ def consistency_cmd(
     if as_json:
         out_console.print_json(json.dumps(rep))
     else:
-        out_console.print(Markdown(render_consistency_markdown(rep)))
+        out_console.print(TerminalMarkdown(render_consistency_markdown(rep)))
         console.print(f"written: {run_dir / 'consistency.json'}, {run_dir / 'consistency.md'}", soft_wrap=True)
     if not rep["judges"]:
         raise typer.Exit(1)

@@ -5,11 +5,62 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Markdown, TableElement
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
 
 from studybench.cli.common import console, out_console, plural
 
-__all__ = ["print_llm_pass", "print_report"]
+__all__ = ["TerminalMarkdown", "print_llm_pass", "print_report"]
+
+
+def _fit_columns(table: Table, console: Console, options: ConsoleOptions) -> None:
+    """Give every column at least its longest word when the table is too wide for the terminal.
+
+    Rich narrows the widest columns first, which breaks single-word headers ("unjudgeable") although
+    multi-word ones ("accept: FALSE") could wrap instead. Here each column gets its longest word plus
+    a share of the remaining width in proportion to how much wrapping it would save.
+    """
+    cells = [[c.header, *c.cells] for c in table.columns]
+    lo = [max((cell_len(w) for x in col for w in str(getattr(x, "plain", x)).split()), default=1) for col in cells]
+    hi = [max((cell_len(ln) for x in col for ln in str(getattr(x, "plain", x)).splitlines()), default=1) for col in cells]
+    def room() -> int:
+        return options.max_width - (Measurement.get(console, options.update_width(10_000), table).maximum - sum(hi))
+
+    if sum(hi) <= room():
+        return
+    if sum(lo) > room():
+        padding = table.padding
+        table.padding = (0, 0)  # columns still one blank apart (the box's divider)
+        if sum(lo) > room():
+            table.padding = padding
+            return  # cannot fit: rich wraps, and folds what is still too long
+    spare, slack = room() - sum(lo), sum(h - m for h, m in zip(hi, lo, strict=True))
+    widths = [m + (h - m) * spare // slack for h, m in zip(hi, lo, strict=True)]
+    for column, width in zip(table.columns, widths, strict=True):
+        column.width = width
+
+
+class _FoldingTable(TableElement):
+    """A Markdown table whose cells wrap, and fold words too long for their column, instead of cutting
+    them short with "…" (judge models, ids and column names stay whole on a narrow terminal)."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for table in super().__rich_console__(console, options):
+            if isinstance(table, Table):
+                for column in table.columns:
+                    column.overflow = "fold"
+                _fit_columns(table, console, options)
+            yield table
+
+
+class TerminalMarkdown(Markdown):
+    """:class:`rich.markdown.Markdown` whose tables never truncate a cell (see :class:`_FoldingTable`)."""
+
+    elements = {**Markdown.elements, "table_open": _FoldingTable}
 
 
 def print_llm_pass(st: Any, model: str) -> None:
