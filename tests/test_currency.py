@@ -58,7 +58,7 @@ def rule(g: GenerationRow, **kw: Any) -> RuleVerdictRow:
         (lambda g: rule(g, generation_error="HTTP 500"), True, "the generation's error changed"),
         (lambda g: rule(g, verifier={**SETTINGS, "timeout": 9.0}), True, "the rule verifier's settings changed"),
         (lambda g: rule(g, verifier={**SETTINGS, "version": "0.0.1"}), True, "the rule verifier's settings changed"),
-        (lambda g: rule(g, reason="incorrect: timed out"), True, "timed out"),
+        (lambda g: rule(g, reason="incorrect: timed out"), True, None),
         (lambda g: rule(g), True, None),
     ],
     ids=["missing", "other-completion", "error-changed", "timeout-setting", "version", "timed-out", "current"],
@@ -71,6 +71,19 @@ def test_rule_verdict_status_each_branch(make: Any, counts: bool, stale: str | N
     # a reader that only counts (settings=None) never calls a verdict stale for settings
     if stale == "the rule verifier's settings changed":
         assert rule_verdict_status(g, make(g)).stale is None
+
+
+def test_a_timed_out_rule_verdict_is_final_for_its_settings_unless_retried() -> None:
+    g = gen()
+    timed_out = rule(g, reason="incorrect: timed out")
+    st = rule_verdict_status(g, timed_out, SETTINGS)
+    assert st.stale is None and st.timed_out and not st.verdict.correct  # type: ignore[union-attr]
+    assert rule_verdict_status(g, timed_out, SETTINGS, retry_timeouts=True).stale == "timed out"
+    # other settings (e.g. a larger timeout) verify it again anyway
+    assert rule_verdict_status(g, timed_out, {**SETTINGS, "timeout": 60.0}).stale == "the rule verifier's settings changed"
+    # retrying asks nothing of verdicts that did not time out
+    assert rule_verdict_status(g, rule(g), SETTINGS, retry_timeouts=True).stale is None
+    assert not rule_verdict_status(g, rule(g), SETTINGS).timed_out
 
 
 def test_rule_status_without_a_usable_generation() -> None:
@@ -145,14 +158,15 @@ def _scope(tmp_path: Path) -> tuple[Any, RunStore]:
         (lambda g: rule(g, completion_digest="x"), 1, False),
         (lambda g: rule(g, generation_error="HTTP 500"), 1, True),
         (lambda g: rule(g, verifier={**SETTINGS, "timeout": 1.0}), 1, True),
-        (lambda g: rule(g, reason="incorrect: timed out"), 1, True),
+        (lambda g: rule(g, reason="incorrect: timed out"), 0, True),
         (lambda g: rule(g), 0, True),
     ],
     ids=["other-completion", "error-changed", "settings", "timed-out", "current"],
 )
 def test_rule_pass_rejudges_exactly_the_stale(tmp_path: Path, stale_row: Any, rejudged: int, counts_in_report: bool) -> None:
     """A stored verdict that calls a wrong answer (0 for the gold 1) correct: the report counts it only
-    while it is current for that completion, and the rule pass replaces exactly the stale ones."""
+    while it is current for that completion, and the rule pass replaces exactly the stale ones (a
+    timeout is final for the settings that made it)."""
     scope, store = _scope(tmp_path)
     g = GenerationRow(**{**KEY, "split": "s"}, completion="Final Answer: \\boxed{0}")
     store.append(g)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -201,3 +205,111 @@ def test_worker_died_verdicts_are_not_memoised(monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.setattr(v.pool, "call", dying_call)
         assert v.verify(["x^2"], [r"x \cdot x"], "EX").reason.startswith("incorrect: worker died")
         assert v.verify(["x^2"], [r"x \cdot x"], "EX").correct
+
+
+# ----------------------------------------------------------------------------- isolation and lifetime
+
+TRAP = """import os
+open(os.path.join({marks!r}, "imported-" + __name__ + "-" + str(os.getpid())), "w").close()
+raise ImportError("booby trap")
+"""
+
+
+def test_workers_never_import_modules_from_the_working_directory_or_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``secrets.py`` in the working directory (stdlib shadow) and a ``gmpy2.py`` on ``$PYTHONPATH``
+    (an optional import of mpmath) are never imported by a worker, which still verifies with the
+    parent's own copy of studybench."""
+    import studybench
+
+    marks = tmp_path / "marks"
+    cwd, hostile = tmp_path / "cwd", tmp_path / "pythonpath"
+    for d in (marks, cwd, hostile):
+        d.mkdir()
+    for d, name in ((cwd, "secrets"), (cwd, "gmpy2"), (cwd, "mpmath"), (hostile, "gmpy2"), (hostile, "secrets")):
+        (d / f"{name}.py").write_text(TRAP.format(marks=str(marks)))
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("PYTHONPATH", str(hostile))
+    with SandboxPool(workers=1) as p:
+        p.warm()
+        try:
+            verdict = p.call("verdict", (["x^2"], [r"x \cdot x"], "EX", ""), 60.0)
+        except Exception as e:  # a trap that was imported breaks the worker
+            verdict = e
+        assert sorted(m.name.split("-")[1] for m in marks.iterdir()) == []
+        assert verdict.correct, verdict
+        origin = p.call("origin", (), 60.0)
+    assert origin["studybench"] == studybench.__file__
+    assert str(cwd) not in origin["path"] and "" not in origin["path"] and str(hostile) not in origin["path"]
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's reaper may be slow to reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+PARENT = """import sys, threading, time
+from studybench.verify.sandbox import SandboxPool
+pool = SandboxPool(workers=1)
+pool.warm()
+pid = pool.call("ping", (), 120)
+threading.Thread(target=lambda: pool.call("sleep", (300,), 600), daemon=True).start()
+time.sleep(1.0)  # the worker is now busy with the 300 s task
+print(pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_busy_worker_dies_with_its_parent(tmp_path: Path, sig: signal.Signals) -> None:
+    """The parent is killed while its worker runs a 300 s task: the worker is gone soon after (far
+    before its task would end), instead of running on as an orphan."""
+    import studybench
+
+    env = {**os.environ, "PYTHONPATH": str(Path(studybench.__file__).parent.parent)}
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    worker = 0
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert line.strip().isdigit(), f"parent failed to start a worker: {line!r}"
+        worker = int(line)
+        assert _alive(worker)
+        parent.send_signal(sig)
+        parent.wait(60)
+        t0 = time.monotonic()
+        while _alive(worker) and time.monotonic() - t0 < 30.0:  # generous; the task would run 300 s
+            time.sleep(0.1)
+        assert not _alive(worker), f"worker {worker} outlived its parent by 30 s"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if worker and _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def test_a_worker_started_from_a_finished_thread_keeps_serving() -> None:
+    """Workers die with the parent *process*, not with the thread that happened to start them (the
+    kernel's parent-death signal follows the starting thread)."""
+    with SandboxPool(workers=1) as p:
+        pids: list[int] = []
+        t = threading.Thread(target=lambda: pids.append(p.call("ping", (), 120.0)))
+        t.start()
+        t.join()
+        assert pids, "the thread's call failed"
+        time.sleep(0.5)  # a worker killed by the thread's exit would be dead by now
+        assert _alive(pids[0])
+        assert p.call("ping", (), 60.0) == pids[0]

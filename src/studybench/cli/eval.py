@@ -72,6 +72,7 @@ def eval_cmd(
     only_generate: Annotated[bool, typer.Option("--only-generate", help="Generate turns, do not verify or report.")] = False,
     only_verify: Annotated[bool, typer.Option("--only-verify", help="Verify existing turns and report; generate nothing (needs no endpoint).")] = False,
     only_judge: Annotated[bool, typer.Option("--only-judge", hidden=True, help="Deprecated: --only-verify.")] = False,
+    retry_timeouts: Annotated[bool, typer.Option("--retry-timeouts", help="Verify again attempts whose rule verdict timed out (by default final until --verify-timeout changes), e.g. after a run on a loaded machine.")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N parents (after --slice).")] = None,
     slice_: Annotated[str | None, typer.Option("--slice", help="Parents START:STOP (Python slice of the file order).")] = None,
     verifier_mode: Annotated[
@@ -106,6 +107,7 @@ def eval_cmd(
             request_timeout=request_timeout, max_retries=max_retries, system_prompt=system_prompt, playbook=playbook,
             guidance=guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
+            retry_timeouts=retry_timeouts,
         )
         plan = prepare_eval(spec, out)
     except EvalError as e:
@@ -155,7 +157,8 @@ def eval_cmd(
         rate = f" ({g.turns_per_s:.1f} turns/s)" if g.generated else ""
         console.print(f"generated {g.generated} turns ({g.reused} reused, {g.failed} failed) in {g.seconds:.1f}s{rate}")
     if result.rule is not None:
-        console.print(f"verified {result.rule.verified} turns ({result.rule.reused} reused) in {result.rule.seconds:.1f}s")
+        timed_out = f", {result.rule.timed_out} timed out" if result.rule.timed_out else ""
+        console.print(f"verified {result.rule.verified} turns ({result.rule.reused} reused{timed_out}) in {result.rule.seconds:.1f}s")
     if result.llm is not None and plan.judge is not None:
         print_llm_pass(result.llm, plan.judge.model)
     if result.report is not None:

@@ -38,6 +38,7 @@ def judge_cmd(
     activate: Annotated[bool, typer.Option("--activate/--no-activate", help="Make this judge the run's leaderboard judge (mode rule+llm). --no-activate only adds verdicts, e.g. a second judge for Cohen's kappa.")] = True,
     split_path: Annotated[Path | None, typer.Option("--split", help="The test-set file, when it is no longer where the manifest says.")] = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding application.json / transfer.json.")] = None,
+    retry_timeouts: Annotated[bool, typer.Option("--retry-timeouts", help="Verify again attempts whose rule verdict timed out (by default final until --verify-timeout changes).")] = False,
     *,
     judge_options: dict[str, Any],
     verify_options: dict[str, Any],
@@ -66,7 +67,8 @@ def judge_cmd(
         with progress_bars() as progress:
             res = add_llm_verdicts(run_dir, spec, judge_rule_accepts=judge_rule_accepts or audit_rule_accepts,
                                    refresh=refresh, activate=activate, split_path=split_path, data_dir=data_dir,
-                                   verify_timeout=verify_timeout, verify_workers=verify_workers, progress=progress)
+                                   verify_timeout=verify_timeout, verify_workers=verify_workers,
+                                   retry_timeouts=retry_timeouts, progress=progress)
     except EvalError as e:
         fail_for(e, e.field)
     except LLMJudgeConfigError as e:

@@ -88,6 +88,16 @@ def print_report(rep: dict[str, Any], run_dir: Path) -> None:
             f"[yellow]{plural(t['failed'], 'failed turn')} and {plural(t['missing_judgements'], 'turn')} without a current "
             f"verdict (of {t['expected']}) count as incorrect above.[/yellow]"
         )
+    if t.get("rule_timeouts"):
+        n, timeout = t["rule_timeouts"], (rep.get("verifier") or {}).get("timeout")
+        at = f" (timeout {timeout:g} s)" if isinstance(timeout, (int, float)) else ""
+        console.print(
+            f"[bold yellow]warning: the rule verifier timed out on {plural(n, 'attempt')}{at}; "
+            f"{'it counts' if n == 1 else 'they count'} as incorrect above and {'is' if n == 1 else 'are'} not verified again "
+            f"with this timeout. Re-run with a larger --verify-timeout (or --retry-timeouts) to verify {'it' if n == 1 else 'them'} again."
+            "[/bold yellow]",
+            soft_wrap=True,
+        )
     lj = rep.get("llm_judge")
     if lj:
         v = lj["verdicts"]

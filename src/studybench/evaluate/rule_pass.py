@@ -2,8 +2,9 @@
 
 Which turns are verified is decided by :func:`studybench.store.rule_verdict_status` (the one currency
 rule): a turn with a usable completion is verified when no verdict counts for it, or when the one that
-counts is out of date (the generation's error changed, the verifier's settings changed, or it timed
-out). A failed turn is recorded as incorrect with its error as the reason.
+counts is out of date (the generation's error changed or the verifier's settings changed). A verdict
+that timed out is final for the settings that made it, unless ``retry_timeouts`` asks to verify it
+again. A failed turn is recorded as incorrect with its error as the reason.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from typing import Any, Protocol
 
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.records import SubProblemRef
-from studybench.store import RuleVerdictRow, RuleVerdictStatus, RunStore, TurnKey, rule_verdict_status
+from studybench.store import (
+    RETRYABLE_RULE_REASON,
+    RuleVerdictRow,
+    RuleVerdictStatus,
+    RunStore,
+    TurnKey,
+    rule_verdict_status,
+)
 
 __all__ = ["RuleStats", "RuleVerifier", "add_rule_verdicts"]
 
@@ -36,6 +44,8 @@ class RuleStats:
         reused: of those, turns whose verdict was current.
         verified: turns verified now.
         correct: current verdicts that are correct (reused and new).
+        timed_out: current verdicts that timed out (reused and new): incorrect, and final for these
+            settings; a larger timeout (or ``retry_timeouts``) verifies them again.
         seconds: wall time of the pass.
     """
 
@@ -43,6 +53,7 @@ class RuleStats:
     reused: int = 0
     verified: int = 0
     correct: int = 0
+    timed_out: int = 0
     seconds: float = 0.0
 
 
@@ -54,6 +65,7 @@ def add_rule_verdicts(
     *,
     progress: ProgressFn | None = None,
     chunk: int = 512,
+    retry_timeouts: bool = False,
 ) -> RuleStats:
     """Verify every turn of ``scope`` that has no current rule verdict; append the verdicts.
 
@@ -65,6 +77,8 @@ def add_rule_verdicts(
             verdict; a stored verdict made with other settings is verified again.
         progress: see :data:`~studybench.evaluate.scope.ProgressFn` (phase ``"verify"``).
         chunk: turns sent to the verifier at once.
+        retry_timeouts: verify again turns whose verdict timed out with the same settings (by default
+            such a verdict is final for its settings and reused).
 
     Returns:
         Counts and the wall time of the pass.
@@ -77,13 +91,14 @@ def add_rule_verdicts(
         progress("verify", 0, scope.n_turns)
     todo: list[tuple[TurnKey, RuleVerdictStatus, SubProblemRef]] = []
     for key, ref in scope.turns():
-        status = rule_verdict_status(gens.get(key), rules.get(key), settings)
+        status = rule_verdict_status(gens.get(key), rules.get(key), settings, retry_timeouts=retry_timeouts)
         if status.generation is None:
             continue  # not generated, or an unusable row: the next generation pass replaces it
         stats.total += 1
         if status.stale is None and status.verdict is not None:
             stats.reused += 1
             stats.correct += status.verdict.correct
+            stats.timed_out += status.timed_out
             if progress:
                 progress("verify", 1, None)
             continue
@@ -117,6 +132,7 @@ def add_rule_verdicts(
             ))
             stats.verified += 1
             stats.correct += correct
+            stats.timed_out += reason.startswith(RETRYABLE_RULE_REASON)
             if progress:
                 progress("verify", 1, None)
     store.rule_log.sync()

@@ -389,7 +389,7 @@ def run_plan(
                 return result
             with Verifier(workers=spec.verify_workers, timeout=spec.verify_timeout) as verifier:
                 result.rule = add_rule_verdicts(plan.scope, store, verifier, rule_settings(spec.verify_timeout),
-                                                progress=progress)
+                                                progress=progress, retry_timeouts=spec.retry_timeouts)
             if plan.judge is not None:
                 judge = plan.judge
 
@@ -554,6 +554,7 @@ def add_llm_verdicts(
     dataset: Dataset | None = None,
     verify_timeout: float | None = None,
     verify_workers: int | None = None,
+    retry_timeouts: bool = False,
     progress: ProgressFn | None = None,
     preflight: bool = True,
 ) -> JudgeRunResult:
@@ -579,6 +580,7 @@ def add_llm_verdicts(
         verify_timeout: the rule verifier's timeout (``None``: the run's own, else 5 s). Another value than
             the run's changes the verifier's settings: every turn is verified again.
         verify_workers: rule verifier worker processes.
+        retry_timeouts: verify again turns whose rule verdict timed out with the same settings.
         progress: see :data:`~studybench.evaluate.scope.ProgressFn`.
         preflight: check the judge endpoint first.
 
@@ -631,7 +633,8 @@ def add_llm_verdicts(
                 raise EvalError(str(e), "judge.base_url") from None
         try:
             with Verifier(workers=verify_workers, timeout=rule_timeout) as verifier:
-                rule = add_rule_verdicts(scope, store, verifier, rule_settings(rule_timeout), progress=progress)
+                rule = add_rule_verdicts(scope, store, verifier, rule_settings(rule_timeout), progress=progress,
+                                         retry_timeouts=retry_timeouts)
 
             async def llm() -> LLMStats:
                 nonlocal judge_open

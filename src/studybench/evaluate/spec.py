@@ -72,6 +72,8 @@ class EvalSpec(BaseModel):
             or ``None``: rule+llm with a judge, else the run's previous mode, else rule.
         verify_timeout: hard wall-clock seconds per symbolic verification.
         verify_workers: rule verifier worker processes (``None``: one per CPU, at most 8).
+        retry_timeouts: verify again turns whose rule verdict timed out with the same settings (by
+            default such a verdict is final until the settings change, e.g. a larger ``verify_timeout``).
         judge: the LLM judge for rule rejections (leaderboard mode).
         only_generate: generate turns; do not verify or report.
         only_verify: verify stored turns and report; generate nothing (needs no endpoint).
@@ -109,6 +111,7 @@ class EvalSpec(BaseModel):
     verifier_mode: Literal["rule", "rule+llm"] | None = None
     verify_timeout: float = Field(5.0, ge=1e-3, le=86_400.0, allow_inf_nan=False)
     verify_workers: int | None = Field(None, ge=1, le=1024)
+    retry_timeouts: bool = False
     judge: LLMJudgeSpec | None = None
     only_generate: bool = False
     only_verify: bool = False

@@ -2,7 +2,8 @@
 
 ``report.json`` carries at its top level ``k``, ``seeds``, ``par_at_k`` and ``sub_at_k`` (each
 ``{"mean", "std", "per_seed"}`` in percent), ``breakdowns`` (by sub-discipline, source and answer
-type) and run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements).
+type) and run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements;
+``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out).
 What each turn scores comes from :func:`studybench.store.turn_verdicts` (the one currency rule).
 """
 
@@ -157,6 +158,9 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None) -> dict
         "unsolved_sub_problems": unsolved,
         "usage": dict(usage),
     }
+    timeouts = sum(1 for t in table if t.rule.timed_out)
+    if timeouts:  # only when there are any: reports of runs without timeouts stay as they were
+        rep["turns"]["rule_timeouts"] = timeouts
     if judge is not None:
         judged = sum(llm_counts[v] for v in ("TRUE", "FALSE", "unjudgeable"))
         rep["llm_judge"] = {

@@ -49,6 +49,12 @@ def render_markdown(rep: dict[str, Any]) -> str:
         ]
         if vc["error"] or vc["not judged"]:
             lines += ["Errors and unjudged rejections count as incorrect; run `studybench judge RUN_DIR` to judge them.", ""]
+    if rep["turns"].get("rule_timeouts"):
+        timeout = (rep.get("verifier") or {}).get("timeout")
+        at = f" (timeout {timeout:g} s)" if isinstance(timeout, (int, float)) else ""
+        lines += [f"**Rule verifier timeouts: {rep['turns']['rule_timeouts']}** attempts count as incorrect because the rule verifier "
+                  f"timed out{at}. They are final for this timeout; re-run with a larger `--verify-timeout` "
+                  "(or `--retry-timeouts`) to verify them again.", ""]
     if rep.get("scoring"):
         kk = rep["k"]
         lines += [

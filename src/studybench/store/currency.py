@@ -12,9 +12,14 @@ version, one that timed out or one whose judge inputs changed still counts until
 
 **Must a pass take the turn (again)?** (the rule pass verifies it, the LLM pass judges it). Yes when no verdict
 counts, and also when the counting verdict is out of date: for a rule verdict, the generation's
-``error`` changed, the rule verifier's settings changed (mode, version, timeout), or it timed out
-(``reason`` starts with :data:`RETRYABLE_RULE_REASON`: load may have caused it); for an LLM verdict,
-its judge inputs changed (``inputs_digest``) or it is not final (``"error"``: a transport failure).
+``error`` changed or the rule verifier's settings changed (mode, version, timeout); for an LLM
+verdict, its judge inputs changed (``inputs_digest``) or it is not final (``"error"``: a transport
+failure).
+
+**Timed-out rule verdicts** (``reason`` starts with :data:`RETRYABLE_RULE_REASON`) are final for the
+verifier settings that made them: verifying again with the same timeout almost always times out
+again. They are verified again when the settings change (e.g. a larger timeout) or when asked
+(``retry_timeouts``, e.g. after a run on a loaded machine); reports count them.
 
 :func:`rule_verdict_status` and :func:`llm_verdict_status` return both answers at once.
 """
@@ -30,7 +35,8 @@ from studybench.store.rows import FINAL_LLM_VERDICTS, GenerationRow, LLMVerdictR
 __all__ = ["RETRYABLE_RULE_REASON", "LLMVerdictStatus", "RuleVerdictStatus", "llm_verdict_status", "rule_verdict_status"]
 
 RETRYABLE_RULE_REASON = "incorrect: timed out"
-"""Rule verdicts whose reason starts with this are judged again by the next rule pass."""
+"""The reason of a rule verdict that timed out: final for its verifier settings, verified again only
+when they change or with ``retry_timeouts``."""
 
 
 @dataclass(frozen=True)
@@ -56,13 +62,22 @@ class RuleVerdictStatus:
         return self.generation is not None and bool(self.generation.error)
 
     @property
+    def timed_out(self) -> bool:
+        """The counting rule verdict timed out (its reason starts with :data:`RETRYABLE_RULE_REASON`)."""
+        return self.verdict is not None and self.verdict.reason.startswith(RETRYABLE_RULE_REASON)
+
+    @property
     def judgeable(self) -> bool:
         """The turn has a usable completion, not a failed generation: LLM-judgeable when it counts."""
         return self.generation is not None and not self.generation.error
 
 
 def rule_verdict_status(
-    generation: GenerationRow | None, rule: RuleVerdictRow | None, settings: dict[str, Any] | None = None
+    generation: GenerationRow | None,
+    rule: RuleVerdictRow | None,
+    settings: dict[str, Any] | None = None,
+    *,
+    retry_timeouts: bool = False,
 ) -> RuleVerdictStatus:
     """Whether a turn's stored rule verdict counts, and whether the rule pass must verify it again.
 
@@ -71,6 +86,8 @@ def rule_verdict_status(
         rule: the turn's last rule verdict row (``None``: never judged).
         settings: the rule verifier's settings now (see :func:`studybench.store.manifest.rule_settings`);
             ``None`` when the caller only counts (reports) and does not verify.
+        retry_timeouts: a verdict that timed out is out of date even with the same settings (the
+            caller asks to verify timeouts again); by default it is final for its settings.
 
     Returns:
         A :class:`RuleVerdictStatus` (see the module docstring for the rule).
@@ -87,7 +104,7 @@ def rule_verdict_status(
         stale = "the generation's error changed"
     elif settings is not None and rule.verifier != settings:
         stale = "the rule verifier's settings changed"
-    elif rule.reason.startswith(RETRYABLE_RULE_REASON):
+    elif retry_timeouts and rule.reason.startswith(RETRYABLE_RULE_REASON):
         stale = "timed out"
     return RuleVerdictStatus(generation, cd, rule, stale)
 

@@ -2,11 +2,19 @@
 
 Design:
 
-* Workers are fresh interpreters (``sys.executable -c ...``) started lazily and reused; they talk
+* Workers are fresh interpreters (``sys.executable -I -c ...``) started lazily and reused; they talk
   to the parent over two pipes with ``multiprocessing.connection``. Unlike ``fork`` this is safe
   with threads, and unlike ``spawn``/``forkserver`` it never re-imports the caller's ``__main__``
   (scripts without a ``__main__`` guard keep working). Start-up (interpreter + SymPy import,
   about a second) is paid once per worker and is not counted against a task's timeout.
+* Workers run isolated (``-I``: no current directory on the import path, no ``PYTHON*`` variables,
+  no user site). Their import path is the parent's ``sys.path`` without the current directory,
+  passed explicitly, and ``studybench`` itself is loaded from the parent's own copy, so a
+  ``secrets.py`` (or any module) in the working directory is never imported.
+* A worker dies with its parent: on Linux the kernel kills it (``PR_SET_PDEATHSIG``; workers are
+  started from one long-lived thread because the signal follows the thread that started the
+  process), and everywhere a watchdog thread exits when the parent process is gone, also while a
+  task is running.
 * Each worker owns one pipe. A caller thread takes an idle worker, sends one task and waits on the
   pipe with ``poll(timeout)``. On overrun the worker is killed with SIGKILL, reaped, and a new one
   is started on demand; the caller gets a "timed out" result. No signals are used in the caller,
@@ -64,11 +72,19 @@ def _task_ping() -> int:
     return os.getpid()
 
 
+def _task_origin() -> dict[str, Any]:
+    """Diagnostics: where the worker's ``studybench`` comes from, and its import path."""
+    import studybench
+
+    return {"studybench": studybench.__file__, "path": list(sys.path)}
+
+
 TASKS: dict[str, Callable[..., Any]] = {
     "verdict": _task_verdict,
     "parsable": _task_parsable,
     "sleep": _task_sleep,
     "ping": _task_ping,
+    "origin": _task_origin,
 }
 """The only functions a worker will run, by name."""
 
@@ -120,8 +136,45 @@ def _worker_main(conn: Any) -> None:
         return
 
 
-def _serve_fds(read_fd: int, write_fd: int) -> None:
-    """Entry point of a worker process: serve tasks over two inherited pipe descriptors."""
+_PR_SET_PDEATHSIG = 1
+_WATCH_INTERVAL = 0.2
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this worker exit as soon as ``parent_pid`` (its parent) is gone, even while a task runs.
+
+    On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``); on every platform a
+    daemon thread polls ``os.getppid()`` (a dead parent's children are re-parented) and exits.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError, ImportError):  # pragma: no cover - the watchdog still works
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_WATCH_INTERVAL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="studybench-parent-watch", daemon=True).start()
+
+
+def _serve_fds(read_fd: int, write_fd: int, parent_pid: int | None = None) -> None:
+    """Entry point of a worker process: serve tasks over two inherited pipe descriptors.
+
+    Args:
+        read_fd: the worker's end of the pipe it reads tasks from.
+        write_fd: the worker's end of the pipe it writes results to.
+        parent_pid: the pool's process; the worker exits when it is gone (``None``: not watched).
+    """
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     from multiprocessing.connection import Connection
 
     class _Duplex:
@@ -138,21 +191,101 @@ def _serve_fds(read_fd: int, write_fd: int) -> None:
     _worker_main(_Duplex())
 
 
-_BOOT = "import sys; from studybench.verify.sandbox import _serve_fds; _serve_fds(int(sys.argv[1]), int(sys.argv[2]))"
+_BOOT = (
+    "import sys, os, json, importlib.util as u; a = sys.argv; sys.path[:] = json.loads(a[2]); "
+    "s = u.spec_from_file_location('studybench', os.path.join(a[1], '__init__.py'), submodule_search_locations=[a[1]]); "
+    "m = u.module_from_spec(s); sys.modules['studybench'] = m; s.loader.exec_module(m); "
+    "from studybench.verify.sandbox import _serve_fds; _serve_fds(int(a[3]), int(a[4]), int(a[5]))"
+)
+"""A worker's start: ``python -I -c _BOOT PACKAGE_DIR PATH READ_FD WRITE_FD PARENT_PID``.
+
+``-I`` keeps the current directory, ``PYTHON*`` variables and the user site off the import path;
+the import path is then set to PATH (a JSON list: the parent's, see :func:`_worker_path`), and
+``studybench`` is loaded from PACKAGE_DIR (the parent's copy, also for an editable install or a
+``PYTHONPATH`` checkout), so the worker runs the very code the parent runs."""
+
+
+def _worker_path() -> list[str]:
+    """The parent's import path as absolute entries, without the current directory (``""`` included)."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:  # pragma: no cover - the working directory was removed
+        cwd = None
+    out: list[str] = []
+    for p in sys.path:
+        if not isinstance(p, str) or not p:
+            continue
+        full = os.path.abspath(p)
+        if cwd is not None and os.path.realpath(full) == cwd:
+            continue
+        if full not in out:
+            out.append(full)
+    return out
+
+
+def _worker_argv(read_fd: int, write_fd: int) -> list[str]:
+    import json
+
+    import studybench
+
+    package_dir = os.path.dirname(os.path.abspath(studybench.__file__ or ""))
+    return [sys.executable, "-I", "-c", _BOOT, package_dir, json.dumps(_worker_path()),
+            str(read_fd), str(write_fd), str(os.getpid())]
 
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 
+class _Spawner:
+    """Starts worker processes from one long-lived daemon thread of this process.
+
+    Linux delivers ``PR_SET_PDEATHSIG`` when the *thread* that started a process exits, not the
+    process: a worker started from a short-lived caller thread (an executor thread, a user thread)
+    would be killed when that thread ends. Starting every worker here ties them to the process.
+    """
+
+    _lock = threading.Lock()
+    _queue: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] | None = None
+    _pid: int | None = None
+
+    @classmethod
+    def run(cls, fn: Callable[[], Any]) -> Any:
+        """``fn()`` run on the spawner thread; its result, or its exception re-raised here."""
+        with cls._lock:
+            if cls._queue is None or cls._pid != os.getpid():  # first use, or a forked child
+                cls._queue = queue.SimpleQueue()
+                cls._pid = os.getpid()
+                threading.Thread(target=cls._serve, args=(cls._queue,), name="studybench-spawner", daemon=True).start()
+            q = cls._queue
+        box: list[Any] = []
+        done = threading.Event()
+        q.put((fn, box, done))
+        try:
+            done.wait()
+        except BaseException:
+            done.wait()  # e.g. Ctrl-C: let the start finish before the caller closes the descriptors it passes
+            raise
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    @staticmethod
+    def _serve(q: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]]) -> None:
+        while True:
+            fn, box, done = q.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                box.append((False, e))
+            done.set()
+
+
 class _Worker:
-    """One worker: a fresh interpreter (``python -c``) talking over two pipes.
+    """One worker: a fresh isolated interpreter (``python -I -c``) talking over two pipes.
 
     A fresh interpreter (rather than ``fork``/``forkserver``) never re-imports the caller's
     ``__main__`` and inherits no threads or locks; it costs one interpreter start plus the SymPy
@@ -165,15 +298,16 @@ class _Worker:
         c_read, p_write = os.pipe()
         p_read, c_write = os.pipe()
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(c_read), str(c_write)],
+            argv, env = _worker_argv(c_read, c_write), _child_env()
+            self.proc: subprocess.Popen[bytes] = _Spawner.run(lambda: subprocess.Popen(
+                argv,
                 pass_fds=(c_read, c_write),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                env=_child_env(),
+                env=env,
                 close_fds=True,
-            )
+            ))
         except BaseException:
             for fd in (c_read, p_write, p_read, c_write):
                 os.close(fd)
@@ -317,7 +451,7 @@ class SandboxPool:
         first with :meth:`warm` so that interpreter start-up does not count against early calls.
 
         Args:
-            name: a task of :data:`TASKS` (``"verdict"``, ``"parsable"``, ``"sleep"``, ``"ping"``).
+            name: a task of :data:`TASKS` (``"verdict"``, ``"parsable"``, ``"sleep"``, ``"ping"``, ``"origin"``).
             args: the task's arguments (plain picklable values).
             timeout: wall-clock seconds for the whole call.
 
