@@ -1,0 +1,5 @@
+"""``python -m studybench``: the ``studybench`` command."""
+
+from studybench.cli import main
+
+main()
