@@ -427,7 +427,7 @@ def test_cli_second_audit_is_answered_by_the_verdict_cache_and_no_judge_cache_as
 
     def decide(train: str, evl: str) -> bool | str:
         if "Problem 7." in train:
-            return "no verdict line"  # copy-lens: unjudgeable, cached like the others
+            return "no verdict line"  # copy-lens: unjudgeable, never cached
         return "confined in a one-dimensional" in train  # copy-well: YES; cjk-copy: NO
 
     with start_stub_server(duplicate_reply_fn(decide), model="stub-judge") as srv:
@@ -438,19 +438,19 @@ def test_cli_second_audit_is_answered_by_the_verdict_cache_and_no_judge_cache_as
         assert n == 1 + 1 + 3 + 1  # one 429, copy-well, copy-lens asked three times, cjk-copy
         second = _audit_cli(train_p, eval_p, tmp_path / "o2", srv.base_url, "--judge-cache", str(cache))
         assert second.exit_code == 0, second.output
-        assert srv.count == n  # zero requests
+        assert srv.count == n + 3  # only the unjudgeable pair is asked again (three times)
         third = _audit_cli(train_p, eval_p, tmp_path / "o3", srv.base_url, "--judge-cache", str(cache), "--no-judge-cache")
         assert third.exit_code == 0, third.output
-        assert srv.count == n + 1 + 3 + 1  # asked again; nothing read from the cache
+        assert srv.count == n + 3 + 1 + 3 + 1  # asked again; nothing read from the cache
     reports = [json.loads((tmp_path / o / "report.json").read_text()) for o in ("o1", "o2", "o3")]
     llm = [r["stages"]["llm"] for r in reports]
-    assert [(x["requests"], x["cache_hits"]) for x in llm] == [(n, 0), (0, 3), (5, 0)]
+    assert [(x["requests"], x["cache_hits"]) for x in llm] == [(n, 0), (3, 2), (5, 0)]
     assert all(x["verdicts"] == {"yes": 1, "no": 1, "unjudgeable": 1, "error": 0} for x in llm)
     pairs = [(tmp_path / o / "pairs.jsonl").read_text() for o in ("o1", "o2", "o3")]
     assert pairs[0] == pairs[1] == pairs[2]
-    assert len((cache / "verdicts.jsonl").read_text().splitlines()) == 3  # --no-judge-cache wrote nothing
+    assert len((cache / "verdicts.jsonl").read_text().splitlines()) == 2  # YES and NO; --no-judge-cache wrote nothing
     assert reports[1]["parameters"]["judge_cache"] == str(cache) and reports[2]["parameters"]["judge_use_cache"] is False
-    assert "0 requests, 3 from the verdict cache" in " ".join(second.stdout.split())
+    assert "3 requests, 2 from the verdict cache" in " ".join(second.stdout.split())
 
 
 def test_cli_refused_key_stops_the_audit_with_exit_2(tmp_path: Path) -> None:
