@@ -664,3 +664,49 @@ def test_shingle_ids_and_lsh_signatures_do_not_depend_on_the_hash_seed() -> None
         for seed in (1, 2, 3, 4)
     }
     assert len(outs) == 1
+
+
+def test_cli_summary_counts_pairs_without_a_verdict_apart_from_flagged_duplicates(tmp_path: Path) -> None:
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    train_p, eval_p = _fixture_files(tmp_path)
+
+    def decide(train: str, evl: str) -> bool | str:
+        if "Problem 7." in train:
+            return "no verdict line"  # copy-lens: unjudgeable
+        return "confined in a one-dimensional" in train  # copy-well: YES; cjk-copy: NO
+
+    with start_stub_server(duplicate_reply_fn(decide), model="stub-judge") as srv:
+        res = _audit_cli(train_p, eval_p, tmp_path / "out", srv.base_url, "--judge-cache", str(tmp_path / "c"))
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.stdout.split())
+    assert "flagged pairs: 1 judged duplicate, 1 pair without a verdict (1 unjudgeable, 0 error; also flagged)" in out
+    assert "1 (+1 no verdict)" in out  # the llm row of the stage table
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert rep["flagged_pairs"] == 2 and rep["flagged_no_verdict"] == 1
+    assert (rep["stages"]["llm"]["flagged_yes"], rep["stages"]["llm"]["flagged_no_verdict"]) == (1, 1)
+    assert rep["stages"]["llm"]["unjudgeable_alarm"] is None  # one unjudgeable pair is not a broken judge
+    assert "flagged pairs: 2 (judge YES: 1; no verdict, kept flagged: 1)" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_cli_audit_with_a_wrong_format_judge_warns_and_exits_1(tmp_path: Path) -> None:
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    train_p = _write_jsonl(tmp_path / "train.jsonl", [{"id": f"copy-{k}", "problem": t} for k, t in enumerate(BASE)])
+    eval_p = _write_jsonl(tmp_path / "eval.jsonl", [{"index": k, "question": t} for k, t in enumerate(BASE)])
+    cache = tmp_path / "c"
+    with start_stub_server(duplicate_reply_fn(lambda t, e: "They are the same problem."), model="stub-judge") as srv:
+        res = _audit_cli(train_p, eval_p, tmp_path / "out", srv.base_url, "--judge-cache", str(cache),
+                         "--judge-max-tokens", 16)
+        assert srv.count == 3 * len(BASE)
+    assert res.exit_code == 1, res.output
+    err = " ".join(res.stderr.split())
+    assert f"{len(BASE)} of {len(BASE)} judge verdicts (100%) are unjudgeable" in err
+    assert "reasoning parser" in err and "chat template" in err and "--judge-max-tokens, now 16" in err
+    assert "Sample reply: 'They are the same problem.'" in err
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())  # the outputs are written all the same
+    assert rep["flagged_no_verdict"] == len(BASE) and rep["stages"]["llm"]["unjudgeable_alarm"]
+    assert rep["parameters"]["judge_max_tokens"] == 16
+    assert not (cache / "verdicts.jsonl").exists() or not (cache / "verdicts.jsonl").read_text()

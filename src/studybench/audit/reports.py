@@ -169,7 +169,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     inp = report["inputs"]
     nov = report.get("flagged_no_verdict")
     flagged = f"{report['flagged_pairs']}" if not nov else (
-        f"{report['flagged_pairs']} ({report['flagged_pairs'] - nov} judged duplicates, {nov} without a verdict)")
+        f"{report['flagged_pairs']} (judge YES: {report['flagged_pairs'] - nov}; no verdict, kept flagged: {nov})")
     lines += [
         f"- train: {inp['train_records']} records from {len(inp['train_files'])} file(s); "
         f"eval: {inp['eval_records']} records from {len(inp['eval_files'])} file(s)",
