@@ -154,13 +154,14 @@ async def add_llm_verdicts_to_scope(
         if progress:
             progress("llm judge", 1, None)
 
-    read_cache = judge.read_cache
-    if refresh:
+    read_cache = getattr(judge, "read_cache", None)
+    if refresh and read_cache:
         judge.read_cache = False  # write through: the fresh verdicts replace the cached ones
     try:
         await asyncio.gather(*(one(*t) for t in todo))
     finally:
-        judge.read_cache = read_cache
+        if refresh and read_cache:
+            judge.read_cache = read_cache
         store.llm_log.sync()
         stats.seconds = time.perf_counter() - t0
     return stats
