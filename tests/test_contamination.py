@@ -427,7 +427,7 @@ def test_cli_second_audit_is_answered_by_the_verdict_cache_and_no_judge_cache_as
 
     def decide(train: str, evl: str) -> bool | str:
         if "Problem 7." in train:
-            return "no verdict line"  # copy-lens: unjudgeable, cached like the others
+            return "no verdict line"  # copy-lens: unjudgeable, never cached
         return "confined in a one-dimensional" in train  # copy-well: YES; cjk-copy: NO
 
     with start_stub_server(duplicate_reply_fn(decide), model="stub-judge") as srv:
@@ -438,19 +438,19 @@ def test_cli_second_audit_is_answered_by_the_verdict_cache_and_no_judge_cache_as
         assert n == 1 + 1 + 3 + 1  # one 429, copy-well, copy-lens asked three times, cjk-copy
         second = _audit_cli(train_p, eval_p, tmp_path / "o2", srv.base_url, "--judge-cache", str(cache))
         assert second.exit_code == 0, second.output
-        assert srv.count == n  # zero requests
+        assert srv.count == n + 3  # only the unjudgeable pair is asked again (three times)
         third = _audit_cli(train_p, eval_p, tmp_path / "o3", srv.base_url, "--judge-cache", str(cache), "--no-judge-cache")
         assert third.exit_code == 0, third.output
-        assert srv.count == n + 1 + 3 + 1  # asked again; nothing read from the cache
+        assert srv.count == n + 3 + 1 + 3 + 1  # asked again; nothing read from the cache
     reports = [json.loads((tmp_path / o / "report.json").read_text()) for o in ("o1", "o2", "o3")]
     llm = [r["stages"]["llm"] for r in reports]
-    assert [(x["requests"], x["cache_hits"]) for x in llm] == [(n, 0), (0, 3), (5, 0)]
+    assert [(x["requests"], x["cache_hits"]) for x in llm] == [(n, 0), (3, 2), (5, 0)]
     assert all(x["verdicts"] == {"yes": 1, "no": 1, "unjudgeable": 1, "error": 0} for x in llm)
     pairs = [(tmp_path / o / "pairs.jsonl").read_text() for o in ("o1", "o2", "o3")]
     assert pairs[0] == pairs[1] == pairs[2]
-    assert len((cache / "verdicts.jsonl").read_text().splitlines()) == 3  # --no-judge-cache wrote nothing
+    assert len((cache / "verdicts.jsonl").read_text().splitlines()) == 2  # YES and NO; --no-judge-cache wrote nothing
     assert reports[1]["parameters"]["judge_cache"] == str(cache) and reports[2]["parameters"]["judge_use_cache"] is False
-    assert "0 requests, 3 from the verdict cache" in " ".join(second.stdout.split())
+    assert "3 requests, 2 from the verdict cache" in " ".join(second.stdout.split())
 
 
 def test_cli_refused_key_stops_the_audit_with_exit_2(tmp_path: Path) -> None:
@@ -664,3 +664,49 @@ def test_shingle_ids_and_lsh_signatures_do_not_depend_on_the_hash_seed() -> None
         for seed in (1, 2, 3, 4)
     }
     assert len(outs) == 1
+
+
+def test_cli_summary_counts_pairs_without_a_verdict_apart_from_flagged_duplicates(tmp_path: Path) -> None:
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    train_p, eval_p = _fixture_files(tmp_path)
+
+    def decide(train: str, evl: str) -> bool | str:
+        if "Problem 7." in train:
+            return "no verdict line"  # copy-lens: unjudgeable
+        return "confined in a one-dimensional" in train  # copy-well: YES; cjk-copy: NO
+
+    with start_stub_server(duplicate_reply_fn(decide), model="stub-judge") as srv:
+        res = _audit_cli(train_p, eval_p, tmp_path / "out", srv.base_url, "--judge-cache", str(tmp_path / "c"))
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.stdout.split())
+    assert "flagged pairs: 1 judged duplicate, 1 pair without a verdict (1 unjudgeable, 0 error; also flagged)" in out
+    assert "1 (+1 no verdict)" in out  # the llm row of the stage table
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert rep["flagged_pairs"] == 2 and rep["flagged_no_verdict"] == 1
+    assert (rep["stages"]["llm"]["flagged_yes"], rep["stages"]["llm"]["flagged_no_verdict"]) == (1, 1)
+    assert rep["stages"]["llm"]["unjudgeable_alarm"] is None  # one unjudgeable pair is not a broken judge
+    assert "flagged pairs: 2 (judge YES: 1; no verdict, kept flagged: 1)" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_cli_audit_with_a_wrong_format_judge_warns_and_exits_1(tmp_path: Path) -> None:
+    from studybench.testing.stub_judge import duplicate_reply_fn
+    from studybench.testing.stub_server import start_stub_server
+
+    train_p = _write_jsonl(tmp_path / "train.jsonl", [{"id": f"copy-{k}", "problem": t} for k, t in enumerate(BASE)])
+    eval_p = _write_jsonl(tmp_path / "eval.jsonl", [{"index": k, "question": t} for k, t in enumerate(BASE)])
+    cache = tmp_path / "c"
+    with start_stub_server(duplicate_reply_fn(lambda t, e: "They are the same problem."), model="stub-judge") as srv:
+        res = _audit_cli(train_p, eval_p, tmp_path / "out", srv.base_url, "--judge-cache", str(cache),
+                         "--judge-max-tokens", 16)
+        assert srv.count == 3 * len(BASE)
+    assert res.exit_code == 1, res.output
+    err = " ".join(res.stderr.split())
+    assert f"{len(BASE)} of {len(BASE)} judge verdicts (100%) are unjudgeable" in err
+    assert "reasoning parser" in err and "chat template" in err and "--judge-max-tokens, now 16" in err
+    assert "Sample reply: 'They are the same problem.'" in err
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())  # the outputs are written all the same
+    assert rep["flagged_no_verdict"] == len(BASE) and rep["stages"]["llm"]["unjudgeable_alarm"]
+    assert rep["parameters"]["judge_max_tokens"] == 16
+    assert not (cache / "verdicts.jsonl").exists() or not (cache / "verdicts.jsonl").read_text()

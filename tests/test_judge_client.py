@@ -130,7 +130,8 @@ def test_refused_inputs_are_unjudgeable_not_retried_forever(tmp_path: Path) -> N
         srv.fail(400, times=1)
         (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
         assert v.verdict == "unjudgeable" and "HTTP 400" in (v.error or "")
-        assert LLMVerdictCache(tmp_path).get(next(iter(LLMVerdictCache(tmp_path)._load())))["verdict"] == "unjudgeable"
+        assert len(LLMVerdictCache(tmp_path)) == 0  # not a verdict: never cached
+        assert not (tmp_path / "verdicts.jsonl").exists() or not (tmp_path / "verdicts.jsonl").read_text()
 
 
 def test_cache_second_judge_makes_zero_requests(tmp_path: Path) -> None:
@@ -155,12 +156,49 @@ def test_cache_second_judge_makes_zero_requests(tmp_path: Path) -> None:
         assert srv.count == 8
 
 
-def test_unjudgeable_is_cached_too(tmp_path: Path) -> None:
+def test_unjudgeable_is_never_cached_so_a_fixed_judge_is_asked(tmp_path: Path) -> None:
     with start_stub_server(judge_reply_fn(lambda x: "no format"), model="stub-judge") as srv:
-        _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
-        n = srv.count
         (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
-        assert v.verdict == "unjudgeable" and v.cached and srv.count == n
+        n = srv.count
+        assert v.verdict == "unjudgeable" and n == 3 and len(LLMVerdictCache(tmp_path)) == 0
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "unjudgeable" and not v.cached and srv.count == 2 * n  # asked again
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:  # the judge, fixed
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "TRUE" and not v.cached and srv.count == 1
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "TRUE" and v.cached and srv.count == 1
+
+
+def test_unjudgeable_rows_of_older_versions_are_ignored_on_read(tmp_path: Path) -> None:
+    import json
+
+    from studybench.llm_judge import cache_key
+
+    tmpl = LLMJudgeTemplate.builtin()
+    inputs = _inputs("42")
+    key = cache_key("stub-judge", tmpl.digest, inputs.digest)
+    row = {"key": key, "judge_model": "stub-judge", "template_digest": tmpl.digest, "inputs_digest": inputs.digest,
+           "verdict": "unjudgeable", "error": "malformed reply after 3 tries: no verdict section", "reply": "x"}
+    (tmp_path / "verdicts.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert LLMVerdictCache(tmp_path).get(key) is None
+    with start_stub_server(judge_reply_fn(_decide), model="stub-judge") as srv:
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [inputs])
+        assert v.verdict == "TRUE" and not v.cached and srv.count == 1
+
+
+def test_read_cache_false_writes_through(tmp_path: Path) -> None:
+    answer = {"v": True}
+    with start_stub_server(judge_reply_fn(lambda x: answer["v"]), model="stub-judge") as srv:
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "TRUE"
+        answer["v"] = False  # the judge changes its mind
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "TRUE" and v.cached  # read: the cached verdict
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path), read_cache=False), [_inputs("42")])
+        assert v.verdict == "FALSE" and not v.cached
+        (v,) = _run(_judge(srv, cache=LLMVerdictCache(tmp_path)), [_inputs("42")])
+        assert v.verdict == "FALSE" and v.cached and srv.count == 2  # the fresh verdict replaced the old one
 
 
 def test_reasoning_is_kept_out_of_verdict_and_reply(tmp_path: Path) -> None:

@@ -15,7 +15,9 @@ This module runs them (:func:`run_audit`).
 
 **Flagging rule**: without a judge, a candidate is flagged when stage 1, 1b or 2 proposed it.
 With a judge, it is flagged when the judge says YES, and also when no verdict could be obtained
-(``unjudgeable`` or a transport ``error``): a candidate that could not be cleared stays flagged.
+(``unjudgeable`` or a transport ``error``): a candidate that could not be cleared stays flagged. The
+reports count those apart from the pairs the judge called duplicates, and
+:attr:`AuditResult.judge_tally` raises the alarm when most verdicts are unjudgeable.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from studybench.audit.ngrams import (
     stage_containment,
 )
 from studybench.audit.records import AuditRecord
-from studybench.llm_judge import LLMVerdictCache
+from studybench.llm_judge import LLMVerdictCache, UnjudgeableTally
 from studybench.secrets import redact_url
 
 __all__ = [
@@ -165,7 +167,11 @@ class PairRow:
 
 @dataclass
 class AuditResult:
-    """Everything :func:`studybench.audit.reports.write_outputs` needs: records, candidate pairs, stage outputs, timings."""
+    """Everything :func:`studybench.audit.reports.write_outputs` needs: records, candidate pairs, stage outputs, timings.
+
+    ``judge_tally`` counts stage 3's unjudgeable verdicts (``None`` without stage 3); its
+    :meth:`~studybench.llm_judge.UnjudgeableTally.alarm` says when the judge is not answering in its format.
+    """
 
     train: list[AuditRecord]
     eval: list[AuditRecord]
@@ -178,6 +184,7 @@ class AuditResult:
     read_seconds: float = 0.0
     judge_cache_hits: int = 0
     shingle_seconds: float = 0.0
+    judge_tally: UnjudgeableTally | None = None
 
     def flagged_train(self) -> set[int]:
         """Indices of training records in at least one flagged pair."""
@@ -279,6 +286,7 @@ def run_audit(
 
     judge_s = None
     judge_requests = judge_hits = 0
+    tally = UnjudgeableTally() if cfg.judge_model else None
     if cfg.judge_model and rows:
         t_j = time.perf_counter()
         verdicts = judge_pairs(
@@ -292,6 +300,7 @@ def run_audit(
             max_tokens=cfg.judge_max_tokens,
             cache=cfg.judge_verdict_cache(),
             progress=progress,
+            tally=tally,
         )
         judge_s = time.perf_counter() - t_j
         for p, v in zip(rows, verdicts, strict=True):
@@ -303,5 +312,6 @@ def run_audit(
     elif cfg.judge_model:
         judge_s = 0.0
     return AuditResult(
-        train, evals, cfg, rows, s1, s2, judge_s, judge_requests, shingle_seconds=shingle_s, judge_cache_hits=judge_hits
+        train, evals, cfg, rows, s1, s2, judge_s, judge_requests, shingle_seconds=shingle_s, judge_cache_hits=judge_hits,
+        judge_tally=tally,
     )

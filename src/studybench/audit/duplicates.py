@@ -10,7 +10,8 @@ evaluation problem. The reply must end with ``DUPLICATE: YES`` or ``DUPLICATE: N
 with :data:`DUPLICATE_TASK`), so stage 3 has its transport (retries with backoff and
 ``Retry-After``; HTTP 401/403/404 stop the audit with :class:`studybench.llm_judge.LLMJudgeConfigError`;
 HTTP 400/413/422 make the pair ``unjudgeable``), its sharing of identical requests in flight and its
-on-disk verdict cache (same directory as the answer judge; the template digest keeps the keys apart).
+on-disk verdict cache (same directory as the answer judge; the template digest keeps the keys apart;
+``unjudgeable`` is never cached), and its unjudgeable alarm (:class:`studybench.llm_judge.UnjudgeableTally`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from studybench.llm_judge import (
     LLMVerdictCache,
     MalformedReply,
     ParsedVerdict,
+    UnjudgeableTally,
     strip_judge_reasoning,
 )
 
@@ -223,6 +225,7 @@ def judge_pairs(
     pairs: Sequence[tuple[str, str]],
     *,
     progress: ProgressFn | None = None,
+    tally: UnjudgeableTally | None = None,
     **client: Any,
 ) -> list[JudgeVerdict]:
     """Stage 3 (paper 2.3): ask an LLM whether each ``(train text, eval text)`` is the same problem.
@@ -236,6 +239,8 @@ def judge_pairs(
     Args:
         pairs: ``(training text, evaluation text)`` per candidate.
         progress: optional ``(label, done, total)`` callback.
+        tally: counts the verdicts' unjudgeable ones (for the alarm when the judge is not answering
+            in its format).
         **client: the keyword arguments of :func:`duplicate_judge` (``model``, ``base_url``,
             ``api_key_env``, ``concurrency``, ``request_timeout``, ``max_retries``, ``parse_retries``,
             ``max_tokens``, ``cache``, ``read_cache``, ``backoff_initial``, ``backoff_max``).
@@ -258,6 +263,8 @@ def judge_pairs(
         async def one(tt: str, et: str) -> JudgeVerdict:
             nonlocal done
             v = await judge.judge({"train": _clip(tt), "eval": _clip(et)})
+            if tally is not None:
+                tally.add(v)
             done += 1
             if progress:
                 progress("stage 3: LLM judge", done, len(pairs))

@@ -75,11 +75,16 @@ def build_report(result: AuditResult, *, top: int = 10) -> dict[str, Any]:
             "embed_seconds": round(result.stage2.embed_seconds, 3),
             "model_load_seconds": round(result.stage2.load_seconds, 3),
         }
+    no_verdict = sum(1 for p in flagged if p.llm_status in ("unjudgeable", "error"))
     if result.judge_seconds is not None:
         statuses = {s: sum(1 for p in pairs if p.llm_status == s) for s in ("yes", "no", "unjudgeable", "error")}
+        tally = result.judge_tally
         stages["llm"] = {
             "candidates": len(pairs),
             "flagged": len(flagged),
+            "flagged_yes": statuses["yes"],
+            "flagged_no_verdict": no_verdict,
+            "unjudgeable_alarm": tally.alarm(str(cfg.judge_model), max_tokens=cfg.judge_max_tokens) if tally else None,
             "verdicts": statuses,
             "requests": result.judge_requests,
             "cache_hits": result.judge_cache_hits,
@@ -112,7 +117,8 @@ def build_report(result: AuditResult, *, top: int = 10) -> dict[str, Any]:
         "audit": "contamination",
         "paper": "Physics-R1 three-stage audit; StudyBench paper 2.3 / appendix H",
         "flagging_rule": (
-            "judge says YES (unjudgeable or error: flagged)" if cfg.judge_model else "stage 1 OR stage 1b OR stage 2"
+            "judge says YES (unjudgeable or error: flagged, counted apart as flagged_no_verdict)" if cfg.judge_model
+            else "stage 1 OR stage 1b OR stage 2"
         ),
         "parameters": cfg.to_dict(),
         "inputs": {
@@ -125,6 +131,7 @@ def build_report(result: AuditResult, *, top: int = 10) -> dict[str, Any]:
         },
         "candidates": len(pairs),
         "flagged_pairs": len(flagged),
+        "flagged_no_verdict": no_verdict if result.judge_seconds is not None else None,
         "stages": stages,
         "overlap": {
             "jaccard_and_embedding": len(s1_keys & s2_keys),
@@ -160,12 +167,20 @@ def render_markdown(report: dict[str, Any]) -> str:
     """``report.md``: the report as Markdown tables."""
     lines = ["# Contamination audit", "", f"Flagging rule: {report['flagging_rule']}.", ""]
     inp = report["inputs"]
+    nov = report.get("flagged_no_verdict")
+    flagged = f"{report['flagged_pairs']}" if not nov else (
+        f"{report['flagged_pairs']} (judge YES: {report['flagged_pairs'] - nov}; no verdict, kept flagged: {nov})")
     lines += [
         f"- train: {inp['train_records']} records from {len(inp['train_files'])} file(s); "
         f"eval: {inp['eval_records']} records from {len(inp['eval_files'])} file(s)",
-        f"- candidate pairs: {report['candidates']}; flagged pairs: {report['flagged_pairs']}; "
+        f"- candidate pairs: {report['candidates']}; flagged pairs: {flagged}; "
         f"flagged train records: {report['flagged_train_records']}; "
         f"eval records with a flagged match: {report['flagged_eval_records']}",
+    ]
+    alarm = (report["stages"].get("llm") or {}).get("unjudgeable_alarm")
+    if alarm:
+        lines.append(f"- **warning**: {_md_cell(alarm)}")
+    lines += [
         "",
         "## Stages",
         "",

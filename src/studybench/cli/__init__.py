@@ -11,6 +11,8 @@ command                            module                                       
 ``verify``, ``verify-file``        :mod:`studybench.cli.verify`                 :class:`studybench.verify.Verifier`
 ``corpus ...``                     :mod:`studybench.cli.corpus`                 :mod:`studybench.build`
 ``audit contamination``            :mod:`studybench.cli.audit`                  :mod:`studybench.audit`
+``cache show|clear``               :mod:`studybench.cli.cache`                  :func:`studybench.llm_judge.cache_summary`,
+                                                                                :func:`studybench.llm_judge.clear_cache`
 =================================  ===========================================  ==============================
 
 Options several commands share are declared once in :mod:`studybench.cli.common`; every ``--help``
@@ -25,6 +27,7 @@ import typer
 
 from studybench import __version__
 from studybench.cli.audit import audit_app
+from studybench.cli.cache import cache_app
 from studybench.cli.common import out_console
 from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
@@ -51,6 +54,7 @@ app.command("verify-file")(verify_file_cmd)
 app.add_typer(data_app, name="data")
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(audit_app, name="audit")
+app.add_typer(cache_app, name="cache")
 
 
 def _print_version(value: bool) -> None:

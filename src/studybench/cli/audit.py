@@ -18,7 +18,7 @@ from studybench.audit.common import AuditExtraMissing
 from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
-from studybench.cli.common import console, deprecated, fail, out_console
+from studybench.cli.common import console, deprecated, fail, out_console, plural
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -102,6 +102,9 @@ def contamination(
     judge_request_timeout: Annotated[float, typer.Option("--judge-request-timeout", help="Stage 3: seconds per HTTP attempt (as in `studybench judge`).")] = 300.0,
     judge_timeout: Annotated[float | None, typer.Option("--judge-timeout", hidden=True, help="Deprecated: --judge-request-timeout.")] = None,
     judge_max_retries: Annotated[int, typer.Option(help="Stage 3: retries on transient failures.")] = 3,
+    judge_max_tokens: Annotated[
+        int | None, typer.Option("--judge-max-tokens", help="Stage 3: token budget per judge reply (default: the server's).")
+    ] = None,
     judge_cache: Annotated[
         Path | None,
         typer.Option("--judge-cache", help="Stage 3: verdict cache directory (default $STUDYBENCH_JUDGE_CACHE, then the "
@@ -117,9 +120,11 @@ def contamination(
     """Three-stage contamination audit: n-gram Jaccard -> embedding cosine -> optional LLM judge.
 
     Without a judge a pair is flagged when stage 1, 1b (containment) or 2 proposes it; with --judge-model, when the judge
-    says it is the same problem (or gives no verdict). Judge verdicts are cached (--judge-cache,
-    --no-judge-cache), so a second audit of the same pairs sends no request. Exit status 2 on a usage
-    or input error, or when the judge endpoint refuses the key, URL or model (HTTP 401/403/404).
+    says it is the same problem (or gives no verdict: such pairs are counted apart). Judge verdicts are
+    cached (--judge-cache, --no-judge-cache), so a second audit of the same pairs sends no request. Exit
+    status 2 on a usage or input error, or when the judge endpoint refuses the key, URL or model (HTTP
+    401/403/404); 1 when more than 20% of the judge's verdicts (at least 5) are unjudgeable (the judge
+    is not answering in its format; the outputs are written).
     """
     if judge_timeout is not None:
         deprecated("--judge-timeout", "--judge-request-timeout")
@@ -132,6 +137,8 @@ def contamination(
         fail("--judge-base-url needs --judge-model")
     if judge_max_retries < 0:
         fail("--judge-max-retries must be >= 0")
+    if judge_max_tokens is not None and judge_max_tokens < 1:
+        fail("--judge-max-tokens must be >= 1")
     if judge_model and not no_judge_cache:
         if judge_cache is not None and judge_cache.exists() and not judge_cache.is_dir():
             fail(f"--judge-cache {judge_cache} exists and is not a directory")
@@ -162,6 +169,7 @@ def contamination(
         judge_concurrency=judge_concurrency,
         judge_timeout=judge_request_timeout,
         judge_max_retries=judge_max_retries,
+        judge_max_tokens=judge_max_tokens,
         judge_cache=str(judge_cache) if judge_cache is not None else None,
         judge_use_cache=not no_judge_cache,
     )
@@ -217,6 +225,9 @@ def contamination(
     for name, st in rep["stages"].items():
         if st is None:
             table.add_row(name, "skipped", "", "")
+        elif name == "llm" and st["flagged_no_verdict"]:
+            table.add_row(name, str(st["candidates"]), f"{st['flagged_yes']} (+{st['flagged_no_verdict']} no verdict)",
+                          f"{st['seconds']:.1f}")
         else:
             table.add_row(name, str(st["candidates"]), str(st["flagged"]), f"{st['seconds']:.1f}")
     out_console.print(table)
@@ -228,8 +239,15 @@ def contamination(
             f"{llm['requests']} request{'' if llm['requests'] == 1 else 's'}, {llm['cache_hits']} from the verdict cache",
             soft_wrap=True,
         )
+    if llm is not None:
+        v = llm["verdicts"]
+        flagged = (f"flagged pairs: {plural(llm['flagged_yes'], 'judged duplicate')}, "
+                   f"{plural(llm['flagged_no_verdict'], 'pair')} without a verdict ({v['unjudgeable']} unjudgeable, "
+                   f"{v['error']} error; also flagged)")
+    else:
+        flagged = f"flagged pairs: {rep['flagged_pairs']}"
     out_console.print(
-        f"flagged pairs: {rep['flagged_pairs']}; flagged train records: {rep['flagged_train_records']}; "
+        f"{flagged}; flagged train records: {rep['flagged_train_records']}; "
         f"eval records with a flagged match: {rep['flagged_eval_records']}",
         soft_wrap=True,
     )
@@ -237,3 +255,8 @@ def contamination(
     if "clean_train" in rep:
         c = rep["clean_train"]
         out_console.print(f"wrote {escape(c['path'])}: kept {c['kept']}, removed {c['removed']}", soft_wrap=True)
+    if llm is not None and llm["unjudgeable_alarm"]:
+        console.print(f"[bold red]warning:[/bold red] {escape(llm['unjudgeable_alarm'])}", soft_wrap=True)
+        console.print("[bold yellow]Fix the judge and run the audit again: unjudgeable verdicts are not cached, so "
+                      "those pairs are asked again.[/bold yellow]", soft_wrap=True)
+        raise typer.Exit(1)

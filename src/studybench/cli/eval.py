@@ -20,7 +20,7 @@ from studybench.cli.common import (
     progress_bars,
     verify_settings,
 )
-from studybench.cli.show import print_llm_pass, print_report
+from studybench.cli.show import print_llm_pass, print_report, print_unjudgeable_alarm
 
 __all__ = ["eval_cmd"]
 
@@ -86,7 +86,8 @@ def eval_cmd(
     """Run the StudyBench protocol (generate, verify, report). Resumable: re-run the same command.
 
     With --judge-model every answer the rule verifier rejects is also sent to an LLM judge and the
-    report scores rule OR LLM (paper 2.2 leaderboard numbers)."""
+    report scores rule OR LLM (paper 2.2 leaderboard numbers). Exit 1 when turns failed, or when more
+    than 20% of the judge's verdicts (at least 5) are unjudgeable: the judge is not answering in its format."""
     from studybench.evaluate import EvalError, EvalSpec, check_endpoints, prepare_eval, run_plan
 
     verify_timeout, verify_workers = verify_settings(verify_options)
@@ -163,8 +164,12 @@ def eval_cmd(
         print_llm_pass(result.llm, plan.judge.model)
     if result.report is not None:
         print_report(result.report, plan.run_dir)
+    alarmed = result.llm is not None and plan.judge is not None and print_unjudgeable_alarm(
+        result.llm, plan.judge.describe(), plan.run_dir)
     if result.failed_turns:
         n = result.failed_turns
         console.print(f"[bold yellow]{plural(n, 'turn')} failed after retries and {'counts' if n == 1 else 'count'} as incorrect; "
                       f"run the same command again to retry them.[/bold yellow]")
+        raise typer.Exit(1)
+    if alarmed:
         raise typer.Exit(1)

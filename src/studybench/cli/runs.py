@@ -23,7 +23,7 @@ from studybench.cli.common import (
     progress_bars,
     verify_settings,
 )
-from studybench.cli.show import TerminalMarkdown, print_llm_pass, print_report
+from studybench.cli.show import TerminalMarkdown, print_llm_pass, print_report, print_unjudgeable_alarm
 
 __all__ = ["consistency_cmd", "judge_cmd", "report_cmd"]
 
@@ -34,7 +34,7 @@ def judge_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
     judge_rule_accepts: Annotated[bool, typer.Option("--judge-rule-accepts", help="Also send rule accepts to the judge (makes the rule verifier's false accepts visible in `studybench consistency`; scores are unchanged).")] = False,
     audit_rule_accepts: Annotated[bool, typer.Option("--audit-rule-accepts", hidden=True, help="Deprecated: --judge-rule-accepts.")] = False,
-    refresh: Annotated[bool, typer.Option("--refresh", help="Judge again turns that already hold a verdict of this judge (the cache still answers unless --no-judge-cache).")] = False,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Judge again turns that already hold a verdict of this judge, asking the judge afresh: the verdict cache is not read, and the new verdicts replace the cached ones (--no-judge-cache: not written either).")] = False,
     activate: Annotated[bool, typer.Option("--activate/--no-activate", help="Make this judge the run's leaderboard judge (mode rule+llm). --no-activate only adds verdicts, e.g. a second judge for Cohen's kappa.")] = True,
     split_path: Annotated[Path | None, typer.Option("--split", help="The test-set file, when it is no longer where the manifest says.")] = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding application.json / transfer.json.")] = None,
@@ -48,7 +48,8 @@ def judge_cmd(
     Rule verdicts still missing are computed first; then every rule rejection (and with
     --judge-rule-accepts every accept) gets an LLM verdict tied to the digest of the completion it
     judged. Verdicts come from the cache when the same inputs were judged before. Writes report.json /
-    report.md. Exit 1 when some verdicts failed (re-run to retry them)."""
+    report.md. Exit 1 when some verdicts failed (re-run to retry them), or when more than 20% of the
+    verdicts (at least 5) are unjudgeable: the judge is not answering in its format."""
     from studybench.evaluate import EvalError, add_llm_verdicts, judge_spec_from_run
     from studybench.llm_judge import LLMJudgeConfigError
     from studybench.store import RunStore
@@ -83,9 +84,12 @@ def judge_cmd(
         console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict")
     print_llm_pass(res.llm, str(res.judge.get("model")))
     print_report(res.report, run_dir)
+    alarmed = print_unjudgeable_alarm(res.llm, res.judge, run_dir)
     if res.llm.verdicts.get("error"):
         console.print(f"[bold yellow]{plural(res.llm.verdicts['error'], 'judge request')} failed after retries; "
                       f"run the same command again to retry them.[/bold yellow]")
+        raise typer.Exit(1)
+    if alarmed:
         raise typer.Exit(1)
 
 

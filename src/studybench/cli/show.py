@@ -14,7 +14,7 @@ from rich.table import Table
 
 from studybench.cli.common import console, out_console, plural
 
-__all__ = ["TerminalMarkdown", "print_llm_pass", "print_report"]
+__all__ = ["TerminalMarkdown", "print_llm_pass", "print_report", "print_unjudgeable_alarm"]
 
 
 def _fit_columns(table: Table, console: Console, options: ConsoleOptions) -> None:
@@ -75,6 +75,26 @@ def print_llm_pass(st: Any, model: str) -> None:
     )
     if st.no_rule_verdict:
         console.print(f"[yellow]{plural(st.no_rule_verdict, 'turn')} without a current rule verdict were not sent to the judge[/yellow]")
+
+
+def print_unjudgeable_alarm(st: Any, judge: dict[str, Any], run_dir: Path) -> bool:
+    """The warning of an LLM pass whose verdicts are mostly unjudgeable (:class:`studybench.evaluate.LLMStats`).
+
+    Args:
+        st: the pass's counts.
+        judge: the judge's description (``model``, ``max_tokens``).
+        run_dir: the run directory (for the command that judges it again).
+
+    Returns:
+        Whether it warned (the command then exits with status 1).
+    """
+    alarm = st.tally.alarm(str(judge.get("model")), max_tokens=judge.get("max_tokens"))
+    if alarm is None:
+        return False
+    console.print(f"[bold red]warning:[/bold red] {escape(alarm)}", soft_wrap=True)
+    console.print(f"[bold yellow]Fix the judge, then run `studybench judge {escape(str(run_dir))} --refresh` to judge "
+                  "these turns again (add the judge options that changed, e.g. --judge-max-tokens).[/bold yellow]", soft_wrap=True)
+    return True
 
 
 def print_report(rep: dict[str, Any], run_dir: Path) -> None:

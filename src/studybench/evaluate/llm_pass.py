@@ -16,7 +16,7 @@ from typing import Any
 
 from studybench.answers import extract_answers
 from studybench.evaluate.scope import ProgressFn, RunScope
-from studybench.llm_judge import LLMJudge, LLMJudgeInputs, llm_judge_inputs
+from studybench.llm_judge import LLMJudge, LLMJudgeInputs, UnjudgeableTally, llm_judge_inputs
 from studybench.records import SubProblemRef
 from studybench.store import LLMVerdictRow, RunStore, TurnKey, llm_verdict_status, rule_verdict_status
 
@@ -36,6 +36,9 @@ class LLMStats:
         no_rule_verdict: turns skipped for lack of a counting rule verdict.
         verdicts: counts of TRUE / FALSE / unjudgeable / error among the judged.
         seconds: wall time of the pass.
+        tally: the unjudgeable verdicts among the judged, with the alarm
+            (:meth:`~studybench.llm_judge.UnjudgeableTally.alarm`) when the judge is not answering in
+            its format.
     """
 
     candidates: int = 0
@@ -47,13 +50,14 @@ class LLMStats:
     no_rule_verdict: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    tally: UnjudgeableTally = field(default_factory=UnjudgeableTally)
 
     def to_dict(self) -> dict[str, Any]:
         """The counts as a JSON-ready dict."""
         return {
             "candidates": self.candidates, "reused": self.reused, "judged": self.judged, "cache_hits": self.cache_hits,
             "shared": self.shared, "requests": self.requests, "no_rule_verdict": self.no_rule_verdict,
-            "verdicts": dict(self.verdicts), "seconds": round(self.seconds, 3),
+            "verdicts": dict(self.verdicts), "seconds": round(self.seconds, 3), "unjudgeable": self.tally.to_dict(),
         }
 
 
@@ -74,8 +78,9 @@ async def add_llm_verdicts_to_scope(
         judge: the LLM judge.
         judge_rule_accepts: also judge rule accepts (makes the rule verifier's false accepts
             observable in the consistency report; the cascade verdict of an accept is unchanged).
-        refresh: judge again even where the run holds an up-to-date final verdict (the verdict cache
-            still answers unless the judge was built without it).
+        refresh: judge again even where the run holds an up-to-date final verdict, asking the
+            endpoint afresh: the verdict cache is not read during the pass, and the new verdicts are
+            written through to it (if the judge has one).
         progress: see :data:`~studybench.evaluate.scope.ProgressFn` (phase ``"llm judge"``).
 
     Returns:
@@ -145,12 +150,18 @@ async def add_llm_verdicts_to_scope(
         stats.cache_hits += v.cached
         stats.shared += v.shared
         stats.verdicts[v.verdict] = stats.verdicts.get(v.verdict, 0) + 1
+        stats.tally.add(v)
         if progress:
             progress("llm judge", 1, None)
 
+    read_cache = getattr(judge, "read_cache", None)
+    if refresh and read_cache:
+        judge.read_cache = False  # write through: the fresh verdicts replace the cached ones
     try:
         await asyncio.gather(*(one(*t) for t in todo))
     finally:
+        if refresh and read_cache:
+            judge.read_cache = read_cache
         store.llm_log.sync()
         stats.seconds = time.perf_counter() - t0
     return stats

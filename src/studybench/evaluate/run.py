@@ -570,7 +570,8 @@ def add_llm_verdicts(
         judge: the judge (``None``: the run's judge, :func:`judge_spec_from_run`).
         judge_rule_accepts: also send rule accepts to the judge (scores are unchanged; the
             consistency report's starred cell becomes observed).
-        refresh: judge again turns that already hold a verdict of this judge.
+        refresh: judge again turns that already hold a verdict of this judge, asking the endpoint
+            afresh (the verdict cache is not read; the new verdicts replace the cached ones).
         activate: make this judge the run's leaderboard judge (mode ``rule+llm``); ``False`` only
             adds verdicts (e.g. a second judge for Cohen's kappa).
         split_path: the test-set file, when it is no longer where the manifest says.

@@ -8,7 +8,10 @@ counts it correct when the judge says TRUE; reward mode (``rule``) never calls a
   judge reasoning shared by every task (:func:`strip_judge_reasoning`);
 - :mod:`studybench.llm_judge.task`: :class:`LLMJudgeTask` (template and placeholder names, strict
   parser, format reminder); :data:`ANSWER_EQUIVALENCE_TASK` is the default;
-- :mod:`studybench.llm_judge.cache`: the on-disk verdict cache;
+- :mod:`studybench.llm_judge.cache`: the on-disk verdict cache (TRUE / FALSE only), with
+  :func:`cache_summary` and :func:`clear_cache` (``studybench cache show|clear``);
+- :mod:`studybench.llm_judge.health`: :class:`UnjudgeableTally`, the alarm when a batch's verdicts
+  are mostly unjudgeable (a judge answering in the wrong format);
 - :mod:`studybench.llm_judge.client`: :class:`LLMJudge`, the OpenAI-compatible client for any task;
 - :mod:`studybench.llm_judge.spec`: :class:`LLMJudgeSpec`, a judge's settings validated once
   (``LLMJudgeSpec(model=..., base_url=...).build()``);
@@ -19,7 +22,14 @@ counts it correct when the judge says TRUE; reward mode (``rule``) never calls a
 
 from __future__ import annotations
 
-from studybench.llm_judge.cache import LLMVerdictCache, cache_key, default_cache_root
+from studybench.llm_judge.cache import (
+    CACHED_VERDICTS,
+    LLMVerdictCache,
+    cache_key,
+    cache_summary,
+    clear_cache,
+    default_cache_root,
+)
 from studybench.llm_judge.client import (
     FINAL_VERDICTS,
     LLMJudge,
@@ -28,6 +38,12 @@ from studybench.llm_judge.client import (
     LLMJudgeStats,
     LLMVerdict,
     judge_id,
+)
+from studybench.llm_judge.health import (
+    SAMPLE_REPLY_CHARS,
+    UNJUDGEABLE_ALARM_MIN,
+    UNJUDGEABLE_ALARM_SHARE,
+    UnjudgeableTally,
 )
 from studybench.llm_judge.inputs import MAX_SOLUTION_CHARS, llm_judge_inputs
 from studybench.llm_judge.parse import MalformedReply, ParsedVerdict, parse_verdict, strip_judge_reasoning
@@ -43,6 +59,13 @@ from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
 
 __all__ = [
     "ANSWER_EQUIVALENCE_TASK",
+    "CACHED_VERDICTS",
+    "SAMPLE_REPLY_CHARS",
+    "UNJUDGEABLE_ALARM_MIN",
+    "UNJUDGEABLE_ALARM_SHARE",
+    "UnjudgeableTally",
+    "cache_summary",
+    "clear_cache",
     "JUDGE_BASE_URL_ENV",
     "LLMJudgeSpec",
     "LLMJudgeSpecError",

@@ -16,9 +16,10 @@ the transport, for every task:
   strictly by the task; a malformed reply is answered with the task's format reminder in the same
   conversation, up to ``parse_retries`` times; still malformed, the verdict is ``"unjudgeable"``;
 - identical inputs in flight at the same time share one request;
-- verdicts are cached on disk (:class:`studybench.llm_judge.cache.LLMVerdictCache`) by judge model,
-  template digest and inputs digest; the judge's reasoning (``<think>`` or ``reasoning_content``)
-  is neither part of the key nor of the verdict;
+- TRUE / FALSE verdicts are cached on disk (:class:`studybench.llm_judge.cache.LLMVerdictCache`) by
+  judge model, template digest and inputs digest (``unjudgeable`` is not a verdict and is never
+  cached); the judge's reasoning (``<think>`` or ``reasoning_content``) is neither part of the key
+  nor of the verdict; ``read_cache=False`` asks afresh and overwrites the cached verdicts;
 - a transport failure after all retries gives the verdict ``"error"``, which is not cached.
 
 Prompts and replies pass through :func:`studybench.answers.clean_surrogates` (lone surrogates cannot
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studybench.answers import clean_surrogates
-from studybench.llm_judge.cache import LLMVerdictCache, cache_key
+from studybench.llm_judge.cache import CACHED_VERDICTS, LLMVerdictCache, cache_key
 from studybench.llm_judge.parse import MalformedReply, strip_judge_reasoning
 from studybench.llm_judge.prompt import PLACEHOLDERS, LLMJudgeTemplate, LLMJudgeTemplateError
 from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
@@ -45,7 +46,8 @@ from studybench.store.rows import FINAL_LLM_VERDICTS
 __all__ = ["FINAL_VERDICTS", "LLMJudgeConfigError", "LLMJudgeInputs", "LLMJudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
 
 FINAL_VERDICTS = FINAL_LLM_VERDICTS
-"""Verdicts that are final (cached, never re-requested); ``"error"`` is the only other value."""
+"""Verdicts that are final (never re-requested within a run; TRUE and FALSE are also cached); ``"error"``
+is the only other value."""
 
 _MAX_REPLY_STORED = 4000
 _STATUS = re.compile(r"^HTTP (\d{3}) ")
@@ -134,6 +136,7 @@ class LLMVerdict:
         cached: served from the verdict cache.
         shared: answered by a concurrent request for identical inputs (no request of its own).
         error: why it is unjudgeable or an error.
+        finish_reason: the last reply's ``finish_reason`` (``"length"``: cut at the token budget).
     """
 
     verdict: str
@@ -143,6 +146,7 @@ class LLMVerdict:
     cached: bool = False
     error: str | None = None
     shared: bool = False
+    finish_reason: str | None = None
 
     @property
     def correct(self) -> bool:
@@ -209,7 +213,8 @@ class LLMJudge:
         max_tokens: completion budget per reply (``None``: the server's default).
         api_key_env: environment variable holding the API key (never stored).
         backoff_initial, backoff_max: backoff seconds (see :class:`OpenAIBackend`).
-        read_cache: use cached verdicts (``False`` re-asks and overwrites them).
+        read_cache: use cached verdicts (``False`` re-asks and overwrites them: the cache is
+            written through).
         task: what is asked and how replies are parsed (default :data:`ANSWER_EQUIVALENCE_TASK`).
 
     Raises:
@@ -345,17 +350,19 @@ class LLMJudge:
         if pending is not None:
             shared = await asyncio.shield(pending)
             return self._count(
-                LLMVerdict(shared.verdict, shared.justification, shared.reply, 0, False, shared.error, shared=True)
+                LLMVerdict(shared.verdict, shared.justification, shared.reply, 0, False, shared.error, shared=True,
+                           finish_reason=shared.finish_reason)
             )
         fut: asyncio.Future[LLMVerdict] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
             verdict = await self._ask(values)
-            if self.cache is not None and verdict.verdict in FINAL_VERDICTS:
+            if self.cache is not None and verdict.verdict in CACHED_VERDICTS:  # never unjudgeable
                 self.cache.put(
                     key,
                     {
                         "judge_model": self.model,
+                        "task": self.task.name,
                         "template_digest": self.template.digest,
                         "inputs_digest": inputs_digest,
                         "verdict": verdict.verdict,
@@ -380,6 +387,7 @@ class LLMJudge:
         messages: list[dict[str, str]] = [{"role": "user", "content": clean_surrogates(self.template.render(values))}]
         requests = 0
         last_reply = ""
+        last_finish: str | None = None
         problem = ""
         for _ in range(self.parse_retries + 1):
             res = await self.backend.complete(ChatRequest(messages, None, None, 0))  # type: ignore[arg-type]
@@ -397,6 +405,7 @@ class LLMJudge:
                     return LLMVerdict("unjudgeable", requests=requests, error=f"the endpoint refused the request: {res.error}")
                 return LLMVerdict("error", requests=requests, error=res.error)
             last_reply = clean_surrogates(_visible(res.completion or ""))
+            last_finish = res.finish_reason
             try:
                 parsed = self.task.parse(last_reply)
             except MalformedReply as e:
@@ -419,6 +428,7 @@ class LLMJudge:
             reply=last_reply[:_MAX_REPLY_STORED],
             requests=requests,
             error=f"malformed reply after {self.parse_retries + 1} tries: {problem}",
+            finish_reason=last_finish,
         )
 
     async def aclose(self) -> None:

@@ -45,7 +45,7 @@ class LLMJudgeSpec(BaseModel):
         parse_retries: re-asks after a malformed reply before the verdict is unjudgeable.
         max_tokens: token budget per reply (``None``: the server's default).
         cache_dir: verdict cache directory (``None``: ``$STUDYBENCH_JUDGE_CACHE``, then the user cache).
-        use_cache: read and write the verdict cache.
+        use_cache: read and write the verdict cache (``False``: neither).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -81,8 +81,13 @@ class LLMJudgeSpec(BaseModel):
         """``base_url``, else ``$STUDYBENCH_JUDGE_BASE_URL``, else ``None``."""
         return self.base_url or os.environ.get(JUDGE_BASE_URL_ENV) or None
 
-    def build(self) -> LLMJudge:
+    def build(self, *, read_cache: bool = True) -> LLMJudge:
         """The judge these settings describe (template read, cache directory checked).
+
+        Args:
+            read_cache: serve verdicts from the cache; ``False`` asks afresh and writes the new
+                verdicts through to the cache (``studybench judge --refresh``). Without
+                ``use_cache`` the cache is neither read nor written.
 
         Raises:
             LLMJudgeSpecError: blank model, no endpoint, an unusable template file (missing
@@ -116,5 +121,5 @@ class LLMJudgeSpec(BaseModel):
         return LLMJudge(
             self.model, url, template=template, cache=cache, parse_retries=self.parse_retries,
             concurrency=self.concurrency, request_timeout=self.request_timeout, max_retries=self.max_retries,
-            max_tokens=self.max_tokens, api_key_env=self.api_key_env, read_cache=True,
+            max_tokens=self.max_tokens, api_key_env=self.api_key_env, read_cache=read_cache,
         )
