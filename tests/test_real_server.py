@@ -24,7 +24,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from _support import required_extras
 
 pytestmark = [pytest.mark.realserver, pytest.mark.timeout(1200)]
