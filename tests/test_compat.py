@@ -40,10 +40,32 @@ def test_old_manifest_loads_typed(run: Path) -> None:
     assert man.backend["model"] == "stub-model"
 
 
-@pytest.mark.parametrize("scoring,expected", [(None, "run/report.json"), ("strict", "report_strict.json")])
-def test_old_run_reports_the_same_numbers(run: Path, scoring: str | None, expected: str) -> None:
+NEW_FIELDS = ("truncation",)
+"""Report fields added since 0.1.0; every other field must be identical to the old code's output."""
+
+TRUNCATION_SECTION = "## Truncated and empty completions\n"
+
+
+def _truncation(turns: int, incorrect: list[int]) -> dict[str, object]:
+    def group(n: int, bad: int) -> dict[str, object]:
+        return {"turns": n, "truncated": 0, "truncated_share": 0.0, "empty": 0, "empty_share": 0.0,
+                "incorrect": bad, "incorrect_truncated": 0, "incorrect_empty": 0}
+
+    per_seed = {str(s): group(turns // 2, bad) for s, bad in enumerate(incorrect)}
+    return {"warn_share": 0.1, "warning": None, "measured_nothing": False,
+            "overall": group(turns, sum(incorrect)), "per_seed": per_seed}
+
+
+@pytest.mark.parametrize(
+    "scoring,expected,incorrect",
+    [(None, "run/report.json", [16, 18]), ("strict", "report_strict.json", [17, 18])],
+)
+def test_old_run_reports_the_same_numbers(run: Path, scoring: str | None, expected: str, incorrect: list[int]) -> None:
     old = json.loads((FIXTURE / expected).read_text())
     new = _json(build_report(run, scoring))
+    assert isinstance(new, dict) and not set(NEW_FIELDS) & set(old)
+    # the new field, exactly: every turn answered in full (the fixture's stub never hit a token limit)
+    assert new.pop("truncation") == _truncation(48, incorrect)
     assert new == old
     # the fixture is not trivial: it exercises stale verdicts, failures and the LLM judge
     assert new["turns"]["missing_judgements"] == 18 and new["turns"]["expected"] == 48
@@ -56,9 +78,15 @@ def test_old_run_consistency_is_the_same(run: Path) -> None:
 
 
 def test_old_report_markdown_is_the_same(run: Path) -> None:
+    """The old report.md, plus the truncation section (before ``## LLM judge``) and nothing else."""
     before = (run / "report.md").read_text()
     write_report(run)
-    assert (run / "report.md").read_text() == before
+    after = (run / "report.md").read_text()
+    start = after.index(TRUNCATION_SECTION)
+    end = after.index("\n## ", start + 1) + 1
+    section = after[start:end]
+    assert "| overall | 48 | 0 (0.00%) | 0 (0.00%) | 34 | 0 | 0 |" in section and "WARNING" not in after
+    assert after[:start] + after[end:] == before
 
 
 def test_stale_rows_of_the_old_run_do_not_count(run: Path) -> None:

@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from _support import deadline
 
-from studybench.models.base import PRESETS, ChatBackend, ChatRequest, ChatResult, SamplingParams
+from studybench.models.base import (
+    MIN_COMPLETION_TOKENS,
+    PRESETS,
+    ChatBackend,
+    ChatRequest,
+    ChatResult,
+    SamplingParams,
+)
 from studybench.models.openai_backend import OpenAIBackend, estimate_prompt_tokens
 from studybench.testing import Fault, Script, StubServer, start_stub_server
 
@@ -155,14 +162,49 @@ def test_only_non_none_parameters_are_sent(stub: StubServer) -> None:
     }
 
 
-def test_budget_is_floored_at_one(stub: StubServer) -> None:
+def test_two_budgets_completion_and_context() -> None:
+    """--max-tokens is always the completion budget; the context budget caps prompt + completion."""
     messages = [{"role": "user", "content": "x" * 3000}]
     assert estimate_prompt_tokens(messages) == 1004
-    backend = _fast(stub, SamplingParams(max_tokens=100, budget_includes_prompt=True))
-    assert backend.completion_budget(messages) == 1
-    backend = _fast(stub, SamplingParams(max_tokens=2000, budget_includes_prompt=True))
-    assert backend.completion_budget(messages) == 996
+
+    def budget(**kw: Any) -> int | None:
+        return OpenAIBackend("m", "http://127.0.0.1:9/v1", SamplingParams(**kw)).completion_budget(messages)
+
+    assert budget() is None
+    assert budget(max_tokens=200) == 200  # never reduced by the prompt
+    assert budget(context_budget=2000) == 996
+    assert budget(max_tokens=200, context_budget=2000) == 200
+    assert budget(max_tokens=1500, context_budget=2000) == 996
+    assert budget(context_budget=100) == 100 - 1004  # not floored at 1: budget_problem refuses it
+    assert PRESETS["paper"].max_tokens is None and PRESETS["paper"].context_budget == 32768
+    backend = OpenAIBackend("m", None, SamplingParams(context_budget=2000))
     assert backend.describe()["prompt_token_estimate"] == "ceil(chars/3) + 4 per message"
+    assert backend.describe()["sampling"]["context_budget"] == 2000
+    assert backend.describe()["min_completion_tokens"] == 1  # alone: never a non-positive limit
+    assert backend.budget_problem([{"role": "user", "content": "x" * 5988}]) is not None  # 2000 - 2000 = 0
+    assert backend.budget_problem([{"role": "user", "content": "x" * 5985}]) is None  # 1 token left
+
+
+def test_a_turn_left_too_few_completion_tokens_is_not_sent(stub: StubServer) -> None:
+    """A 500-token prompt under a 510-token cap used to be sent with max_tokens 1: now it fails unsent."""
+    messages = [{"role": "user", "content": "x" * 1488}]
+    assert estimate_prompt_tokens(messages) == 500
+    assert MIN_COMPLETION_TOKENS == 256  # the floor of evaluations (EvalSpec.min_completion_tokens)
+    floor = {"min_completion_tokens": MIN_COMPLETION_TOKENS}
+    result = _complete(_fast(stub, SamplingParams(context_budget=510), **floor), messages)
+    assert stub.requests == []
+    assert result.attempts == 0 and result.completion == ""
+    assert result.error is not None
+    for part in ("completion budget 10 tokens", "floor of 256", "~500 tokens estimated", "context budget 510",
+                 "--context-budget"):
+        assert part in result.error
+    result = _complete(_fast(stub, SamplingParams(max_tokens=100), **floor), messages)
+    assert result.error is not None and "--max-tokens" in result.error and stub.requests == []
+    # the floor is a setting; at or above it the turn is sent with the computed limit
+    result = _complete(_fast(stub, SamplingParams(context_budget=510), min_completion_tokens=10), messages)
+    assert result.error is None and [r["max_tokens"] for r in stub.requests] == [10]
+    with pytest.raises(ValueError, match="min_completion_tokens"):
+        _fast(stub, min_completion_tokens=0)
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,9 @@ def eval_cmd(
     min_p: Annotated[float | None, typer.Option(help="Min-p sampling (vLLM extra_body).")] = None,
     presence_penalty: Annotated[float | None, typer.Option(help="Presence penalty.")] = None,
     repetition_penalty: Annotated[float | None, typer.Option(help="Repetition penalty (vLLM extra_body).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Token budget per turn.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Completion budget per turn: the tokens the model may write (never includes the prompt).")] = None,
+    context_budget: Annotated[int | None, typer.Option("--context-budget", help="Cap on prompt + completion per turn (--preset paper: 32768; 0: no cap). The completion limit sent is min(--max-tokens, cap - estimated prompt).")] = None,
+    min_completion_tokens: Annotated[int | None, typer.Option("--min-completion-tokens", help="Refuse budgets that leave a turn fewer completion tokens than this (default 256); such a turn is never sent.")] = None,
     thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Send chat_template_kwargs.enable_thinking (Qwen3).")] = None,
     concurrency: Annotated[int, typer.Option(help="Maximum requests in flight.")] = 64,
     request_timeout: Annotated[float, typer.Option(help="Seconds per HTTP request before it is retried.")] = 600.0,
@@ -104,7 +106,8 @@ def eval_cmd(
             split=split, data_dir=data_dir, parent_slice=slice_, limit=limit, model=model, backend=backend,
             base_url=base_url, api_key_env=api_key_env, reference_mode=reference_mode, preset=preset,
             temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty,
-            repetition_penalty=repetition_penalty, max_tokens=max_tokens, thinking=thinking, concurrency=concurrency,
+            repetition_penalty=repetition_penalty, max_tokens=max_tokens, context_budget=context_budget,
+            **({} if min_completion_tokens is None else {"min_completion_tokens": min_completion_tokens}), thinking=thinking, concurrency=concurrency,
             request_timeout=request_timeout, max_retries=max_retries, system_prompt=system_prompt, playbook=playbook,
             guidance=guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
@@ -129,6 +132,12 @@ def eval_cmd(
     sc, bd = plan.scope, plan.manifest.backend
     console.print(f"[bold]{escape(sc.split)}[/bold]: {len(sc.parents)} parents, {sc.n_sub_problems} sub-problems, k={sc.k}, "
                   f"seeds={sc.seeds} -> {sc.n_turns} turns; backend {escape(str(bd.get('backend')))} ({escape(str(bd.get('model')))})")
+    sampling = bd.get("sampling") if isinstance(bd.get("sampling"), dict) else {}
+    if sampling and plan.backend is not None and not spec.uses_reference:
+        mt, cb = sampling.get("max_tokens"), sampling.get("context_budget")
+        limits = ([] if mt is None else [f"completion <= {mt}"]) + ([] if cb is None else [f"prompt + completion <= {cb}"])
+        console.print(f"token budgets: {' and '.join(limits) or 'none sent (the server decides)'}"
+                      + (f"; a turn left fewer than {bd.get('min_completion_tokens')} completion tokens is not sent" if limits else ""))
     console.print(f"run directory: {escape(str(plan.run_dir))}", soft_wrap=True)
     try:
         for w in check_endpoints(plan):

@@ -116,24 +116,44 @@ def consistency_cmd(
         raise typer.Exit(1)
 
 
+def _ks(values: list[str] | None) -> list[int]:
+    """``-k 1 -k 4`` / ``-k 1,2,4`` as distinct ints, in the order given."""
+    out: list[int] = []
+    for v in values or []:
+        for part in v.split(","):
+            try:
+                n = int(part.strip())
+            except ValueError:
+                fail(f"-k takes integers (e.g. -k 1 -k 4 or -k 1,2,4), got {v!r}", code=2)
+            if n not in out:
+                out.append(n)
+    return out
+
+
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print report.json to stdout instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print report.json to stdout instead of a table (with several -k: a JSON array of reports).")] = False,
     scoring: Annotated[
         str | None,
         typer.Option("--scoring", help="strict (rule verifier only) | liberal (rule OR LLM judge). Default: liberal for rule+llm runs, else strict."),
     ] = None,
+    k: Annotated[
+        list[str] | None,
+        typer.Option("-k", "--k", help="Report Par@k / Sub@k for these k <= the run's k, from the first k attempts (-k 1 -k 4 or -k 1,2,4). Prints only: report.json / report.md keep the run's k."),
+    ] = None,
 ) -> None:
-    """Recompute report.json / report.md of a run directory and print the summary."""
-    from studybench.report import SCORINGS, write_report
+    """Recompute report.json / report.md of a run directory and print the summary; with -k, print reports for smaller k."""
+    from studybench.report import SCORINGS, build_report, write_report
 
     if scoring is not None and scoring not in SCORINGS:
         fail(f"--scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
+    ks = _ks(k)
     try:
-        rep = write_report(run_dir, scoring)
+        reps = [build_report(run_dir, scoring, kk) for kk in ks] if ks else [write_report(run_dir, scoring)]
     except (OSError, ValueError) as e:
         fail(str(e))
     if as_json:
-        out_console.print_json(json.dumps(rep))
-    else:
-        print_report(rep, run_dir)
+        out_console.print_json(json.dumps(reps if len(reps) > 1 else reps[0]))
+        return
+    for rep in reps:
+        print_report(rep, run_dir, written=not ks)

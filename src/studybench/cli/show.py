@@ -14,7 +14,7 @@ from rich.table import Table
 
 from studybench.cli.common import console, out_console, plural
 
-__all__ = ["TerminalMarkdown", "print_llm_pass", "print_report", "print_unjudgeable_alarm"]
+__all__ = ["TerminalMarkdown", "print_llm_pass", "print_report", "print_truncation", "print_unjudgeable_alarm"]
 
 
 def _fit_columns(table: Table, console: Console, options: ConsoleOptions) -> None:
@@ -97,11 +97,39 @@ def print_unjudgeable_alarm(st: Any, judge: dict[str, Any], run_dir: Path) -> bo
     return True
 
 
-def print_report(rep: dict[str, Any], run_dir: Path) -> None:
-    """The report's table, its warnings (failed turns, missing verdicts, LLM counts) and where it is."""
+def print_truncation(tr: dict[str, Any]) -> None:
+    """Turns cut by the token limit and empty turns, overall and per seed, and the loud warning.
+
+    Args:
+        tr: ``report["truncation"]`` (:func:`studybench.report.build_report`).
+    """
+
+    def share(g: dict[str, Any], key: str) -> str:
+        x = g[f"{key}_share"]
+        return f"{g[key]}" if x is None else f"{g[key]} ({100 * x:.1f}%)"
+
+    o = tr["overall"]
+    seeds = "; ".join(f"seed {s}: {share(g, 'truncated')} truncated, {share(g, 'empty')} empty" for s, g in tr["per_seed"].items())
+    console.print(f"completions: {share(o, 'truncated')} of {o['turns']} answered turns hit the token limit, "
+                  f"{share(o, 'empty')} empty; {o['incorrect_truncated']} of {o['incorrect']} incorrect attempts truncated"
+                  + (f" ({seeds})" if len(tr["per_seed"]) > 1 else ""), soft_wrap=True)
+    if tr.get("warning"):
+        console.print(f"[bold red]WARNING: {escape(tr['warning'])}[/bold red]", soft_wrap=True)
+
+
+def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> None:
+    """The report's table, its warnings (failed turns, missing verdicts, truncation, LLM counts) and where it is.
+
+    Args:
+        rep: the report (:func:`studybench.report.build_report`).
+        run_dir: its run directory.
+        written: whether ``report.json`` / ``report.md`` hold this report (else the last line says they were not rewritten).
+    """
     from studybench.report import rich_table
 
     out_console.print(rich_table(rep))
+    if rep.get("truncation"):
+        print_truncation(rep["truncation"])
     t = rep["turns"]
     if t["failed"] or t["missing_judgements"]:
         console.print(
@@ -130,4 +158,8 @@ def print_report(rep: dict[str, Any], run_dir: Path) -> None:
         if v["error"] or v["not judged"]:
             console.print(f"[yellow]{v['error'] + v['not judged']} rule rejections have no LLM verdict and count as incorrect; "
                           f"run `studybench judge {escape(str(run_dir))}` to judge them.[/yellow]", soft_wrap=True)
-    console.print(f"report: {escape(str(run_dir / 'report.json'))}, {escape(str(run_dir / 'report.md'))}", soft_wrap=True)
+    if written:
+        console.print(f"report: {escape(str(run_dir / 'report.json'))}, {escape(str(run_dir / 'report.md'))}", soft_wrap=True)
+    else:
+        console.print(f"k={rep['k']} of the run's {rep.get('run_k', rep['k'])} attempts: {escape(str(run_dir / 'report.json'))} "
+                      "and report.md are not rewritten", soft_wrap=True)

@@ -30,7 +30,15 @@ from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
 from studybench.llm_judge import LLMJudge, LLMJudgeConfigError, LLMJudgeSpec, LLMJudgeSpecError
 from studybench.models import ChatBackend, EndpointError, ReferenceBackend, check_endpoint
-from studybench.protocol import ArtefactError, Artefacts, GuidanceKey, guidance_coverage, load_artefacts
+from studybench.protocol import (
+    ArtefactError,
+    Artefacts,
+    GuidanceKey,
+    build_messages,
+    guidance_coverage,
+    load_artefacts,
+)
+from studybench.records import SubProblemRef
 from studybench.report import write_report
 from studybench.secrets import env_secrets, known_secrets, redact_command, url_secrets
 from studybench.store import (
@@ -230,7 +238,8 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
 
     Raises:
         EvalError: an unusable setting, test set, artefact or judge, a run directory holding a
-            different run, or ``only_verify`` without a run to verify.
+            different run, ``only_verify`` without a run to verify, or a selection whose prompts
+            alone leave a turn fewer completion tokens than the floor (``context_budget``).
     """
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EvalError(f"--out {out_dir} exists and is not a directory", "out")
@@ -264,6 +273,8 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
             raise EvalError(str(e), f"judge.{e.field}") from None
     elif spec.judge is not None:
         notes.append("--verifier-mode rule never calls an LLM; --judge-model is ignored")
+    if be is not None:
+        _check_budget(be, parents, art)
     mode, judge_desc = _verifier(spec, judge, previous)
     try:
         manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc, _secrets(spec, be, judge))
@@ -296,6 +307,24 @@ def _secrets(spec: EvalSpec, backend: Any, judge: LLMJudge | None) -> tuple[str,
         found += url_secrets(spec.judge.base_url)
         names.append(spec.judge.api_key_env)
     return known_secrets([*found, *env_secrets(names)])
+
+
+def _check_budget(backend: ChatBackend, parents: list[Any], art: Artefacts) -> None:
+    """Refuse a selection whose prompts alone leave a turn less than the completion floor.
+
+    The last sub-problem of each parent has the longest prompt; with the model's earlier replies
+    still unknown, it is built with placeholders, so this is a lower bound on what the run will send
+    (later turns whose conversation grows past the budget fail when they come, naming the numbers).
+    """
+    problem_of = getattr(backend, "budget_problem", None)
+    if problem_of is None:
+        return
+    for p in parents:
+        subs = p.subs()
+        ref = SubProblemRef(p, len(subs) - 1, subs[-1])
+        problem = problem_of(build_messages(ref, [None] * ref.index, art))
+        if problem is not None:
+            raise EvalError(f"context_budget: {p.uid} / {ref.sub_id} (turn {ref.index + 1}): {problem}", "context_budget")
 
 
 def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dict[str, Any], art: Artefacts,

@@ -25,7 +25,14 @@ from pydantic import (
 
 from studybench.datasets import Dataset
 from studybench.llm_judge import LLMJudgeSpec
-from studybench.models import PRESETS, REFERENCE_MODES, ChatBackend, ReferenceBackend, SamplingParams
+from studybench.models import (
+    MIN_COMPLETION_TOKENS,
+    PRESETS,
+    REFERENCE_MODES,
+    ChatBackend,
+    ReferenceBackend,
+    SamplingParams,
+)
 from studybench.records import Parent
 
 __all__ = ["EvalError", "EvalSpec", "parse_parent_slice", "select_parents"]
@@ -60,7 +67,15 @@ class EvalSpec(BaseModel):
         api_key_env: environment variable holding the API key (never stored).
         reference_mode: ``"gold"`` or ``"solution"`` (the reference backend only).
         preset: sampling preset (``"paper"``, ``"greedy"``, ``"none"``); the fields below override it.
-        temperature, top_p, top_k, min_p, presence_penalty, repetition_penalty, max_tokens: sampling.
+        temperature, top_p, top_k, min_p, presence_penalty, repetition_penalty: sampling.
+        max_tokens: the completion budget of a turn (tokens the model may write), always.
+        context_budget: the cap on prompt + completion of a turn (the paper preset: 32768; ``0``: no cap,
+            overriding the preset's). The completion limit sent is ``min(max_tokens, context_budget -
+            estimated prompt)``.
+        min_completion_tokens: the floor on that limit: a ``max_tokens`` or ``context_budget`` below it
+            is refused here, a selection whose prompts leave less is refused by
+            :func:`~studybench.evaluate.prepare_eval`, and a later turn whose grown conversation leaves
+            less is not sent (it fails, naming the numbers).
         thinking: send ``chat_template_kwargs.enable_thinking`` (Qwen3).
         concurrency: requests in flight.
         request_timeout: seconds per HTTP request before it is retried.
@@ -99,6 +114,8 @@ class EvalSpec(BaseModel):
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0, allow_inf_nan=False)
     repetition_penalty: float | None = Field(None, ge=1e-9, le=100.0, allow_inf_nan=False)
     max_tokens: int | None = Field(None, ge=1, le=10_000_000)
+    context_budget: int | None = Field(None, ge=0, le=10_000_000)
+    min_completion_tokens: int = Field(MIN_COMPLETION_TOKENS, ge=1, le=10_000_000)
     thinking: bool | None = None
     concurrency: int = Field(64, ge=1, le=100_000)
     request_timeout: float = Field(600.0, ge=1e-3, le=86_400.0, allow_inf_nan=False)
@@ -149,6 +166,19 @@ class EvalSpec(BaseModel):
             raise ValueError("only_generate and only_verify exclude each other (--only-generate, --only-verify)")
         return self
 
+    @model_validator(mode="after")
+    def _budgets(self) -> EvalSpec:
+        s, floor = self.sampling(), self.min_completion_tokens
+        if self.uses_reference:
+            return self
+        if s.max_tokens is not None and s.max_tokens < floor:
+            raise EvalError(f"max_tokens: the completion budget {s.max_tokens} is below the floor of {floor} tokens "
+                            "(--min-completion-tokens); completions would be cut off", "max_tokens")
+        if s.context_budget is not None and s.context_budget < floor:
+            raise EvalError(f"context_budget: the prompt + completion cap {s.context_budget} is below the floor of "
+                            f"{floor} completion tokens (--min-completion-tokens)", "context_budget")
+        return self
+
     def __init__(self, **values: Any) -> None:
         """Validate the settings (see the class docstring for each).
 
@@ -159,6 +189,9 @@ class EvalSpec(BaseModel):
             super().__init__(**values)
         except ValidationError as e:
             err = e.errors()[0]
+            original = (err.get("ctx") or {}).get("error")
+            if isinstance(original, EvalError):  # raised by a model validator, which names its own field
+                raise EvalError(str(original), original.field) from None
             loc = [str(x) for x in err.get("loc", ())]
             field = loc[0] if loc else None
             msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
@@ -181,12 +214,15 @@ class EvalSpec(BaseModel):
         return self.backend == "reference" or (self.backend == "auto" and self.model == "reference")
 
     def sampling(self) -> SamplingParams:
-        """The preset with every non-``None`` sampling field applied."""
-        return PRESETS[self.preset].merged(
+        """The preset with every non-``None`` sampling field applied (``context_budget=0`` removes the cap)."""
+        params = PRESETS[self.preset].merged(
             temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, min_p=self.min_p,
             presence_penalty=self.presence_penalty, repetition_penalty=self.repetition_penalty,
             max_tokens=self.max_tokens, enable_thinking=self.thinking,
         )
+        if self.context_budget is not None:  # 0: no cap, even under a preset that has one
+            params.context_budget = self.context_budget or None
+        return params
 
     def make_backend(self) -> ChatBackend:
         """The chat backend this spec describes (no request is made).
@@ -204,7 +240,7 @@ class EvalSpec(BaseModel):
                             "e.g. http://127.0.0.1:8000/v1 from `vllm serve`", "base_url")
         return OpenAIBackend(self.model, url, self.sampling(), concurrency=self.concurrency,
                              request_timeout=self.request_timeout, max_retries=self.max_retries,
-                             api_key_env=self.api_key_env)
+                             api_key_env=self.api_key_env, min_completion_tokens=self.min_completion_tokens)
 
 
 _SLICE = re.compile(r"\s*(-?\d*)\s*:\s*(-?\d*)\s*")

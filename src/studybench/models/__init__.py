@@ -7,11 +7,19 @@
 - :func:`check_endpoint`: fail fast when an endpoint does not answer.
 """
 
-from studybench.models.base import PRESETS, ChatBackend, ChatRequest, ChatResult, SamplingParams
+from studybench.models.base import (
+    MIN_COMPLETION_TOKENS,
+    PRESETS,
+    ChatBackend,
+    ChatRequest,
+    ChatResult,
+    SamplingParams,
+)
 from studybench.models.preflight import EndpointError, check_endpoint
 from studybench.models.reference import REFERENCE_MODES, ReferenceBackend
 
 __all__ = [
+    "MIN_COMPLETION_TOKENS",
     "PRESETS",
     "REFERENCE_MODES",
     "ChatBackend",

@@ -13,16 +13,25 @@ from typing import Any, Protocol, runtime_checkable
 
 from studybench.records import SubProblemRef
 
-__all__ = ["ChatBackend", "ChatRequest", "ChatResult", "PRESETS", "SamplingParams"]
+__all__ = ["MIN_COMPLETION_TOKENS", "ChatBackend", "ChatRequest", "ChatResult", "PRESETS", "SamplingParams"]
+
+MIN_COMPLETION_TOKENS = 256
+"""The default floor on the completion budget of a turn: a request that would leave the model fewer
+tokens than this is never sent (see :attr:`SamplingParams.context_budget`)."""
 
 
 @dataclass
 class SamplingParams:
     """Sampling parameters of PROTOCOL.md section 2, sent the way vLLM accepts them.
 
-    ``max_tokens`` is the completion budget. With ``budget_includes_prompt`` the budget is prompt +
-    completion as in the reference scripts, so the completion limit becomes ``max_tokens`` minus the
-    prompt's token count (estimated by the backend). ``None`` means "do not send".
+    Two token budgets, each ``None`` when not limited:
+
+    - ``max_tokens`` is always the **completion** budget (the tokens the model may write);
+    - ``context_budget`` caps **prompt + completion**, as the reference scripts do (the paper preset:
+      32768), so the completion limit sent is ``context_budget`` minus the prompt's token count
+      (estimated by the backend), and at most ``max_tokens`` when both are set.
+
+    ``None`` means "do not send" (the server's default applies when neither budget is set).
     """
 
     temperature: float | None = None
@@ -32,7 +41,7 @@ class SamplingParams:
     presence_penalty: float | None = None
     repetition_penalty: float | None = None
     max_tokens: int | None = None
-    budget_includes_prompt: bool = False
+    context_budget: int | None = None
     enable_thinking: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,8 +63,7 @@ PRESETS: dict[str, SamplingParams] = {
         min_p=0.0,
         presence_penalty=1.5,
         repetition_penalty=1.0,
-        max_tokens=32768,
-        budget_includes_prompt=True,
+        context_budget=32768,
         enable_thinking=True,
     ),
     # Deterministic-ish decoding for debugging and closed API models.

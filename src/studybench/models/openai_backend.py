@@ -6,11 +6,13 @@ Implements :class:`studybench.models.base.ChatBackend` for PROTOCOL.md section 2
   and ``presence_penalty`` are standard fields; ``top_k``, ``min_p`` and ``repetition_penalty`` are
   vLLM extensions (what the OpenAI SDK calls ``extra_body``); the thinking toggle is the chat-template
   argument ``chat_template_kwargs: {"enable_thinking": bool}``. Only non-``None`` values are sent.
-- **Budget**: with ``SamplingParams.budget_includes_prompt`` the budget is prompt + completion, as in
-  the reference scripts, so the completion limit sent is ``max_tokens`` minus an *estimate* of the
-  prompt's tokens (:func:`estimate_prompt_tokens`: ``ceil(chars / 3) + 4`` per message, an
-  over-estimate for English and LaTeX with common tokenizers, so the request stays inside the
-  model's context), floored at 1.
+- **Budget**: ``SamplingParams.max_tokens`` is the completion budget; ``SamplingParams.context_budget``
+  caps prompt + completion, as in the reference scripts, so the completion limit sent is
+  ``min(max_tokens, context_budget - estimate)`` with an *estimate* of the prompt's tokens
+  (:func:`estimate_prompt_tokens`: ``ceil(chars / 3) + 4`` per message, an over-estimate for English
+  and LaTeX with common tokenizers, so the request stays inside the model's context). A turn whose
+  completion limit would fall below ``min_completion_tokens`` is not sent: it fails with an error
+  naming the numbers (:meth:`OpenAIBackend.budget_problem`).
 - **Errors**: transient failures (HTTP 408/409/429/5xx, timeouts, dropped connections, truncated or
   malformed response bodies) are retried with exponential backoff and jitter, honouring
   ``Retry-After`` (capped by ``backoff_max``); other 4xx are not retried. :meth:`OpenAIBackend.complete`
@@ -153,10 +155,12 @@ class OpenAIBackend:
             server sends one (capped by ``backoff_max``).
         backoff_max: cap on any single wait, seconds.
         api_key_env: name of the environment variable holding the API key (read at construction).
+        min_completion_tokens: the floor on a turn's completion limit; a turn below it is not sent
+            (default 1: never a non-positive limit; evaluations use :data:`~studybench.models.base.MIN_COMPLETION_TOKENS`).
 
     Raises:
-        ValueError: a non-positive ``concurrency`` or ``request_timeout``, a negative
-            ``max_retries`` or backoff.
+        ValueError: a non-positive ``concurrency``, ``request_timeout`` or ``min_completion_tokens``,
+            a negative ``max_retries`` or backoff.
     """
 
     name = "openai"
@@ -173,6 +177,7 @@ class OpenAIBackend:
         backoff_initial: float = 1.0,
         backoff_max: float = 60.0,
         api_key_env: str = "OPENAI_API_KEY",
+        min_completion_tokens: int = 1,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -182,6 +187,9 @@ class OpenAIBackend:
             raise ValueError("max_retries must be >= 0")
         if backoff_initial < 0 or backoff_max < 0:
             raise ValueError("backoff times must be >= 0 seconds")
+        if min_completion_tokens < 1:
+            raise ValueError("min_completion_tokens must be >= 1")
+        self.min_completion_tokens = min_completion_tokens
         self.model = model
         self.base_url = base_url
         self.sampling = sampling if sampling is not None else SamplingParams()
@@ -221,7 +229,8 @@ class OpenAIBackend:
             "model": self.model,
             "base_url": self._display_url(),
             "sampling": self.sampling.to_dict(),
-            "prompt_token_estimate": PROMPT_ESTIMATE if self.sampling.budget_includes_prompt else None,
+            "prompt_token_estimate": PROMPT_ESTIMATE if self.sampling.context_budget is not None else None,
+            "min_completion_tokens": self.min_completion_tokens,
             "concurrency": self.concurrency,
             "request_timeout": self.request_timeout,
             "max_retries": self.max_retries,
@@ -237,14 +246,42 @@ class OpenAIBackend:
     # -- request ---------------------------------------------------------------------------------------
 
     def completion_budget(self, messages: list[dict[str, Any]]) -> int | None:
-        """The ``max_tokens`` to send for ``messages``: ``None`` (unlimited), the configured value,
-        or, with ``budget_includes_prompt``, that minus :func:`estimate_prompt_tokens` (at least 1)."""
-        max_tokens = self.sampling.max_tokens
-        if max_tokens is None:
+        """The completion limit (``max_tokens``) to send for ``messages``.
+
+        Args:
+            messages: the conversation of the turn.
+
+        Returns:
+            ``None`` when neither budget is set (nothing sent); else ``max_tokens``, or
+            ``context_budget - estimate_prompt_tokens(messages)``, or the smaller of the two. It may be
+            below :attr:`min_completion_tokens` (even negative): :meth:`budget_problem` says so.
+        """
+        s = self.sampling
+        limits = [s.max_tokens] if s.max_tokens is not None else []
+        if s.context_budget is not None:
+            limits.append(s.context_budget - estimate_prompt_tokens(messages))
+        return min(limits) if limits else None
+
+    def budget_problem(self, messages: list[dict[str, Any]]) -> str | None:
+        """Why a turn with ``messages`` must not be sent (its completion limit is below the floor), or ``None``.
+
+        Args:
+            messages: the conversation of the turn.
+
+        Returns:
+            A one-line reason naming the numbers (completion limit, estimated prompt, context budget,
+            floor), or ``None`` when the limit is at least :attr:`min_completion_tokens` or unset.
+        """
+        budget = self.completion_budget(messages)
+        if budget is None or budget >= self.min_completion_tokens:
             return None
-        if self.sampling.budget_includes_prompt:
-            return max(1, max_tokens - estimate_prompt_tokens(messages))
-        return max_tokens
+        s = self.sampling
+        if s.context_budget is not None and (s.max_tokens is None or budget < s.max_tokens):
+            return (f"completion budget {budget} tokens is below the floor of {self.min_completion_tokens}: the prompt "
+                    f"(~{estimate_prompt_tokens(messages)} tokens estimated, {PROMPT_ESTIMATE}) leaves only {budget} of "
+                    f"the context budget {s.context_budget}; raise --context-budget (or lower --min-completion-tokens)")
+        return (f"completion budget {budget} tokens (--max-tokens) is below the floor of {self.min_completion_tokens}; "
+                "raise --max-tokens (or lower --min-completion-tokens)")
 
     def build_payload(self, request: ChatRequest) -> dict[str, Any]:
         """The exact JSON body sent for ``request`` (only non-``None`` parameters)."""
@@ -322,9 +359,14 @@ class OpenAIBackend:
         retries and backoff included), ``attempts`` and ``extra`` (``response_id``, ``max_tokens``
         sent, ``queue_s`` = seconds waited under the concurrency limit before the first attempt). On
         failure after retries, ``error`` is a short reason such as ``"HTTP 500 after 7 attempts"``.
+        A turn whose completion limit is below the floor is not sent (``attempts`` 0, ``error`` from
+        :meth:`budget_problem`).
         """
-        state = self._loop_state()
         payload = self.build_payload(request)
+        problem = self.budget_problem(request.messages)
+        if problem is not None:  # never send a request the model cannot answer within its budget
+            return ChatResult(completion="", error=problem, attempts=0, extra={"max_tokens": payload.get("max_tokens")})
+        state = self._loop_state()
         attempts = 0
         called = time.monotonic()
         started: float | None = None

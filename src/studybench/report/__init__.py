@@ -4,7 +4,7 @@
 - :func:`render_markdown` / :func:`rich_table` (:mod:`studybench.report.render`): their renderings.
 """
 
-from studybench.report.build import SCORINGS, build_report, write_report
+from studybench.report.build import SCORINGS, TRUNCATION_WARN_SHARE, build_report, write_report
 from studybench.report.render import md_cell, render_markdown, rich_table
 
-__all__ = ["SCORINGS", "build_report", "md_cell", "render_markdown", "rich_table", "write_report"]
+__all__ = ["SCORINGS", "TRUNCATION_WARN_SHARE", "build_report", "md_cell", "render_markdown", "rich_table", "write_report"]

@@ -2,9 +2,11 @@
 
 ``report.json`` carries at its top level ``k``, ``seeds``, ``par_at_k`` and ``sub_at_k`` (each
 ``{"mean", "std", "per_seed"}`` in percent), ``breakdowns`` (by sub-discipline, source and answer
-type) and run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements;
-``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out).
-What each turn scores comes from :func:`studybench.store.turn_verdicts` (the one currency rule).
+type), run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements;
+``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out) and
+``truncation`` (completions cut by the token limit and empty ones, overall and per seed, with a
+warning above :data:`TRUNCATION_WARN_SHARE`). What each turn scores comes from
+:func:`studybench.store.turn_verdicts` (the one currency rule).
 """
 
 from __future__ import annotations
@@ -14,15 +16,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from studybench.answers import strip_reasoning
 from studybench.files import atomic_write_text, dumps_json
 from studybench.metrics import breakdown, mean_std, par_at_k, sub_at_k, sub_at_k_by
 from studybench.report.render import render_markdown
-from studybench.store import Manifest, RunRows, RunStore, turn_verdicts
+from studybench.store import Manifest, RunRows, RunStore, TurnVerdict, turn_verdicts
 
-__all__ = ["SCORINGS", "build_report", "write_report"]
+__all__ = ["SCORINGS", "TRUNCATION_WARN_SHARE", "build_report", "write_report"]
 
 SCORINGS = ("strict", "liberal")
 """Physics-R1's conventions: strict = rule verifier only; liberal = rule OR LLM judge (the cascade)."""
+
+TRUNCATION_WARN_SHARE = 0.10
+"""Reports warn when more than this share of the answered turns (overall or in one seed) was cut by
+the token limit (``finish_reason: length``) or has no visible text: the scores then measure the
+budget more than the model."""
 
 Grid = list[list[list[bool]]]
 """Verdicts of one seed: ``grid[parent][sub_problem][attempt]``."""
@@ -48,8 +56,8 @@ def _grid(manifest: Manifest, values: list[bool], seed_index: int) -> Grid:
     return out
 
 
-def build_report(run: RunStore | Path | str, scoring: str | None = None) -> dict[str, Any]:
-    """Compute the report of a run directory from its manifest and logs.
+def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int | None = None) -> dict[str, Any]:
+    """Compute the report of a run directory from its manifest and logs (nothing is written).
 
     A turn without a counting rule verdict (not generated, not yet judged, or judged on an older
     completion) counts as incorrect and is counted in ``turns.missing_judgements``.
@@ -60,19 +68,27 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None) -> dict
             manifest's active judge, the paper's leaderboard) or ``None``: liberal when the
             manifest's verifier mode is ``rule+llm``, else strict. The report carries both under
             ``scoring`` whenever the run has an active judge.
+        k: report Par@k / Sub@k for ``k`` <= the run's k from the first ``k`` attempts of every
+            parent and seed (attempts ``0..k-1``: exactly the turns a run made with this ``k`` would
+            hold); the report then carries ``run_k``, the run's own k. ``None``: the run's k.
 
     Returns:
         The report as a JSON-ready dict.
 
     Raises:
         FileNotFoundError: not a run directory.
-        ValueError: an unreadable or invalid manifest (the message names the file and field), or an
-            unknown ``scoring``.
+        ValueError: an unreadable or invalid manifest (the message names the file and field), an
+            unknown ``scoring``, or a ``k`` that is not between 1 and the run's k.
     """
     if scoring is not None and scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     store = _store(run)
     man = store.read_manifest()
+    run_k = man.k
+    if k is not None:
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= run_k:
+            raise ValueError(f"{store.manifest_path}: k must be between 1 and the run's k={run_k}, got {k!r}")
+        man = man.model_copy(update={"k": k})
     k, seeds, split = man.k, man.seeds, man.split.name
     judge = man.active_judge
     headline = scoring or ("liberal" if judge is not None else "strict")
@@ -125,8 +141,9 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None) -> dict
         return {g: {"parents": n[g], "par_at_k": par_g[g].to_dict(), "sub_at_k": sub_g[g].to_dict()} for g in sorted(par_g)}
 
     usage: Counter[str] = Counter()
-    for g in rows.generations.values():
-        if g.split != split or not isinstance(g.usage, dict):
+    reported = {t.key for t in table} if k != run_k else None  # a smaller k: the usage of its attempts only
+    for key, g in rows.generations.items():
+        if g.split != split or not isinstance(g.usage, dict) or (reported is not None and key not in reported):
             continue
         for kk, vv in g.usage.items():
             if isinstance(vv, int) and not isinstance(vv, bool):
@@ -157,10 +174,13 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None) -> dict
         "label_normalisation": [{"raw": r, "normalised": n} for r, n in raw_labels],
         "unsolved_sub_problems": unsolved,
         "usage": dict(usage),
+        "truncation": _truncation(table, seeds, headline),
     }
     timeouts = sum(1 for t in table if t.rule.timed_out)
     if timeouts:  # only when there are any: reports of runs without timeouts stay as they were
         rep["turns"]["rule_timeouts"] = timeouts
+    if k != run_k:
+        rep["run_k"] = run_k
     if judge is not None:
         judged = sum(llm_counts[v] for v in ("TRUE", "FALSE", "unjudgeable"))
         rep["llm_judge"] = {
@@ -216,6 +236,66 @@ def _conventions(per_seed: dict[str, dict[int, Grid]], judgeable: dict[int, Grid
             },
         }
     return out
+
+
+def _truncation(table: list[TurnVerdict], seeds: list[int], headline: str) -> dict[str, Any]:
+    """Turns cut by the token limit and turns with no visible text, overall and per seed (``report["truncation"]``).
+
+    Counted over the *answered* turns (a generation that did not fail): ``truncated`` has
+    ``finish_reason`` ``"length"``, ``empty`` has no text once reasoning is removed
+    (:func:`studybench.answers.strip_reasoning`; a reply cut inside ``<think>`` is both). Among the
+    incorrect answered attempts (by the headline scoring), how many were truncated or empty. A
+    warning when a share exceeds :data:`TRUNCATION_WARN_SHARE` overall or in one seed, and
+    ``measured_nothing`` when no turn of the selection has a complete, non-empty completion.
+    """
+    keys = ("turns", "truncated", "empty", "incorrect", "incorrect_truncated", "incorrect_empty")
+    counts: dict[int, Counter[str]] = {s: Counter(dict.fromkeys(keys, 0)) for s in seeds}
+    for t in table:
+        g = t.rule.generation
+        if g is None or g.error or g.completion is None:
+            continue
+        c = counts[t.key.seed]
+        truncated, empty = g.finish_reason == "length", not strip_reasoning(g.completion)
+        incorrect = not (t.liberal if headline == "liberal" else t.strict)
+        c.update({"turns": 1, "truncated": truncated, "empty": empty, "incorrect": incorrect,
+                  "incorrect_truncated": incorrect and truncated, "incorrect_empty": incorrect and empty})
+        c["complete"] += not truncated and not empty
+
+    def group(c: Counter[str]) -> dict[str, Any]:
+        n = c["turns"]
+        out: dict[str, Any] = {"turns": n}
+        for kk in ("truncated", "empty"):
+            out[kk] = c[kk]
+            out[f"{kk}_share"] = round(c[kk] / n, 6) if n else None
+        out.update({kk: c[kk] for kk in ("incorrect", "incorrect_truncated", "incorrect_empty")})
+        return out
+
+    total: Counter[str] = Counter()
+    for c in counts.values():
+        total.update(c)
+    overall = group(total)
+    per_seed = {str(s): group(counts[s]) for s in seeds}
+    over = [(name, g) for name, g in [("overall", overall), *((f"seed {s}", g) for s, g in per_seed.items())]
+            if any((g[f"{kk}_share"] or 0) > TRUNCATION_WARN_SHARE for kk in ("truncated", "empty"))]
+    measured_nothing = bool(table) and total["complete"] == 0
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+
+    advice = ("Raise --max-tokens (the completion budget) or --context-budget (prompt + completion)."
+              if overall["truncated"] or overall["empty"] else "See the failed turns above.")
+    warning = None
+    if measured_nothing:
+        warning = (f"this run measured nothing: none of its {len(table)} turns has a complete, non-empty completion "
+                   f"({overall['truncated']} hit the token limit, {overall['empty']} have no visible text, "
+                   f"{len(table) - overall['turns']} failed or were not generated); its scores say nothing about the model. {advice}")
+    elif over:
+        name, g = over[0]
+        warning = (f"{pct(g['truncated_share'])} of the answered turns ({g['truncated']} of {g['turns']}, {name}) hit the "
+                   f"token limit (finish_reason length) and {pct(g['empty_share'])} ({g['empty']}) have no visible text; "
+                   f"{overall['incorrect_truncated']} of {overall['incorrect']} incorrect attempts were truncated. {advice}")
+    return {"warn_share": TRUNCATION_WARN_SHARE, "warning": warning, "measured_nothing": measured_nothing,
+            "overall": overall, "per_seed": per_seed}
 
 
 def _reason_kind(reason: str) -> str:

@@ -21,7 +21,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
     lines = [
         f"# StudyBench report: {md_cell(rep['split'])} / {md_cell(rep['model'])}",
         "",
-        f"k = {rep['k']}, seeds = {rep['seeds']}, parents = {rep['parents']}, sub-problems = {rep['sub_problems']}, "
+        f"k = {rep['k']}{_of_run(rep)}, seeds = {rep['seeds']}, parents = {rep['parents']}, sub-problems = {rep['sub_problems']}, "
         f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}, scoring = {rep.get('scoring_used', 'strict')} "
         f"({'rule OR LLM judge' if rep.get('scoring_used') == 'liberal' else 'rule verifier only'})",
         "",
@@ -34,6 +34,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"missing judgements: {rep['turns']['missing_judgements']}.",
         "",
     ]
+    if rep.get("truncation"):
+        lines[1:1] = _truncation_warning(rep["truncation"])
+        lines += _truncation_section(rep["truncation"])
     if rep.get("llm_judge"):
         lj = rep["llm_judge"]
         jd = lj["judge"]
@@ -103,6 +106,38 @@ def render_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _of_run(rep: dict[str, Any]) -> str:
+    """`` (first k of the run's K attempts)`` for a report of a smaller k than its run's, else ``""``."""
+    return f" (first {rep['k']} of the run's {rep['run_k']} attempts)" if rep.get("run_k", rep["k"]) != rep["k"] else ""
+
+
+def _truncation_warning(tr: dict[str, Any]) -> list[str]:
+    """The report's truncation warning as a Markdown block quote under the title (none when there is none)."""
+    return ["", f"> **WARNING: {md_cell(tr['warning'])}**"] if tr.get("warning") else []
+
+
+def _truncation_section(tr: dict[str, Any]) -> list[str]:
+    """The ``## Truncated and empty completions`` section: overall and per seed."""
+
+    def share(n: int, x: float | None) -> str:
+        return f"{n}" if x is None else f"{n} ({100 * x:.2f}%)"
+
+    lines = [
+        "## Truncated and empty completions",
+        "",
+        "Answered turns (generated, not failed) that hit the token limit (`finish_reason: length`) or have no visible "
+        f"text once reasoning is removed; a warning above {100 * tr['warn_share']:.0f}% overall or in one seed. "
+        "Incorrect attempts are counted by the headline scoring.",
+        "",
+        "| seed | answered turns | truncated | empty | incorrect | incorrect, truncated | incorrect, empty |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, g in [("overall", tr["overall"]), *tr["per_seed"].items()]:
+        lines.append(f"| {md_cell(name)} | {g['turns']} | {share(g['truncated'], g['truncated_share'])} | "
+                     f"{share(g['empty'], g['empty_share'])} | {g['incorrect']} | {g['incorrect_truncated']} | {g['incorrect_empty']} |")
+    return [*lines, ""]
+
+
 def rich_table(rep: dict[str, Any]) -> Any:
     """A Rich table with Par@k / Sub@k and the sub-discipline breakdown."""
     from rich.markup import escape
@@ -112,7 +147,7 @@ def rich_table(rep: dict[str, Any]) -> Any:
         return f"{d['mean']:.2f}" if d["std"] is None else f"{d['mean']:.2f} ± {d['std']:.2f}"
 
     k = rep["k"]
-    t = Table(title=f"StudyBench {escape(str(rep['split']))} · {escape(str(rep['model']))} · k={k} · seeds={len(rep['seeds'])}")
+    t = Table(title=f"StudyBench {escape(str(rep['split']))} · {escape(str(rep['model']))} · k={k}{_of_run(rep)} · seeds={len(rep['seeds'])}")
     t.add_column("group")
     t.add_column("parents", justify="right")
     t.add_column(f"Par@{k}", justify="right")

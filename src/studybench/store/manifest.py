@@ -8,7 +8,9 @@ of the selected parents (so that reports need only the run directory) and the co
 **Resuming.** Re-running into a directory is safe only when the new invocation would produce the same
 turns. :meth:`Manifest.resume_conflicts` lists what must match and differs: every backend setting
 except the operational ones in :data:`OPERATIONAL_BACKEND_KEYS` (URL, concurrency, retries,
-timeouts, backoff, key variable), the test-set file's sha256, and each artefact's digest. The
+timeouts, backoff, key variable, completion floor), the test-set file's sha256, and each artefact's
+digest (an old manifest's ``max_tokens`` + ``budget_includes_prompt`` is compared as today's
+``max_tokens`` / ``context_budget``). The
 selection (parents, k, seeds) may change: rows outside it are kept, and the manifest and report
 describe the latest invocation.
 
@@ -43,7 +45,8 @@ VERIFIER_MODES = ("rule", "rule+llm")
 also go to an LLM judge (the paper's leaderboard numbers)."""
 
 OPERATIONAL_BACKEND_KEYS = frozenset(
-    {"base_url", "concurrency", "request_timeout", "max_retries", "backoff_initial", "backoff_max", "api_key_env"}
+    {"base_url", "concurrency", "request_timeout", "max_retries", "backoff_initial", "backoff_max", "api_key_env",
+     "min_completion_tokens"}
 )
 """Backend settings that may change between invocations of one run: they do not change answers."""
 
@@ -217,10 +220,14 @@ class Manifest(_Model):
             changed"``, ``"artefact playbook changed"``.
         """
         diff: list[str] = []
-        ob, nb = self.backend, new.backend
+        ob, nb = _current_budgets(self.backend), _current_budgets(new.backend)
         for key in sorted(set(ob) | set(nb)):
             if key not in OPERATIONAL_BACKEND_KEYS and ob.get(key) != nb.get(key):
-                diff.append(f"backend.{key}: {ob.get(key)!r} -> {nb.get(key)!r}")
+                o, n = ob.get(key), nb.get(key)
+                if isinstance(o, dict) and isinstance(n, dict):  # e.g. sampling: name the settings that differ
+                    diff += [f"backend.{key}.{s}: {o.get(s)!r} -> {n.get(s)!r}" for s in sorted(set(o) | set(n)) if o.get(s) != n.get(s)]
+                else:
+                    diff.append(f"backend.{key}: {o!r} -> {n!r}")
         if self.split.sha256 != new.split.sha256:
             diff.append("test-set file content changed")
         od = self.artefacts.get("digests") or {}
@@ -235,6 +242,29 @@ class Manifest(_Model):
     def scope(self) -> tuple[int, int, list[int]]:
         """(parents, k, seeds) of the latest selection."""
         return len(self.parents), self.k, list(self.seeds)
+
+
+def _current_budgets(backend: dict[str, Any]) -> dict[str, Any]:
+    """A backend description with its sampling in today's form of the two token budgets.
+
+    Older manifests recorded ``max_tokens`` with ``budget_includes_prompt``: when true,
+    ``max_tokens`` was the prompt + completion cap, today's ``context_budget``; when false, it was the
+    completion budget, as ``max_tokens`` is today.
+    """
+    sampling = backend.get("sampling")
+    if not isinstance(sampling, dict) or "budget_includes_prompt" not in sampling or "context_budget" in sampling:
+        return backend
+    old = dict(sampling)
+    includes = old.pop("budget_includes_prompt")
+    new: dict[str, Any] = {}
+    for key, value in old.items():
+        if key == "max_tokens":
+            new["max_tokens"] = None if includes else value
+            new["context_budget"] = value if includes else None
+        else:
+            new[key] = value
+    new.setdefault("context_budget", None)
+    return {**backend, "sampling": new}
 
 
 def parents_index(parents: list[Parent]) -> list[ParentIndex]:
