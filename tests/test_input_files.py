@@ -115,6 +115,16 @@ def test_cli_refuses_named_pipes_and_devices(tmp_path: Path, what: str, kind: st
     assert not (tmp_path / "run" / "manifest.json").exists()
 
 
+@needs_fifo
+def test_report_refuses_a_manifest_that_is_a_named_pipe(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    _fifo(run).rename(run / "manifest.json")
+    r = _sb("report", run)
+    assert r.returncode != 0 and "manifest.json: not a regular file (a named pipe)" in r.stderr.replace("\n", ""), r.stderr
+    assert "Traceback" not in r.stderr
+
+
 # -- verify-file: JSONL round trip and type-checked rows ------------------------------------------
 
 
