@@ -64,7 +64,7 @@ def test_verify_file_adds_verdicts_and_scores_labels(tmp_path: Path) -> None:
     [
         ("{not json", "line 2: not valid JSON"),
         ('{"gold": "\\\\boxed{1}", "answer_type": "NV"}', "line 2: field 'response'"),
-        ('{"gold": "\\\\boxed{1}", "response": "1", "answer_type": "ZZ"}', "line 2: unknown answer type"),
+        ('{"gold": "\\\\boxed{1}", "response": "1", "answer_type": "ZZ"}', "line 2: field 'answer_type': unknown answer type"),
         ("[1, 2]", "line 2: expected a JSON object"),
     ],
 )

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from studybench.files import MAX_DATA_BYTES, InputFileError, read_user_bytes
 from studybench.records import Parent, ParentKey, SubProblemRef, sub_problem_refs
 
 __all__ = [
@@ -65,6 +66,15 @@ class Dataset:
     def sub_problem_refs(self) -> list[SubProblemRef]:
         """Every scored sub-problem with its parent and index, in file order."""
         return sub_problem_refs(self.parents)
+
+    def sub_problem_keys(self) -> list[tuple[str, str, str, str]]:
+        """The four-part key of every scored sub-problem, in file order.
+
+        Returns:
+            ``(source, year, source_problem_id, problem_id)`` tuples: the key a guidance file joins
+            on (a single-question parent's ``problem_id`` is its ``source_problem_id``).
+        """
+        return [(r.parent.source, r.parent.year, r.parent.source_problem_id, r.sub_id) for r in self.sub_problem_refs()]
 
     def by_key(self) -> dict[ParentKey, Parent]:
         """Parents by their identity (source, year, source_problem_id)."""
@@ -206,15 +216,16 @@ def load_dataset(path: str | os.PathLike[str], name: str | None = None) -> Datas
         A :class:`Dataset` with every parent validated.
 
     Raises:
-        DatasetError: unreadable file, invalid JSON, wrong shape, a record failing validation
+        DatasetError: unreadable file, not a regular file (named pipe, device, directory), over
+            2 GiB, invalid JSON, wrong shape, a record failing validation
             (message: ``FILE: record I (source_problem_id=ID): field 'F': what is wrong``), or a
             duplicate parent key.
     """
     p = Path(path)
     try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise DatasetError(f"{p}: cannot read file ({e.strerror or e})") from None
+        data = read_user_bytes(p, limit=MAX_DATA_BYTES)
+    except InputFileError as e:
+        raise DatasetError(str(e)) from None
     digest = hashlib.sha256(data).hexdigest()
     if not data.strip():
         raise DatasetError(f"{p}: empty file (expected a JSON list of parents)")

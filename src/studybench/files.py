@@ -8,6 +8,11 @@ and renames it over the target, so readers see the old or the new file, never a 
 :class:`JsonlLog` appends each row with a single ``write`` of a complete line to a file opened with
 ``O_APPEND``, so a process killed at any moment (SIGKILL) leaves at most one torn last line, which
 readers skip and the next writer truncates.
+
+Files a user names (test sets, artefacts, judge templates, pairs files) are read with
+:func:`read_user_bytes` / :func:`read_user_text`: only regular files (a named pipe, a device such as
+``/dev/zero``, a directory or a socket is refused before anything is read, so nothing blocks or
+reads without bound), up to a size limit. JSONL is split with :func:`jsonl_lines`, on ``"\\n"`` only.
 """
 
 from __future__ import annotations
@@ -15,11 +20,166 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JsonlLog", "atomic_write_text", "dumps_json", "file_sha256", "text_digest"]
+__all__ = [
+    "MAX_DATA_BYTES",
+    "MAX_TEXT_BYTES",
+    "InputFileError",
+    "JsonlLog",
+    "atomic_write_text",
+    "decode_utf8",
+    "dumps_json",
+    "file_sha256",
+    "jsonl_lines",
+    "read_user_bytes",
+    "read_user_text",
+    "text_digest",
+]
+
+MAX_TEXT_BYTES = 10 * 1024 * 1024
+"""Default size limit of a prompt-like file a user names (system prompt, playbook, guidance)."""
+
+MAX_DATA_BYTES = 2 * 1024 * 1024 * 1024
+"""Default size limit of a data file a user names (test set, pairs file, audit records)."""
+
+
+class InputFileError(ValueError):
+    """A file a user named that cannot be read as asked.
+
+    Attributes:
+        path: the file.
+        problem: what is wrong, without the file name (e.g. ``"not a regular file (a named pipe)"``).
+    """
+
+    def __init__(self, path: os.PathLike[str] | str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def read_user_bytes(path: os.PathLike[str] | str, *, limit: int = MAX_DATA_BYTES) -> bytes:
+    """The bytes of a regular file a user named, at most ``limit`` of them.
+
+    The file is checked with ``stat`` before it is opened and with ``fstat`` after (it is opened
+    non-blocking, so a file swapped for a named pipe in between cannot block either).
+
+    Args:
+        path: the file (symbolic links are followed).
+        limit: the largest size accepted, in bytes.
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        InputFileError: the file is missing or unreadable, is not a regular file (named pipe,
+            device, directory, socket), or is larger than ``limit``.
+    """
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        raise InputFileError(p, f"cannot read file ({e.strerror or e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputFileError(p, f"not a regular file ({_kind(st.st_mode)})")
+    if st.st_size > limit:
+        raise InputFileError(p, f"too large ({st.st_size:,} bytes; the limit is {limit:,})")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(p, flags)
+    except OSError as e:
+        raise InputFileError(p, f"cannot read file ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputFileError(p, f"not a regular file ({_kind(st.st_mode)})")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            block = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not block:
+                break
+            chunks.append(block)
+            total += len(block)
+            if total > limit:
+                raise InputFileError(p, f"too large (over {limit:,} bytes, the limit)")
+        return b"".join(chunks)
+    except OSError as e:
+        raise InputFileError(p, f"cannot read file ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def read_user_text(path: os.PathLike[str] | str, *, limit: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of a regular file a user named (a leading byte-order mark is dropped).
+
+    Args:
+        path: the file.
+        limit: the largest size accepted, in bytes.
+
+    Returns:
+        The decoded text.
+
+    Raises:
+        InputFileError: as :func:`read_user_bytes`, or the bytes are not UTF-8 (the message gives
+            the line and byte offset).
+    """
+    data = read_user_bytes(path, limit=limit)
+    return decode_utf8(data, path)
+
+
+def decode_utf8(data: bytes, path: os.PathLike[str] | str) -> str:
+    """``data`` decoded as UTF-8, a leading byte-order mark dropped.
+
+    Args:
+        data: the bytes read from ``path``.
+        path: the file they came from (for the message).
+
+    Returns:
+        The text.
+
+    Raises:
+        InputFileError: not UTF-8 (the message gives the line and byte offset).
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputFileError(path, f"line {line}: not valid UTF-8 (byte offset {e.start})") from None
+
+
+def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line) of every non-blank line of JSONL text.
+
+    Lines are split on ``"\\n"`` only: ``str.splitlines`` would also split inside JSON strings at
+    U+2028, U+2029, U+0085, ``\\x1c``-``\\x1e``, form feeds and other characters that
+    ``json.dumps(..., ensure_ascii=False)`` writes raw.
+
+    Args:
+        text: the file's text.
+
+    Yields:
+        Line number and line (a trailing ``"\\r"`` kept: JSON ignores it).
+    """
+    for n, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield n, line
 
 
 def text_digest(text: str) -> str:

@@ -18,6 +18,7 @@ Never any gold solution or answer.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 
 from studybench.answers import strip_reasoning
 from studybench.datasets import Dataset
+from studybench.files import MAX_TEXT_BYTES, InputFileError, decode_utf8, jsonl_lines, read_user_bytes
 from studybench.records import Parent, SubProblemRef
 
 __all__ = [
@@ -37,8 +39,11 @@ __all__ = [
     "ArtefactError",
     "GuidanceKey",
     "build_messages",
+    "guidance_coverage",
     "load_artefacts",
     "messages_digest",
+    "nearest_guidance_keys",
+    "unmatched_guidance_message",
     "user_turn",
 ]
 
@@ -124,25 +129,24 @@ class Artefacts:
         }
 
 
-def _read_text(path: Path, what: str) -> str:
+def _read_text(path: Path, what: str) -> tuple[str, str]:
+    """(text, sha256 of the bytes) of an artefact file: a regular file of at most 10 MiB, UTF-8, not blank."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ArtefactError(f"{what} file {path}: cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise ArtefactError(f"{what} file {path}: not UTF-8 text ({e})") from None
+        data = read_user_bytes(path, limit=MAX_TEXT_BYTES)
+        text = decode_utf8(data, path)
+    except InputFileError as e:
+        raise ArtefactError(f"{what} file {path}: {e.problem}") from None
     if not text.strip():
         raise ArtefactError(f"{what} file {path}: empty")
-    return text
+    return text, hashlib.sha256(data).hexdigest()
 
 
 _GUIDANCE_TEXT_FIELDS = ("guidance", "hint", "hints", "text")
 
 
-def _load_guidance(path: Path) -> dict[GuidanceKey, str]:
+def _load_guidance(raw: str, path: Path) -> dict[GuidanceKey, str]:
     """Guidance file: JSON list (or ``{"data": [...]}``) or JSONL of objects with ``source``,
     ``year``, ``source_problem_id``, ``problem_id`` and ``guidance`` (or ``hint``/``text``)."""
-    raw = _read_text(path, "guidance")
     records: list[Any]
     try:
         obj = json.loads(raw)
@@ -153,9 +157,7 @@ def _load_guidance(path: Path) -> dict[GuidanceKey, str]:
         raise ArtefactError(f"guidance file {path}: JSON nested too deeply") from None
     except ValueError:  # JSONDecodeError, or an integer over Python's digit limit: try JSONL
         records = []
-        for n, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
+        for n, line in jsonl_lines(raw):
             try:
                 records.append(json.loads(line))
             except RecursionError:
@@ -211,10 +213,6 @@ def _key_part(v: Any) -> str:
     return str(v).strip()
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def load_artefacts(
     system_prompt: Path | None = None,
     playbook: Path | None = None,
@@ -222,22 +220,30 @@ def load_artefacts(
 ) -> Artefacts:
     """Read artefact files given on the command line.
 
+    Args:
+        system_prompt: file replacing the system message.
+        playbook: file appended to the default system message.
+        guidance: JSON or JSONL file of hints (see :data:`GuidanceKey`).
+
+    Returns:
+        The artefacts, with the sha256 of each file's bytes.
+
     Raises:
-        ArtefactError: unreadable/empty file, malformed guidance record, or both a system prompt
-            and a playbook.
+        ArtefactError: a missing or unreadable file, one that is not a regular file (named pipe,
+            device, directory) or over 10 MiB, not UTF-8 or empty, a malformed guidance record, or
+            both a system prompt and a playbook.
     """
     digests: dict[str, str] = {}
     sp = pb = None
     gd: dict[GuidanceKey, str] = {}
     if system_prompt is not None:
-        sp = _read_text(system_prompt, "system prompt").strip()
-        digests["system_prompt"] = _sha256(system_prompt)
+        sp, digests["system_prompt"] = _read_text(system_prompt, "system prompt")
+        sp = sp.strip()
     if playbook is not None:
-        pb = _read_text(playbook, "playbook")
-        digests["playbook"] = _sha256(playbook)
+        pb, digests["playbook"] = _read_text(playbook, "playbook")
     if guidance is not None:
-        gd = _load_guidance(guidance)
-        digests["guidance"] = _sha256(guidance)
+        raw, digests["guidance"] = _read_text(guidance, "guidance")
+        gd = _load_guidance(raw, guidance)
     return Artefacts(system_prompt=sp, playbook=pb, guidance=gd, digests=digests)
 
 
@@ -246,11 +252,54 @@ def guidance_coverage(
 ) -> tuple[int, list[GuidanceKey]]:
     """(number of sub-problems of ``selected`` (default: all parents) with guidance, guidance keys that
     match no sub-problem of ``ds`` at all)."""
-    keys = {(s.parent.source, s.parent.year, s.parent.source_problem_id, s.sub_id) for s in ds.sub_problem_refs()}
+    keys = set(ds.sub_problem_keys())
     parents = ds.parents if selected is None else selected
     sel = {(p.source, p.year, p.source_problem_id, s.problem_id) for p in parents for s in p.subs()}
     matched = sum(1 for k in art.guidance if k in sel)
     return matched, sorted(k for k in art.guidance if k not in keys)
+
+
+def nearest_guidance_keys(key: GuidanceKey, ds: Dataset, n: int = 3) -> list[GuidanceKey]:
+    """The sub-problem keys of ``ds`` closest to a guidance key that matches none.
+
+    Within the same parent (source, year, source_problem_id) when ``ds`` has it, the ``n`` nearest
+    ``problem_id`` spellings; otherwise the ``n`` keys closest as a whole (``difflib`` ratio >= 0.6).
+
+    Args:
+        key: the unmatched key.
+        ds: the test set.
+        n: the most keys returned.
+
+    Returns:
+        Up to ``n`` keys of ``ds``, nearest first (possibly none).
+    """
+    keys = ds.sub_problem_keys()
+    same = {k[3]: k for k in keys if k[:3] == key[:3]}
+    if same:
+        return [same[m] for m in difflib.get_close_matches(key[3], list(same), n=n, cutoff=0.0)]
+    joined = {"\x1f".join(k): k for k in keys}
+    return [joined[m] for m in difflib.get_close_matches("\x1f".join(key), list(joined), n=n, cutoff=0.6)]
+
+
+def unmatched_guidance_message(unmatched: list[GuidanceKey], art: Artefacts, ds: Dataset, *, shown: int = 5) -> str:
+    """One line naming guidance keys that match no sub-problem of ``ds``, each with its nearest real keys.
+
+    Args:
+        unmatched: the keys (:func:`guidance_coverage`'s second item).
+        art: the artefacts holding them.
+        ds: the test set.
+        shown: how many keys the message lists (the rest are counted).
+
+    Returns:
+        The message (without the advice on what to do).
+    """
+    parts = []
+    for key in unmatched[:shown]:
+        near = nearest_guidance_keys(key, ds)
+        parts.append(f"{key!r}" + (f" (nearest: {', '.join(repr(k) for k in near)})" if near else " (nothing close)"))
+    more = f"; and {len(unmatched) - shown} more" if len(unmatched) > shown else ""
+    return (f"{len(unmatched)} of {len(art.guidance)} guidance entries match no sub-problem of {ds.name}: "
+            f"{'; '.join(parts)}{more}")
 
 
 def user_turn(parent: Parent, index: int, artefacts: Artefacts | None = None) -> str:

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.files import MAX_DATA_BYTES, InputFileError, decode_utf8, jsonl_lines, read_user_bytes
+
 __all__ = ["DEFAULT_ID_FIELDS", "DEFAULT_TEXT_FIELDS", "AuditRecord", "RecordError", "read_files", "read_records"]
 
 DEFAULT_TEXT_FIELDS = ("problem", "question", "text", "prompt", "content")
@@ -163,22 +165,14 @@ def _record(
 
 def _decode(path: Path) -> str:
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise RecordError(f"{path}: cannot read file ({e.strerror or e})") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise RecordError(f"{path}: line {line}: not valid UTF-8 (byte offset {e.start})") from None
+        return decode_utf8(read_user_bytes(path, limit=MAX_DATA_BYTES), path)
+    except InputFileError as e:
+        raise RecordError(str(e)) from None
 
 
 def _jsonl(path: Path, text: str) -> list[tuple[Any, int]]:
     out: list[tuple[Any, int]] = []
-    # split on "\n" only: str.splitlines() would also split inside strings at U+0085, U+2028, ...
-    for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    for n, line in jsonl_lines(text):  # split on "\n" only, never at U+2028 or U+0085 inside a string
         try:
             out.append((json.loads(line), n))
         except RecursionError:

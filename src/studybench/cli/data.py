@@ -1,4 +1,4 @@
-"""``studybench data fetch|check``: find, fetch and check the test-set files."""
+"""``studybench data fetch|check|ids``: find, fetch and check the test-set files; list their sub-problem keys."""
 
 from __future__ import annotations
 
@@ -84,3 +84,27 @@ def data_check(
                 )
     if bad:
         raise typer.Exit(1)
+
+
+@data_app.command("ids")
+def data_ids(
+    split: Annotated[str, typer.Option("--split", help="application | transfer | PATH to a test-set JSON file.")],
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding the test sets.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per line (source, year, source_problem_id, problem_id).")] = False,
+) -> None:
+    """Print the four-part key of every sub-problem (the key a --guidance file joins on), one per line.
+
+    Plain output is tab-separated: source, year, source_problem_id, problem_id. With --json each line is
+    an object with those fields; add a "guidance" field to make it a guidance record."""
+    from studybench.datasets import DatasetError, load_dataset, resolve_split
+
+    try:
+        ds = load_dataset(resolve_split(split, data_dir), name=split if split in ("application", "transfer") else None)
+    except DatasetError as e:
+        fail(str(e))
+    for key in ds.sub_problem_keys():
+        if as_json:
+            line = json.dumps(dict(zip(("source", "year", "source_problem_id", "problem_id"), key, strict=True)), ensure_ascii=False)
+        else:
+            line = "\t".join(key)
+        sys.stdout.write(line + "\n")

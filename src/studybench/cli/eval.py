@@ -70,6 +70,9 @@ def eval_cmd(
     system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File replacing the system message (GEPA, EvoSkill).")] = None,
     playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE).")] = None,
     guidance: Annotated[Path | None, typer.Option("--guidance", help="JSON/JSONL hints joined on (source, year, source_problem_id, problem_id).")] = None,
+    ignore_unmatched_guidance: Annotated[
+        bool, typer.Option("--ignore-unmatched-guidance", help="Run even when --guidance entries match no sub-problem (default: an error naming them; list the keys with `studybench data ids`).")
+    ] = False,
     reference_mode: Annotated[str, typer.Option("--reference-mode", help="reference backend: gold | solution.")] = "gold",
     only_generate: Annotated[bool, typer.Option("--only-generate", help="Generate turns, do not verify or report.")] = False,
     only_verify: Annotated[bool, typer.Option("--only-verify", help="Verify existing turns and report; generate nothing (needs no endpoint).")] = False,
@@ -109,7 +112,7 @@ def eval_cmd(
             repetition_penalty=repetition_penalty, max_tokens=max_tokens, context_budget=context_budget,
             **({} if min_completion_tokens is None else {"min_completion_tokens": min_completion_tokens}), thinking=thinking, concurrency=concurrency,
             request_timeout=request_timeout, max_retries=max_retries, system_prompt=system_prompt, playbook=playbook,
-            guidance=guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
+            guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
             retry_timeouts=retry_timeouts,
         )
@@ -129,6 +132,11 @@ def eval_cmd(
         matched, unmatched = plan.guidance
         console.print(f"guidance: {plural(matched, 'selected sub-problem')} with hints; "
                       f"{plural(len(unmatched), 'guidance key')} matching no sub-problem of {plan.dataset.name}")
+        if unmatched:  # only with --ignore-unmatched-guidance: otherwise prepare_eval refused them
+            from studybench.protocol import unmatched_guidance_message
+
+            console.print(f"[yellow]note:[/yellow] ignored: {escape(unmatched_guidance_message(unmatched, plan.artefacts, plan.dataset))}",
+                          soft_wrap=True)
     sc, bd = plan.scope, plan.manifest.backend
     console.print(f"[bold]{escape(sc.split)}[/bold]: {len(sc.parents)} parents, {sc.n_sub_problems} sub-problems, k={sc.k}, "
                   f"seeds={sc.seeds} -> {sc.n_turns} turns; backend {escape(str(bd.get('backend')))} ({escape(str(bd.get('model')))})")

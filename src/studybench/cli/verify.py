@@ -46,6 +46,50 @@ def _parse_types(answer_type: str, type_sequence: str | None) -> tuple[Any, Any]
     return at, ts
 
 
+def _type_name(v: Any) -> str:
+    return {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "an object"}.get(type(v), type(v).__name__)
+
+
+def _pair_item(row: dict[str, Any]) -> tuple[Any, ...]:
+    """``(golds, preds, answer_type, type_sequence, gold_unit)`` of one verify-file row, every field type-checked.
+
+    Raises:
+        ValueError: ``field 'F': what is wrong`` for the first bad field.
+    """
+    for fld in ("gold", "response", "answer_type"):
+        if not isinstance(row.get(fld), str):
+            got = "missing" if fld not in row else f"must be a string, got {_type_name(row[fld])}"
+            raise ValueError(f"field '{fld}': {got}")
+    if not row["gold"].strip():
+        raise ValueError("field 'gold': empty")
+    ts_raw = row.get("type_sequence")
+    if ts_raw is not None and not isinstance(ts_raw, str):
+        if not isinstance(ts_raw, list):
+            raise ValueError(f"field 'type_sequence': must be a comma-separated string or a list of strings, got {_type_name(ts_raw)}")
+        for i, t in enumerate(ts_raw):
+            if not isinstance(t, str):
+                raise ValueError(f"field 'type_sequence[{i}]': must be a string such as \"NV\", got {_type_name(t)}")
+        ts_raw = ",".join(ts_raw)
+    try:
+        at, ts = _parse_types(row["answer_type"], ts_raw)
+    except ValueError as e:
+        fld = "type_sequence" if "type_sequence" in str(e) else "answer_type"
+        raise ValueError(f"field '{fld}': {e}") from None
+    unit = row.get("gold_unit")
+    if isinstance(unit, list):
+        for i, u in enumerate(unit):
+            if u is not None and not isinstance(u, str):
+                raise ValueError(f"field 'gold_unit[{i}]': must be a string or null, got {_type_name(u)}")
+    elif unit is not None and not isinstance(unit, str):
+        raise ValueError(f"field 'gold_unit': must be a string, a list or null, got {_type_name(unit)}")
+    label = row.get("label")
+    if label is not None and not isinstance(label, bool):
+        raise ValueError(f"field 'label': must be true, false or null, got {_type_name(label)}")
+    golds, preds = _pair_boxes(row["gold"], row["response"], at, ts)
+    return golds, preds, at, ts, unit
+
+
 def verify_cmd(
     gold: Annotated[str, typer.Argument(help="Gold answer: a \\boxed{...} string (one box per answer) or a bare answer.")],
     response: Annotated[str, typer.Argument(help="Model response (boxes on the Final Answer line are extracted) or a bare answer.")],
@@ -91,43 +135,36 @@ def verify_file_cmd(
     timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic verification.")] = 5.0,
 ) -> None:
     """Verify every row of a JSONL file on a process pool; write rows with `correct` and `reason` added."""
-    from studybench.files import atomic_write_text
+    from studybench.files import (
+        MAX_DATA_BYTES,
+        InputFileError,
+        atomic_write_text,
+        jsonl_lines,
+        read_user_text,
+    )
     from studybench.verify import Verifier
 
     _check_timeout(timeout)
     if workers is not None and not 1 <= workers <= 1024:
         fail(f"--workers must be in [1, 1024], got {workers}")
     try:
-        lines = in_path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        fail(f"{in_path}: cannot read ({getattr(e, 'strerror', None) or e})")
+        text = read_user_text(in_path, limit=MAX_DATA_BYTES)
+    except InputFileError as e:
+        fail(str(e))
     rows: list[dict[str, Any]] = []
     items: list[tuple[Any, ...]] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for n, line in jsonl_lines(text):  # "\n" only: U+2028 or U+0085 inside a string is not a line end
         try:
             row = json.loads(line)
         except (ValueError, RecursionError) as e:
             fail(f"{in_path}: line {n}: not valid JSON ({e})")
         if not isinstance(row, dict):
-            fail(f"{in_path}: line {n}: expected a JSON object")
-        for fld in ("gold", "response", "answer_type"):
-            if not isinstance(row.get(fld), str):
-                fail(f"{in_path}: line {n}: field '{fld}': missing or not a string")
-        ts_raw = row.get("type_sequence") or ""
-        if not isinstance(ts_raw, (str, list)):
-            fail(f"{in_path}: line {n}: field 'type_sequence': must be a comma-separated string")
+            fail(f"{in_path}: line {n}: expected a JSON object, got {_type_name(row)}")
         try:
-            at, ts = _parse_types(row["answer_type"], ",".join(ts_raw) if isinstance(ts_raw, list) else ts_raw)
+            items.append(_pair_item(row))
         except ValueError as e:
             fail(f"{in_path}: line {n}: {e}")
-        unit = row.get("gold_unit")
-        if unit is not None and not isinstance(unit, (str, list)):
-            fail(f"{in_path}: line {n}: field 'gold_unit': must be a string, a list or null")
-        golds, preds = _pair_boxes(row["gold"], row["response"], at, ts)
         rows.append(row)
-        items.append((golds, preds, at, ts, unit))
     if not rows:
         fail(f"{in_path}: no rows")
     verdicts: list[Any] = []

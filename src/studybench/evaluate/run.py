@@ -37,6 +37,7 @@ from studybench.protocol import (
     build_messages,
     guidance_coverage,
     load_artefacts,
+    unmatched_guidance_message,
 )
 from studybench.records import SubProblemRef
 from studybench.report import write_report
@@ -237,7 +238,8 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         The plan; :func:`run_plan` runs it.
 
     Raises:
-        EvalError: an unusable setting, test set, artefact or judge, a run directory holding a
+        EvalError: an unusable setting, test set, artefact or judge, guidance entries matching no
+            sub-problem (unless ``spec.ignore_unmatched_guidance``), a run directory holding a
             different run, ``only_verify`` without a run to verify, or a selection whose prompts
             alone leave a turn fewer completion tokens than the floor (``context_budget``).
     """
@@ -249,6 +251,15 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         art = load_artefacts(spec.system_prompt, spec.playbook, spec.guidance)
     except ArtefactError as e:
         raise EvalError(str(e), "artefacts") from None
+    coverage = guidance_coverage(art, ds, parents) if art.guidance else None
+    if coverage is not None and coverage[1] and not spec.ignore_unmatched_guidance:
+        split = ds.name if spec.dataset is not None else spec.split
+        raise EvalError(
+            f"guidance: {unmatched_guidance_message(coverage[1], art, ds)}. List the keys with "
+            f"`studybench data ids --split {split}`, or pass --ignore-unmatched-guidance "
+            f"(ignore_unmatched_guidance=True) to run without these entries",
+            "guidance",
+        )
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(spec, ds.name, backend)
     store = RunStore(run_dir)
     previous: Manifest | None = None
@@ -287,7 +298,6 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
             raise EvalError(f"{run_dir} holds a different run ({'; '.join(diff)}); use another --out "
                             f"(or delete the directory) instead of mixing runs", "out")
         manifest.created = previous.created or manifest.created
-    coverage = guidance_coverage(art, ds, parents) if art.guidance else None
     return EvalPlan(spec, run_dir, ds, RunScope(ds.name, parents, spec.k, list(spec.seeds)), art, manifest,
                     previous, be, judge, coverage, notes)
 

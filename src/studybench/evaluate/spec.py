@@ -81,6 +81,8 @@ class EvalSpec(BaseModel):
         request_timeout: seconds per HTTP request before it is retried.
         max_retries: retries per turn on 429, 5xx, timeouts and dropped connections.
         system_prompt, playbook, guidance: method artefact files (GEPA/EvoSkill, ACE, hints).
+        ignore_unmatched_guidance: run even when guidance entries match no sub-problem of the test
+            set (by default such entries are an error naming each with its nearest real keys).
         k: attempts per parent and seed (Par@k, Sub@k).
         seeds: the run seeds, each a full set of k attempts (the paper uses three).
         verifier_mode: ``"rule"`` (reward-safe, never calls an LLM), ``"rule+llm"`` (needs ``judge``),
@@ -123,6 +125,7 @@ class EvalSpec(BaseModel):
     system_prompt: Path | None = None
     playbook: Path | None = None
     guidance: Path | None = None
+    ignore_unmatched_guidance: bool = False
     k: int = Field(8, ge=1, le=100_000)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1, max_length=10_000)
     verifier_mode: Literal["rule", "rule+llm"] | None = None

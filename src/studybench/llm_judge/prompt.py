@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from studybench.files import InputFileError, read_user_bytes
+
 __all__ = [
     "DEFAULT_TEMPLATE",
     "FORMAT_REMINDER",
@@ -169,15 +171,16 @@ class LLMJudgeTemplate:
             The template, with the resolved path as its source.
 
         Raises:
-            LLMJudgeTemplateError: unreadable, too large (> 256 KiB), not UTF-8, empty, or missing a placeholder.
+            LLMJudgeTemplateError: unreadable, not a regular file (named pipe, device, directory), too large (> 256 KiB), not UTF-8, empty, or missing a placeholder.
         """
         p = Path(path)
         try:
-            raw = p.read_bytes()
-        except OSError as e:
-            raise LLMJudgeTemplateError(f"{p}: cannot read the judge prompt template ({e.strerror or e})") from None
-        if len(raw) > _MAX_TEMPLATE_BYTES:
-            raise LLMJudgeTemplateError(f"{p}: the judge prompt template is {len(raw):,} bytes; the limit is {_MAX_TEMPLATE_BYTES:,}")
+            raw = read_user_bytes(p, limit=_MAX_TEMPLATE_BYTES)
+        except InputFileError as e:
+            if e.problem.startswith("too large"):
+                raise LLMJudgeTemplateError(f"{p}: the judge prompt template is {e.problem}") from None
+            detail = e.problem.removeprefix("cannot read file (").removesuffix(")") if e.problem.startswith("cannot read file (") else e.problem
+            raise LLMJudgeTemplateError(f"{p}: cannot read the judge prompt template ({detail})") from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:

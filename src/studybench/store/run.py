@@ -22,7 +22,14 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from studybench.files import JsonlLog, atomic_write_text, dumps_json
+from studybench.files import (
+    MAX_DATA_BYTES,
+    InputFileError,
+    JsonlLog,
+    atomic_write_text,
+    dumps_json,
+    read_user_bytes,
+)
 from studybench.store.manifest import Manifest
 from studybench.store.rows import GenerationRow, LLMVerdictRow, RuleVerdictRow, TurnKey
 
@@ -98,12 +105,12 @@ class RunStore:
             ValueError: unreadable, not JSON, or a field fails validation (the message names the
                 file and the field).
         """
-        try:
-            obj = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, NotADirectoryError):
-            raise FileNotFoundError(f"{self.root}: not a run directory (no {self.MANIFEST})") from None
-        except OSError as e:
-            raise ValueError(f"{self.manifest_path}: cannot read ({e.strerror or e})") from None
+        if not self.manifest_path.exists():
+            raise FileNotFoundError(f"{self.root}: not a run directory (no {self.MANIFEST})")
+        try:  # a regular file only: a named pipe in its place must not block
+            obj = json.loads(read_user_bytes(self.manifest_path, limit=MAX_DATA_BYTES))
+        except InputFileError as e:
+            raise ValueError(str(e)) from None
         except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
             raise ValueError(f"{self.manifest_path}: not valid JSON ({e})") from None
         return Manifest.parse(obj, self.manifest_path)
