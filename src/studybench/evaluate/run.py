@@ -140,6 +140,9 @@ class EvalPlan:
     def open_store(self) -> RunStore:
         """Write the manifest and return the run directory's store, for running passes by hand.
 
+        Hold :meth:`~studybench.store.RunStore.lock` around them, as :func:`run_plan` does, to keep
+        other writers out.
+
         Returns:
             The :class:`~studybench.store.RunStore` (close it when done).
 
