@@ -96,8 +96,13 @@ def test_an_explicit_data_dir_is_the_only_place_looked(tmp_path: Path, monkeypat
     (good / "transfer.json").write_text(json.dumps(SET))
     monkeypatch.setenv("STUDYBENCH_DATA", str(good))
     assert prepare_eval(EvalSpec(split="transfer", k=1, seeds=[0]), tmp_path / "a").dataset.path == good / "transfer.json"
-    with pytest.raises(EvalError, match="cannot find the transfer set; looked in: .*nowhere") as e:
+    with pytest.raises(EvalError, match="data_dir: .*nowhere is not a directory") as e:
         prepare_eval(EvalSpec(split="transfer", data_dir=tmp_path / "nowhere", k=1, seeds=[0]), tmp_path / "b")
+    assert e.value.field == "data_dir" and str(good) not in str(e.value)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(EvalError, match="cannot find the transfer set in .*empty .*only place looked") as e:
+        prepare_eval(EvalSpec(split="transfer", data_dir=empty, k=1, seeds=[0]), tmp_path / "b")
     assert e.value.field == "split" and str(good) not in str(e.value)
 
 

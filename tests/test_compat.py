@@ -40,7 +40,7 @@ def test_old_manifest_loads_typed(run: Path) -> None:
     assert man.backend["model"] == "stub-model"
 
 
-NEW_FIELDS = ("truncation",)
+NEW_FIELDS = ("truncation", "complete", "not_generated")
 """Report fields added since 0.1.0; every other field must be identical to the old code's output."""
 
 TRUNCATION_SECTION = "## Truncated and empty completions\n"
@@ -64,8 +64,10 @@ def test_old_run_reports_the_same_numbers(run: Path, scoring: str | None, expect
     old = json.loads((FIXTURE / expected).read_text())
     new = _json(build_report(run, scoring))
     assert isinstance(new, dict) and not set(NEW_FIELDS) & set(old)
-    # the new field, exactly: every turn answered in full (the fixture's stub never hit a token limit)
+    # the new fields, exactly: every turn answered in full (the fixture's stub never hit a token limit);
+    # stale verdicts make it incomplete until `eval --only-verify` verifies those turns again
     assert new.pop("truncation") == _truncation(48, incorrect)
+    assert (new.pop("complete"), new.pop("not_generated")) == (False, 0)
     assert new == old
     # the fixture is not trivial: it exercises stale verdicts, failures and the LLM judge
     assert new["turns"]["missing_judgements"] == 18 and new["turns"]["expected"] == 48
@@ -78,7 +80,7 @@ def test_old_run_consistency_is_the_same(run: Path) -> None:
 
 
 def test_old_report_markdown_is_the_same(run: Path) -> None:
-    """The old report.md, plus the truncation section (before ``## LLM judge``) and nothing else."""
+    """The old report.md, plus the truncation section (before ``## LLM judge``), the incomplete-run line, and nothing else."""
     before = (run / "report.md").read_text()
     write_report(run)
     after = (run / "report.md").read_text()
@@ -86,7 +88,11 @@ def test_old_report_markdown_is_the_same(run: Path) -> None:
     end = after.index("\n## ", start + 1) + 1
     section = after[start:end]
     assert "| overall | 48 | 0 (0.00%) | 0 (0.00%) | 34 | 0 | 0 |" in section and "WARNING" not in after
-    assert after[:start] + after[end:] == before
+    lines = (after[:start] + after[end:]).splitlines(keepends=True)
+    added = [i for i, line in enumerate(lines) if line.startswith("**Incomplete run:")]
+    assert len(added) == 1  # the one line later versions add: 18 turns have no current verdict
+    assert "18 have no verdict" in lines[added[0]]
+    assert "".join(lines[: added[0]] + lines[added[0] + 2:]) == before
 
 
 def test_stale_rows_of_the_old_run_do_not_count(run: Path) -> None:

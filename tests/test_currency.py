@@ -269,5 +269,6 @@ def test_prepare_eval_refuses_a_different_run(tmp_path: Path) -> None:
     plan.open_store().close()
     again = prepare_eval(EvalSpec(dataset=ds, k=3, seeds=[0, 1]), tmp_path / "run")
     assert again.resuming and again.scope_changed and again.manifest.created == plan.manifest.created
-    with pytest.raises(EvalError, match=r"holds a different run \(backend.mode: 'gold' -> 'solution'\)"):
+    with pytest.raises(EvalError, match=r"holds another run: it was made with --reference-mode gold and you asked for "
+                                         r"solution: give --reference-mode gold \(or use another --out for a new run\)$"):
         prepare_eval(EvalSpec(dataset=ds, k=1, seeds=[0], reference_mode="solution"), tmp_path / "run")

@@ -169,7 +169,10 @@ def test_resume_refuses_a_different_model(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert r2.returncode == 2
-    assert "holds a different run" in r2.stderr and "backend.model: 'reference' -> 'other'" in r2.stderr
+    # one line in the words of the command line, with the fix; no dictionaries
+    assert (f"{out} holds another run: it was made with --model 'reference' (the reference backend) and you asked for "
+            "'other' (the openai backend); use another --out for a new run") in r2.stderr
+    assert len(r2.stderr.strip().splitlines()) == 1 and "{" not in r2.stderr
 
 
 def test_failed_turns_exit_1_then_retry_and_only_judge_needs_no_endpoint(tmp_path: Path) -> None:

@@ -140,6 +140,9 @@ def resolve_split(split: str, data_dir: str | os.PathLike[str] | None = None) ->
                 tried.append(str(p))
                 if p.is_file():
                     return p
+        if data_dir:
+            raise DatasetError(f"cannot find the {split} set in {data_dir} (looked for {', '.join(tried)}); "
+                               f"an explicit data directory is the only place looked, whatever {DATA_ENV} says")
         raise DatasetError(
             f"cannot find the {split} set; looked in: {', '.join(tried)}. "
             f"Pass --data-dir DIR, set {DATA_ENV}=DIR, or run `studybench data fetch`."

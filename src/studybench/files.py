@@ -13,6 +13,10 @@ Files a user names (test sets, artefacts, judge templates, pairs files) are read
 :func:`read_user_bytes` / :func:`read_user_text`: only regular files (a named pipe, a device such as
 ``/dev/zero``, a directory or a socket is refused before anything is read, so nothing blocks or
 reads without bound), up to a size limit. JSONL is split with :func:`jsonl_lines`, on ``"\\n"`` only.
+
+Errors: every ``OSError`` these helpers raise names the file it concerns (``e.filename``; for
+:func:`atomic_write_text` the target, not its temporary file), so that a full disk (``ENOSPC``) can
+be reported as "cannot write FILE".
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -197,26 +202,41 @@ def dumps_json(obj: Any, indent: int | None = 2) -> str:
     return text
 
 
+@contextmanager
+def _naming(path: Path, *aliases: Path) -> Iterator[None]:
+    """Give an ``OSError`` raised inside the block ``path`` as its file name (when it names none or an alias)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None or e.filename in {str(a) for a in aliases} | set(aliases):
+            e.filename = str(path)
+        raise
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``.
 
     Characters UTF-8 cannot encode (lone surrogates) are written as backslash escapes. On failure
-    the temporary file is removed and the ``OSError`` propagates; ``path`` is untouched.
+    the temporary file is removed and the ``OSError`` propagates (naming ``path``); ``path`` is untouched.
+
+    Raises:
+        OSError: the file cannot be written (e.g. ``ENOSPC``: the disk is full); ``filename`` is ``path``.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    with _naming(path, tmp):
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
 
 
 def file_sha256(path: Path) -> str:
@@ -284,13 +304,24 @@ class JsonlLog:
                     yield row
 
     def open(self) -> None:
+        """Open the file for appending (creating it; a torn last line is truncated first).
+
+        Raises:
+            OSError: it cannot be created or repaired (``filename`` names the log).
+        """
         if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._repair_tail()
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            with _naming(self.path):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._repair_tail()
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, row: dict[str, Any]) -> None:
-        """Append one row as one complete line with a single write."""
+        """Append one row as one complete line with a single write.
+
+        Raises:
+            OSError: the write failed, e.g. ``ENOSPC`` (``filename`` names the log). A partial line
+                may remain; readers skip it and the next :meth:`open` truncates it.
+        """
         self.open()
         try:
             data = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
@@ -298,22 +329,44 @@ class JsonlLog:
             data = (json.dumps(row, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
         assert self._fd is not None
         view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        with _naming(self.path):
+            try:
+                while view:
+                    n = os.write(self._fd, view)
+                    view = view[n:]
+            except OSError:
+                # part of the line may be on disk: the next append reopens, which truncates it first
+                fd, self._fd = self._fd, None
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                raise
 
     def append_many(self, rows: list[dict[str, Any]]) -> None:
         for r in rows:
             self.append(r)
 
     def sync(self) -> None:
+        """fsync the open file (nothing when it is not open).
+
+        Raises:
+            OSError: the data could not be written out (``filename`` names the log).
+        """
         if self._fd is not None:
-            os.fsync(self._fd)
+            with _naming(self.path):
+                os.fsync(self._fd)
 
     def close(self) -> None:
+        """fsync and close the file (idempotent).
+
+        Raises:
+            OSError: the data could not be written out (``filename`` names the log); the file is closed anyway.
+        """
         if self._fd is not None:
             try:
-                os.fsync(self._fd)
+                with _naming(self.path):
+                    os.fsync(self._fd)
             finally:
                 os.close(self._fd)
                 self._fd = None

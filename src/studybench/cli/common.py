@@ -7,9 +7,11 @@ the command one dict of their values, so each option is declared in exactly one 
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import os
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,7 +40,9 @@ __all__ = [
     "deprecated",
     "fail",
     "fail_for",
+    "fail_write",
     "flag_for",
+    "interruptible",
     "judge_overrides",
     "judge_spec",
     "out_console",
@@ -94,6 +98,46 @@ def fail_for(e: Exception, field: str | None) -> NoReturn:
                 msg = f"{flag}: {msg[len(head) + 2:]}"
                 break
     fail(msg)
+
+
+def fail_write(e: OSError, fallback: Path | str, *, resumable: bool = True) -> NoReturn:
+    """Fail (exit 1) because a file could not be written: name the file, and with a full disk say
+    that what was saved is kept and that the same command resumes once space is freed."""
+    where = e.filename if e.filename is not None else fallback
+    msg = f"cannot write {where}: {e.strerror or e}"
+    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        msg += "; everything saved before is kept"
+        if resumable:
+            msg += ": free some space, then re-run the same command and it resumes from what is saved"
+    fail(msg, 1)
+
+
+@contextmanager
+def interruptible() -> Iterator[list[int]]:
+    """Turn SIGTERM into the same graceful stop as Ctrl-C (``KeyboardInterrupt``) for the block.
+
+    Yields:
+        A list that holds ``signal.SIGTERM`` once one was received (for the exit status 143 vs 130).
+    """
+    got: list[int] = []
+
+    def on_term(signum: int, frame: Any) -> None:
+        got.append(signum)
+        handler = signal.getsignal(signal.SIGINT)  # asyncio's own handler while an event loop runs
+        if callable(handler) and handler is not on_term:
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread: leave SIGTERM alone
+        yield got
+        return
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 # --------------------------------------------------------------------------- progress

@@ -15,6 +15,8 @@ from studybench.cli.common import (
     deprecated,
     fail,
     fail_for,
+    fail_write,
+    interruptible,
     judge_spec,
     plural,
     progress_bars,
@@ -66,6 +68,7 @@ def eval_cmd(
     concurrency: Annotated[int, typer.Option(help="Maximum requests in flight.")] = 64,
     request_timeout: Annotated[float, typer.Option(help="Seconds per HTTP request before it is retried.")] = 600.0,
     max_retries: Annotated[int, typer.Option(help="Retries per turn on 429/5xx/timeouts/dropped connections.")] = 6,
+    max_consecutive_failures: Annotated[int, typer.Option("--max-consecutive-failures", help="Stop the run (saving what is done; re-run to resume) after this many turns in a row could not reach the endpoint; 0: never stop.")] = 8,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key (never stored).")] = "OPENAI_API_KEY",
     system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File replacing the system message (GEPA, EvoSkill).")] = None,
     playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE).")] = None,
@@ -92,8 +95,19 @@ def eval_cmd(
 
     With --judge-model every answer the rule verifier rejects is also sent to an LLM judge and the
     report scores rule OR LLM (paper 2.2 leaderboard numbers). Exit 1 when turns failed, or when more
-    than 20% of the judge's verdicts (at least 5) are unjudgeable: the judge is not answering in its format."""
-    from studybench.evaluate import EvalError, EvalSpec, check_endpoints, prepare_eval, run_plan
+    than 20% of the judge's verdicts (at least 5) are unjudgeable: the judge is not answering in its format.
+
+    One command at a time may write a run directory. If the endpoint stops answering, Ctrl-C, SIGTERM
+    or a full disk stop the run, what is done is kept: re-run the same command to resume."""
+    from studybench.evaluate import (
+        EndpointStoppedError,
+        EvalError,
+        EvalSpec,
+        check_endpoints,
+        prepare_eval,
+        run_plan,
+    )
+    from studybench.store import RunDirInUseError
 
     verify_timeout, verify_workers = verify_settings(verify_options)
     if only_judge:
@@ -111,7 +125,8 @@ def eval_cmd(
             temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty,
             repetition_penalty=repetition_penalty, max_tokens=max_tokens, context_budget=context_budget,
             **({} if min_completion_tokens is None else {"min_completion_tokens": min_completion_tokens}), thinking=thinking, concurrency=concurrency,
-            request_timeout=request_timeout, max_retries=max_retries, system_prompt=system_prompt, playbook=playbook,
+            request_timeout=request_timeout, max_retries=max_retries, max_consecutive_failures=max_consecutive_failures,
+            system_prompt=system_prompt, playbook=playbook,
             guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
             retry_timeouts=retry_timeouts,
@@ -119,6 +134,8 @@ def eval_cmd(
         plan = prepare_eval(spec, out)
     except EvalError as e:
         fail_for(e, e.field)
+    except RunDirInUseError as e:
+        fail(str(e), 1)
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
     if plan.previous is not None:
@@ -163,13 +180,36 @@ def eval_cmd(
 
     from studybench.llm_judge import LLMJudgeConfigError
 
+    done: dict[str, int] = {}
+
+    def track(progress: Any) -> Any:
+        def update(phase: str, advance: int, total: int | None) -> None:
+            done[phase] = done.get(phase, 0) + advance
+            progress(phase, advance, total)
+        return update
+
     try:
-        with progress_bars() as progress:
-            result = run_plan(plan, progress=progress, on_turn_error=on_error, preflight=False)
+        with interruptible() as term, progress_bars() as progress:
+            result = run_plan(plan, progress=track(progress), on_turn_error=on_error, preflight=False)
+    except KeyboardInterrupt:
+        if spec.only_verify:
+            what = f"{done.get('verify', 0)} turns verified in this session and saved"
+        else:
+            what = f"{done.get('generate', 0) - len(errors)} of {plan.scope.n_turns} turns generated and saved"
+        console.print(f"[bold yellow]interrupted:[/bold yellow] {what}; re-run the same command to resume", soft_wrap=True)
+        raise typer.Exit(143 if term else 130) from None
+    except EndpointStoppedError as e:
+        if e.result.report is not None:
+            print_report(e.result.report, plan.run_dir)
+        fail(str(e), 1)
+    except RunDirInUseError as e:
+        fail(str(e), 1)
+    except EvalError as e:
+        fail_for(e, e.field)
     except LLMJudgeConfigError as e:
         fail(f"{e}. Verdicts obtained so far are kept; the run keeps the judge it had.")
     except OSError as e:
-        fail(f"cannot write the run directory {plan.run_dir}: {e.strerror or e}")
+        fail_write(e, plan.run_dir)
     g = result.generation
     if g is not None:
         rate = f" ({g.turns_per_s:.1f} turns/s)" if g.generated else ""

@@ -16,6 +16,8 @@ from studybench.cli.common import (
     deprecated,
     fail,
     fail_for,
+    fail_write,
+    interruptible,
     judge_overrides,
     judge_spec,
     out_console,
@@ -52,7 +54,7 @@ def judge_cmd(
     verdicts (at least 5) are unjudgeable: the judge is not answering in its format."""
     from studybench.evaluate import EvalError, add_llm_verdicts, judge_spec_from_run
     from studybench.llm_judge import LLMJudgeConfigError
-    from studybench.store import RunStore
+    from studybench.store import RunDirInUseError, RunStore
 
     if audit_rule_accepts:
         deprecated("--audit-rule-accepts", "--judge-rule-accepts")
@@ -65,7 +67,7 @@ def judge_cmd(
             except (OSError, ValueError) as e:
                 fail(str(e))
             spec = judge_spec_from_run(manifest, **judge_overrides(judge_options))
-        with progress_bars() as progress:
+        with interruptible() as term, progress_bars() as progress:
             res = add_llm_verdicts(run_dir, spec, judge_rule_accepts=judge_rule_accepts or audit_rule_accepts,
                                    refresh=refresh, activate=activate, split_path=split_path, data_dir=data_dir,
                                    verify_timeout=verify_timeout, verify_workers=verify_workers,
@@ -74,8 +76,14 @@ def judge_cmd(
         fail_for(e, e.field)
     except LLMJudgeConfigError as e:
         fail(f"{e}. Verdicts obtained so far are kept; nothing else changed.")
+    except RunDirInUseError as e:
+        fail(str(e), 1)
+    except KeyboardInterrupt:
+        console.print("[bold yellow]interrupted:[/bold yellow] the verdicts obtained so far are saved; "
+                      "re-run the same command to resume", soft_wrap=True)
+        raise typer.Exit(143 if term else 130) from None
     except OSError as e:
-        fail(f"{run_dir}: cannot read or write ({e.strerror or e})")
+        fail_write(e, run_dir)
     for note in res.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
     for w in res.warnings:

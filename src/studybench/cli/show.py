@@ -131,6 +131,10 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> No
     if rep.get("truncation"):
         print_truncation(rep["truncation"])
     t = rep["turns"]
+    if rep.get("not_generated"):
+        console.print(f"[bold yellow]incomplete run: {rep['not_generated']} of {t['expected']} turns not generated; "
+                      "the scores are a lower bound until the run is finished (re-run the same command).[/bold yellow]",
+                      soft_wrap=True)
     if t["failed"] or t["missing_judgements"]:
         console.print(
             f"[yellow]{plural(t['failed'], 'failed turn')} and {plural(t['missing_judgements'], 'turn')} without a current "

@@ -16,10 +16,12 @@ From Python::
   the report out).
 """
 
-from studybench.evaluate.generate import GenerationStats, generate_turns
+from studybench.evaluate.generate import GenerationStats, generate_turns, is_unreachable_error
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
+from studybench.evaluate.resume import resume_refusal
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
 from studybench.evaluate.run import (
+    EndpointStoppedError,
     EvalPlan,
     EvalResult,
     JudgeRunResult,
@@ -36,6 +38,7 @@ from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
 from studybench.evaluate.spec import EvalError, EvalSpec, parse_parent_slice, select_parents
 
 __all__ = [
+    "EndpointStoppedError",
     "EvalError",
     "EvalPlan",
     "EvalResult",
@@ -52,10 +55,12 @@ __all__ = [
     "check_endpoints",
     "default_run_dir",
     "generate_turns",
+    "is_unreachable_error",
     "judge_spec_from_run",
     "parse_parent_slice",
     "prepare_eval",
     "request_seed",
+    "resume_refusal",
     "run_dataset",
     "run_eval",
     "run_plan",

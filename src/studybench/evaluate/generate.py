@@ -8,11 +8,18 @@ Resume: a stored turn is reused when its row has no error and its ``messages_dig
 digest of the conversation the protocol builds now (so a regenerated earlier turn invalidates the
 later turns of its chain, and artefact changes cannot mix). Everything else is generated again and
 the new row supersedes the old one.
+
+A dead endpoint: when ``max_consecutive_failures`` turns in a row (in the order they finish, with no
+answered turn in between) fail because the endpoint cannot be reached (:func:`is_unreachable_error`:
+connection errors, timeouts, HTTP 502/503/504), the pass stops: no new turn is asked, turns in flight
+are cancelled (their rows are not written), and :attr:`GenerationStats.stopped` says why. Everything
+finished before is saved; running the pass again resumes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +31,28 @@ from studybench.protocol import Artefacts, build_messages, messages_digest
 from studybench.records import Parent, SubProblemRef
 from studybench.store import GenerationRow, RunStore, TurnKey
 
-__all__ = ["GenerationStats", "generate_turns"]
+__all__ = ["DEFAULT_MAX_CONSECUTIVE_FAILURES", "GenerationStats", "generate_turns", "is_unreachable_error"]
+
+DEFAULT_MAX_CONSECUTIVE_FAILURES = 8
+"""Turns in a row failing with an unreachable endpoint after which a generation pass stops."""
+
+_UNREACHABLE = re.compile(r"(connection error|timeout after|HTTP 50[234] after)\b")
+
+
+def is_unreachable_error(error: str) -> bool:
+    """Whether a failed turn's error says the endpoint could not be reached or did not answer.
+
+    Connection errors (refused, reset, dropped), timeouts and the gateway statuses 502, 503 and 504,
+    as :class:`~studybench.models.openai_backend.OpenAIBackend` words them. An HTTP 4xx or 500 means
+    the endpoint answered, and does not count.
+
+    Args:
+        error: :attr:`studybench.models.ChatResult.error`.
+
+    Returns:
+        ``True`` for an unreachable-endpoint error.
+    """
+    return _UNREACHABLE.match(error) is not None
 
 
 @dataclass
@@ -37,6 +65,9 @@ class GenerationStats:
         generated: turns requested now (failed ones included).
         failed: of those, turns that failed after the backend's retries.
         seconds: wall time of the pass.
+        stopped: ``None`` when the pass ran to the end; else why it stopped early (the endpoint
+            stopped answering: ``max_consecutive_failures`` unreachable-endpoint failures in a row).
+        last_answer: epoch seconds of the last answered turn (the pass's start when none was answered).
     """
 
     total: int = 0
@@ -44,6 +75,18 @@ class GenerationStats:
     generated: int = 0
     failed: int = 0
     seconds: float = 0.0
+    stopped: str | None = None
+    last_answer: float = 0.0
+
+    @property
+    def done(self) -> int:
+        """Turns of the scope that hold a usable completion now (reused or generated without error)."""
+        return self.reused + self.generated - self.failed
+
+    @property
+    def left(self) -> int:
+        """Turns of the scope still to generate (failed, or never asked)."""
+        return self.total - self.done
 
     @property
     def turns_per_s(self) -> float:
@@ -60,6 +103,7 @@ async def generate_turns(
     concurrency: int = 64,
     progress: ProgressFn | None = None,
     on_error: Callable[[TurnKey, str], None] | None = None,
+    max_consecutive_failures: int | None = DEFAULT_MAX_CONSECUTIVE_FAILURES,
 ) -> GenerationStats:
     """Generate every missing or stale turn of ``scope`` (see the module docstring).
 
@@ -71,21 +115,47 @@ async def generate_turns(
         concurrency: most turns in flight.
         progress: see :data:`~studybench.evaluate.scope.ProgressFn` (phase ``"generate"``).
         on_error: called with (turn key, error) for every turn that failed after the backend's retries.
+        max_consecutive_failures: stop after this many turns in a row failed with an unreachable
+            endpoint (``None`` or 0: never stop); see the module docstring.
 
     Returns:
-        Counts and the wall time of the pass.
+        Counts and the wall time of the pass; ``stats.stopped`` is set when the pass stopped early.
+
+    Raises:
+        OSError: a row could not be written (e.g. the disk is full); rows written before are kept.
     """
     existing = store.latest_generations()
-    stats = GenerationStats(total=scope.n_turns)
+    stats = GenerationStats(total=scope.n_turns, last_answer=time.time())
     sem = asyncio.Semaphore(max(1, concurrency))
     t0 = time.perf_counter()
+    tasks: list[asyncio.Task[None]] = []
+    streak = 0
     store.generation_log.open()
     if progress:
         progress("generate", 0, stats.total)
 
+    def record_outcome(error: str | None) -> None:
+        nonlocal streak
+        if not error:
+            streak = 0
+            stats.last_answer = time.time()
+            return
+        if not is_unreachable_error(error):
+            streak = 0  # the endpoint answered (e.g. HTTP 400): it is alive
+            return
+        streak += 1
+        if max_consecutive_failures and streak >= max_consecutive_failures and stats.stopped is None:
+            stats.stopped = f"{streak} turns in a row failed ({error})"
+            me = asyncio.current_task()
+            for t in tasks:
+                if t is not me:
+                    t.cancel()
+
     async def chain(parent: Parent, seed: int, attempt: int) -> None:
         previous: list[str | None] = []
         for i, sub in enumerate(parent.subs()):
+            if stats.stopped is not None:
+                return
             ref = SubProblemRef(parent, i, sub)
             msgs = build_messages(ref, previous, artefacts)
             digest = messages_digest(msgs)
@@ -118,6 +188,7 @@ async def generate_turns(
             )
             store.append(row)
             stats.generated += 1
+            record_outcome(res.error)
             if res.error:
                 stats.failed += 1
                 previous.append(None)
@@ -127,9 +198,21 @@ async def generate_turns(
                 previous.append(completion)
             if progress:
                 progress("generate", 1, None)
+            if stats.stopped is not None:
+                return
 
     try:
-        await asyncio.gather(*(chain(p, seed, a) for p, seed, a in scope.chains()))
+        tasks.extend(asyncio.ensure_future(chain(p, seed, a)) for p, seed, a in scope.chains())
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            # the endpoint stopped answering (the other chains were cancelled), an error, or an interrupt:
+            # let no chain write after this, then report
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if stats.stopped is None:
+                raise
     finally:
         store.generation_log.sync()
         stats.seconds = time.perf_counter() - t0

@@ -25,6 +25,7 @@ from studybench import __version__
 from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
 from studybench.evaluate.generate import GenerationStats, generate_turns
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
+from studybench.evaluate.resume import resume_refusal
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
@@ -54,6 +55,7 @@ from studybench.store import (
 )
 
 __all__ = [
+    "EndpointStoppedError",
     "EvalPlan",
     "EvalResult",
     "JudgeRunResult",
@@ -148,6 +150,9 @@ class EvalPlan:
     def open_store(self) -> RunStore:
         """Write the manifest and return the run directory's store, for running passes by hand.
 
+        Hold :meth:`~studybench.store.RunStore.lock` around them, as :func:`run_plan` does, to keep
+        other writers out.
+
         Returns:
             The :class:`~studybench.store.RunStore` (close it when done).
 
@@ -197,9 +202,35 @@ class EvalResult:
         return None if self.report is None else self.report["sub_at_k"]["mean"]
 
 
+class EndpointStoppedError(RuntimeError):
+    """The model endpoint stopped answering mid-run: the run stopped early, and what it did is saved.
+
+    Turns finished before are kept, the turns done were verified and the report (written unless
+    ``only_generate``) says the run is incomplete. Running the same evaluation again resumes.
+
+    Attributes:
+        result: what the run did (``result.report`` has ``"complete": false``).
+        last_answer: epoch seconds of the endpoint's last answer.
+        done: turns of the selection with a usable completion.
+        left: turns still to generate.
+    """
+
+    def __init__(self, result: EvalResult) -> None:
+        g = result.generation
+        assert g is not None and g.stopped is not None
+        self.result, self.last_answer, self.done, self.left = result, g.last_answer, g.done, g.left
+        super().__init__(
+            f"the endpoint stopped answering at {time.strftime('%H:%M:%S', time.localtime(g.last_answer))} ({g.stopped}); "
+            f"{g.done} turns done, {g.left} left; the run is incomplete (the report says so); "
+            "re-run the same command to resume once the endpoint is back")
+
+
 def _load(spec: EvalSpec) -> Dataset:
     if spec.dataset is not None:
         return spec.dataset
+    if spec.data_dir is not None and not Path(spec.data_dir).is_dir():
+        # an explicit directory is never replaced by $STUDYBENCH_DATA or the cache
+        raise EvalError(f"data_dir: {spec.data_dir} is not a directory", "data_dir")
     try:
         path = resolve_split(spec.split, spec.data_dir)
         return load_dataset(path, name=spec.split if spec.split in ("application", "transfer") else None)
@@ -240,8 +271,10 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
     Raises:
         EvalError: an unusable setting, test set, artefact or judge, guidance entries matching no
             sub-problem (unless ``spec.ignore_unmatched_guidance``), a run directory holding a
-            different run, ``only_verify`` without a run to verify, or a selection whose prompts
-            alone leave a turn fewer completion tokens than the floor (``context_budget``).
+            different run (the message says what differs and the fix), a non-empty directory that is
+            not a run, ``only_verify`` without a run to verify, or a selection whose prompts alone
+            leave a turn fewer completion tokens than the floor (``context_budget``).
+        studybench.store.RunDirInUseError: another process is writing the run directory now.
     """
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EvalError(f"--out {out_dir} exists and is not a directory", "out")
@@ -270,6 +303,12 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
             raise EvalError(str(e), "out") from None
     elif spec.only_verify:
         raise EvalError(f"{run_dir}: no run to verify (no manifest.json); run without --only-verify first", "only_verify")
+    elif run_dir.is_dir():
+        other = sorted(e.name for e in run_dir.iterdir() if e.name != RunStore.LOCK and not e.name.startswith(".manifest.json.tmp"))
+        if other:
+            raise EvalError(f"out: {run_dir} is not empty and holds no run (no manifest.json; it has {other[0]}"
+                            f"{f' and {len(other) - 1} more' if len(other) > 1 else ''}); give a new or empty directory", "out")
+    store.check_unlocked()
     notes: list[str] = []
     if spec.only_verify:
         be, backend_desc = None, dict(previous.backend) if previous is not None else {}
@@ -293,10 +332,9 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         msg = str(e.errors()[0].get("msg", "invalid")).removeprefix("Value error, ")
         raise EvalError(f"k: the run is too large or malformed ({msg})", "k") from None
     if previous is not None:
-        diff = previous.resume_conflicts(manifest)
-        if diff:
-            raise EvalError(f"{run_dir} holds a different run ({'; '.join(diff)}); use another --out "
-                            f"(or delete the directory) instead of mixing runs", "out")
+        refusal = resume_refusal(run_dir, previous, manifest, spec.preset)
+        if refusal:
+            raise EvalError(refusal, "out")
         manifest.created = previous.created or manifest.created
     return EvalPlan(spec, run_dir, ds, RunScope(ds.name, parents, spec.k, list(spec.seeds)), art, manifest,
                     previous, be, judge, coverage, notes)
@@ -406,8 +444,14 @@ def run_plan(
         retries are recorded, count as incorrect, and are retried by the next run of the same plan.
 
     Raises:
-        EvalError: an endpoint check failed.
+        EvalError: an endpoint check failed, or the run directory now holds another run.
+        EndpointStoppedError: the endpoint stopped answering mid-run (``spec.max_consecutive_failures``
+            turns in a row could not reach it); what was done is saved, verified and reported as incomplete.
+        studybench.store.RunDirInUseError: another process is writing the run directory (it is
+            locked for the whole run: :meth:`studybench.store.RunStore.lock`).
         studybench.llm_judge.LLMJudgeConfigError: the judge endpoint refuses every request.
+        OSError: a file of the run directory cannot be written (``e.filename`` names it; e.g. a full
+            disk); what was written before is kept, and running again resumes.
     """
     from studybench.verify import Verifier
 
@@ -417,44 +461,69 @@ def run_plan(
     try:
         if preflight:
             result.warnings = check_endpoints(plan)
-        store = plan.open_store()
-        try:
-            if not spec.only_verify:
-                assert plan.backend is not None
-                result.generation = _run(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
-                                                               concurrency=spec.concurrency, progress=progress,
-                                                               on_error=on_turn_error))
-            if spec.only_generate:
-                return result
-            with Verifier(workers=spec.verify_workers, timeout=spec.verify_timeout) as verifier:
-                result.rule = add_rule_verdicts(plan.scope, store, verifier, rule_settings(spec.verify_timeout),
-                                                progress=progress, retry_timeouts=spec.retry_timeouts)
-            if plan.judge is not None:
-                judge = plan.judge
+        with RunStore(plan.run_dir).lock():
+            _check_still_resumable(plan)
+            store = plan.open_store()
+            try:
+                if not spec.only_verify:
+                    assert plan.backend is not None
+                    result.generation = _run(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
+                                                            concurrency=spec.concurrency, progress=progress,
+                                                            on_error=on_turn_error,
+                                                            max_consecutive_failures=spec.max_consecutive_failures))
+                stopped = result.generation is not None and result.generation.stopped is not None
+                if spec.only_generate:
+                    if stopped:
+                        raise EndpointStoppedError(result)
+                    return result
+                with Verifier(workers=spec.verify_workers, timeout=spec.verify_timeout) as verifier:
+                    result.rule = add_rule_verdicts(plan.scope, store, verifier, rule_settings(spec.verify_timeout),
+                                                    progress=progress, retry_timeouts=spec.retry_timeouts)
+                if plan.judge is not None and not stopped:
+                    judge = plan.judge
 
-                async def llm() -> LLMStats:
-                    nonlocal judge_open
+                    async def llm() -> LLMStats:
+                        nonlocal judge_open
+                        try:
+                            return await add_llm_verdicts_to_scope(plan.scope, store, judge, progress=progress)
+                        finally:
+                            judge_open = False
+                            await judge.aclose()
+
                     try:
-                        return await add_llm_verdicts_to_scope(plan.scope, store, judge, progress=progress)
-                    finally:
-                        judge_open = False
-                        await judge.aclose()
-
-                try:
-                    result.llm = _run(llm())
-                except LLMJudgeConfigError:
-                    # the new judge refuses every request: the run keeps the judge it had (or none)
-                    old = plan.previous.active_judge if plan.previous is not None else None
-                    kept = {"mode": "rule+llm", "judge": old} if old is not None else {"mode": "rule", "judge": None}
-                    verifier = (plan.manifest.verifier or VerifierInfo()).model_copy(update=kept)
-                    store.write_manifest(plan.manifest.model_copy(update={"verifier": verifier}))
-                    raise
-            result.report = write_report(store)
-        finally:
-            store.close()
+                        result.llm = _run(llm())
+                    except LLMJudgeConfigError:
+                        # the new judge refuses every request: the run keeps the judge it had (or none)
+                        old = plan.previous.active_judge if plan.previous is not None else None
+                        kept = {"mode": "rule+llm", "judge": old} if old is not None else {"mode": "rule", "judge": None}
+                        verifier = (plan.manifest.verifier or VerifierInfo()).model_copy(update=kept)
+                        store.write_manifest(plan.manifest.model_copy(update={"verifier": verifier}))
+                        raise
+                result.report = write_report(store)
+                if stopped:
+                    raise EndpointStoppedError(result)
+            finally:
+                store.close()
     finally:
         _run(_close(plan.backend, plan.judge if judge_open else None))
     return result
+
+
+def _check_still_resumable(plan: EvalPlan) -> None:
+    """Refuse to run when the run directory changed since :func:`prepare_eval` (another writer came first)."""
+    store = RunStore(plan.run_dir)
+    if not store.exists():
+        return
+    try:
+        current = store.read_manifest()
+    except ValueError as e:
+        raise EvalError(str(e), "out") from None
+    if plan.previous is not None and current.to_json() == plan.previous.to_json():
+        return
+    refusal = resume_refusal(plan.run_dir, current, plan.manifest, plan.spec.preset)
+    if refusal:
+        raise EvalError(refusal, "out")
+    plan.manifest.created = current.created or plan.manifest.created
 
 
 def run_eval(
@@ -497,10 +566,12 @@ def run_dataset(manifest: Manifest, manifest_path: Path, data_dir: Path | None =
         dataset: the test set itself, checked like a file.
 
     Raises:
-        EvalError: no candidate file holds the run's test set (the message lists what was tried), or
-            a candidate is not a valid test set.
+        EvalError: no candidate file holds the run's test set (the message lists what was tried), a
+            candidate is not a valid test set, or ``data_dir`` is not a directory.
     """
     name, want = manifest.split.name, manifest.split.sha256
+    if data_dir is not None and dataset is None and split_path is None and not Path(data_dir).is_dir():
+        raise EvalError(f"data_dir: {data_dir} is not a directory", "data_dir")
     if dataset is not None:
         if want and dataset.sha256 != want:
             raise EvalError(f"{manifest_path}: the dataset given is not the run's test set (sha256 differs)", "dataset")
@@ -629,6 +700,8 @@ def add_llm_verdicts(
 
     Raises:
         EvalError: not a run directory, a bad manifest, test set or judge, or an unreachable endpoint.
+        studybench.store.RunDirInUseError: another process is writing the run directory.
+        OSError: a file of the run directory cannot be written (``e.filename`` names it).
         studybench.llm_judge.LLMJudgeConfigError: the judge endpoint refuses every request; the
             verdicts obtained so far are kept.
     """
@@ -639,6 +712,7 @@ def add_llm_verdicts(
         man = store.read_manifest()
     except (FileNotFoundError, ValueError) as e:
         raise EvalError(str(e), "run_dir") from None
+    store.check_unlocked()
     spec = judge if judge is not None else judge_spec_from_run(man)
     recorded = man.verifier.timeout if man.verifier is not None and man.verifier.timeout else None
     rule_timeout = verify_timeout if verify_timeout is not None else (recorded or 5.0)
@@ -671,32 +745,40 @@ def add_llm_verdicts(
                 warnings += check_endpoint(llm_judge.backend, what="judge endpoint")
             except EndpointError as e:
                 raise EvalError(str(e), "judge.base_url") from None
-        try:
-            with Verifier(workers=verify_workers, timeout=rule_timeout) as verifier:
-                rule = add_rule_verdicts(scope, store, verifier, rule_settings(rule_timeout), progress=progress,
-                                         retry_timeouts=retry_timeouts)
+        with store.lock():
+            try:
+                changed = store.read_manifest().to_json() != man.to_json()
+            except (FileNotFoundError, ValueError) as e:
+                raise EvalError(str(e), "run_dir") from None
+            if changed:
+                raise EvalError(f"{store.root}: another command changed the run while this one was starting; "
+                                "run this command again", "run_dir")
+            try:
+                with Verifier(workers=verify_workers, timeout=rule_timeout) as verifier:
+                    rule = add_rule_verdicts(scope, store, verifier, rule_settings(rule_timeout), progress=progress,
+                                             retry_timeouts=retry_timeouts)
 
-            async def llm() -> LLMStats:
-                nonlocal judge_open
-                try:
-                    return await add_llm_verdicts_to_scope(scope, store, llm_judge, judge_rule_accepts=judge_rule_accepts,
-                                                           refresh=refresh, progress=progress)
-                finally:
-                    judge_open = False
-                    await llm_judge.aclose()
+                async def llm() -> LLMStats:
+                    nonlocal judge_open
+                    try:
+                        return await add_llm_verdicts_to_scope(scope, store, llm_judge, judge_rule_accepts=judge_rule_accepts,
+                                                               refresh=refresh, progress=progress)
+                    finally:
+                        judge_open = False
+                        await llm_judge.aclose()
 
-            llm_stats = _run(llm())
-            settings = rule_settings(rule_timeout)
-            verifier_info = (man.verifier or VerifierInfo(**settings)).model_copy(
-                update={"version": settings["version"], "timeout": settings["timeout"]})
-            if activate:
-                verifier_info = verifier_info.model_copy(update={"mode": "rule+llm", "judge": llm_judge.describe()})
-            if verifier_info != man.verifier:
-                man.verifier = verifier_info
-                store.write_manifest(man)
-            rep = write_report(store)
-        finally:
-            store.close()
+                llm_stats = _run(llm())
+                settings = rule_settings(rule_timeout)
+                verifier_info = (man.verifier or VerifierInfo(**settings)).model_copy(
+                    update={"version": settings["version"], "timeout": settings["timeout"]})
+                if activate:
+                    verifier_info = verifier_info.model_copy(update={"mode": "rule+llm", "judge": llm_judge.describe()})
+                if verifier_info != man.verifier:
+                    man.verifier = verifier_info
+                    store.write_manifest(man)
+                rep = write_report(store)
+            finally:
+                store.close()
     finally:
         if judge_open:
             _run(_close(llm_judge))

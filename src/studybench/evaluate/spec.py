@@ -80,6 +80,8 @@ class EvalSpec(BaseModel):
         concurrency: requests in flight.
         request_timeout: seconds per HTTP request before it is retried.
         max_retries: retries per turn on 429, 5xx, timeouts and dropped connections.
+        max_consecutive_failures: stop the run (saving what is done) after this many turns in a row
+            failed because the endpoint could not be reached; 0: never stop.
         system_prompt, playbook, guidance: method artefact files (GEPA/EvoSkill, ACE, hints).
         ignore_unmatched_guidance: run even when guidance entries match no sub-problem of the test
             set (by default such entries are an error naming each with its nearest real keys).
@@ -122,6 +124,7 @@ class EvalSpec(BaseModel):
     concurrency: int = Field(64, ge=1, le=100_000)
     request_timeout: float = Field(600.0, ge=1e-3, le=86_400.0, allow_inf_nan=False)
     max_retries: int = Field(6, ge=0, le=1000)
+    max_consecutive_failures: int = Field(8, ge=0, le=1_000_000)
     system_prompt: Path | None = None
     playbook: Path | None = None
     guidance: Path | None = None

@@ -60,7 +60,10 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     """Compute the report of a run directory from its manifest and logs (nothing is written).
 
     A turn without a counting rule verdict (not generated, not yet judged, or judged on an older
-    completion) counts as incorrect and is counted in ``turns.missing_judgements``.
+    completion) counts as incorrect and is counted in ``turns.missing_judgements``; turns never
+    generated are also counted in ``not_generated``. ``complete`` is ``False`` when any turn
+    was not generated, failed, or has no verdict (e.g. a run stopped or interrupted mid-way): its
+    scores are then a lower bound, not the model's.
 
     Args:
         run: the run directory (or its :class:`RunStore`).
@@ -181,6 +184,9 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
         rep["turns"]["rule_timeouts"] = timeouts
     if k != run_k:
         rep["run_k"] = run_k
+    # incomplete: turns never generated, failed, or without a verdict (an interrupted or stopped run)
+    rep["not_generated"] = sum(1 for t in table if t.rule.generation is None)
+    rep["complete"] = not (rep["not_generated"] or rep["turns"]["failed"] or rep["turns"]["missing_judgements"])
     if judge is not None:
         judged = sum(llm_counts[v] for v in ("TRUE", "FALSE", "unjudgeable"))
         rep["llm_judge"] = {

@@ -12,6 +12,15 @@ def md_cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
+    if rep.get("complete", True):
+        return []
+    t = rep["turns"]
+    return [f"**Incomplete run: of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
+            f"and {t['missing_judgements']} have no verdict; they count as incorrect, so the scores below are a lower "
+            "bound. Re-run the same command to finish the run.**", ""]
+
+
 def render_markdown(rep: dict[str, Any]) -> str:
     """Markdown rendering of :func:`build_report`'s output."""
 
@@ -25,6 +34,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}, scoring = {rep.get('scoring_used', 'strict')} "
         f"({'rule OR LLM judge' if rep.get('scoring_used') == 'liberal' else 'rule verifier only'})",
         "",
+        *_incomplete_lines(rep),
         "| metric | mean ± std | per seed |",
         "|---|---|---|",
         f"| Par@{rep['k']} | {fmt(rep['par_at_k'])} | {', '.join(f'{x:.2f}' for x in rep['par_at_k']['per_seed'])} |",

@@ -4,7 +4,7 @@
   :class:`LLMVerdictRow` (shared by every writer and reader);
 - :mod:`studybench.store.manifest`: :class:`Manifest` and the resume rules;
 - :mod:`studybench.store.currency`: which stored verdict counts, and which must be judged again;
-- :mod:`studybench.store.run`: :class:`RunStore`, the files of one run directory;
+- :mod:`studybench.store.run`: :class:`RunStore`, the files of one run directory (and its writer lock);
 - :mod:`studybench.store.verdicts`: the verdict table of a run (what each turn scores).
 """
 
@@ -35,7 +35,7 @@ from studybench.store.rows import (
     RuleVerdictRow,
     TurnKey,
 )
-from studybench.store.run import RunStore
+from studybench.store.run import RunDirInUseError, RunStore
 from studybench.store.verdicts import RunRows, TurnVerdict, turn_verdicts
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "ParentIndex",
     "RuleVerdictRow",
     "RuleVerdictStatus",
+    "RunDirInUseError",
     "RunRows",
     "RunStore",
     "SelectionInfo",

@@ -8,17 +8,33 @@
       judgements.jsonl      RuleVerdictRow per rule-judged completion
       llm_judgements.jsonl  LLMVerdictRow per LLM-judged completion and judge configuration
       report.json, report.md
+      .lock                 held (flock) by the one process writing the run; names it (pid, host, command)
 
 Rows go through :class:`studybench.files.JsonlLog` (one ``write`` of a complete line with
 ``O_APPEND``: a SIGKILL leaves at most a torn last line, which readers skip); readers keep the last
 row per key, so re-running is idempotent. The manifest is written to a temporary file and renamed.
+
+**One writer at a time.** :meth:`RunStore.lock` takes an exclusive ``flock`` on ``RUN/.lock`` for as
+long as a command writes the run (``eval``, ``judge``); a second writer is refused with
+:class:`RunDirInUseError`, which names the holder. The kernel releases the lock when its process
+dies, so a crash (even SIGKILL) leaves no stale lock. The lock file itself is never deleted (deleting
+it would let two processes lock two different files). Where ``fcntl`` is missing (Windows) there
+is no locking.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -33,7 +49,12 @@ from studybench.files import (
 from studybench.store.manifest import Manifest
 from studybench.store.rows import GenerationRow, LLMVerdictRow, RuleVerdictRow, TurnKey
 
-__all__ = ["RunStore"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no run-directory locking
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["RunDirInUseError", "RunStore"]
 
 _R = TypeVar("_R", bound=BaseModel)
 
@@ -65,6 +86,53 @@ def _latest(log: JsonlLog, model: type[_R], by_judge: bool = False) -> dict[obje
     return out
 
 
+class RunDirInUseError(RuntimeError):
+    """Another process (or thread) is writing the run directory.
+
+    Attributes:
+        root: the run directory.
+        holder: what the holder wrote into the lock file (``pid``, ``host``, ``command``, ``started``);
+            empty when it is not known yet.
+    """
+
+    def __init__(self, root: Path, holder: dict[str, Any]) -> None:
+        self.root = root
+        self.holder = holder
+        who = "another process"
+        pid = holder.get("pid")
+        if isinstance(pid, int):
+            host = holder.get("host")
+            who = f"pid {pid}" + (f" on {host}" if isinstance(host, str) and host != socket.gethostname() else "")
+            extra = [str(holder[k]) if k == "command" else f"started {holder[k]}"
+                     for k in ("command", "started") if isinstance(holder.get(k), str) and holder.get(k)]
+            if extra:
+                who += f" ({', '.join(extra)})"
+        super().__init__(f"run directory {root} is in use by {who}; wait for it to finish or stop it "
+                         "(only one command may write a run directory at a time)")
+
+
+# locks this process holds: (resolved lock path, thread id) -> [fd, depth]
+_HELD: dict[tuple[str, int], list[int]] = {}
+_HELD_GUARD = threading.Lock()
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    try:
+        raw = os.pread(fd, 4096, 0)
+        obj = json.loads(raw.decode("utf-8", "replace")) if raw.strip() else {}
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _command_line() -> str:
+    """This process's command line, short (``studybench eval ...`` for the CLI)."""
+    argv = list(sys.argv) or ["python"]
+    argv[0] = "studybench" if argv[0].endswith(("__main__.py", "studybench")) else Path(argv[0]).name
+    text = shlex.join(argv)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 class RunStore:
     """The files of one run directory.
 
@@ -87,6 +155,98 @@ class RunStore:
         self.generation_log = JsonlLog(self.root / self.GENERATIONS)
         self.rule_log = JsonlLog(self.root / self.RULE_VERDICTS)
         self.llm_log = JsonlLog(self.root / self.LLM_VERDICTS)
+
+    LOCK = ".lock"
+
+    @property
+    def lock_path(self) -> Path:
+        """``ROOT/.lock`` (see :meth:`lock`)."""
+        return self.root / self.LOCK
+
+    @contextmanager
+    def lock(self, command: str | None = None) -> Iterator[None]:
+        """Hold the run directory's writer lock for the ``with`` block (creating the directory).
+
+        Re-entrant within one thread; another thread or process is refused at once (no waiting).
+        The lock file records this process's pid, host, command line and start time, so a refused
+        writer can say who holds the directory.
+
+        Args:
+            command: what to record as the holder's command (default: this process's command line).
+
+        Raises:
+            RunDirInUseError: another process or thread holds the lock.
+            OSError: the directory or the lock file cannot be created.
+        """
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        key = (str(self.lock_path.resolve()), threading.get_ident())
+        with _HELD_GUARD:
+            held = _HELD.get(key)
+            if held is not None:
+                held[1] += 1
+        if held is None:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise RunDirInUseError(self.root, holder) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "command": command or _command_line(),
+                    "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (json.dumps(info) + "\n").encode("utf-8", "backslashreplace"), 0)
+            except OSError:
+                pass  # a full disk: the lock still holds, the refusal message is just less specific
+            with _HELD_GUARD:
+                _HELD[key] = [fd, 1]
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                entry = _HELD[key]
+                entry[1] -= 1
+                last = entry[1] == 0
+                if last:
+                    del _HELD[key]
+            if last:
+                try:
+                    os.ftruncate(entry[0], 0)
+                except OSError:
+                    pass
+                os.close(entry[0])  # releases the flock
+
+    def check_unlocked(self) -> None:
+        """Raise if another process or thread holds the writer lock now (nothing is created or kept).
+
+        Raises:
+            RunDirInUseError: the run directory is in use.
+        """
+        if fcntl is None or not self.lock_path.is_file():
+            return
+        with _HELD_GUARD:
+            if (str(self.lock_path.resolve()), threading.get_ident()) in _HELD:
+                return
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunDirInUseError(self.root, _read_holder(fd)) from None
+            except OSError:
+                return
+        finally:
+            os.close(fd)
 
     @property
     def manifest_path(self) -> Path:

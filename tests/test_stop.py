@@ -1,0 +1,99 @@
+"""Runs that stop early stop well, end to end through the CLI: a dead endpoint ends the run with a
+message and an incomplete report; Ctrl-C and SIGTERM end it with one line; re-running resumes."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from test_rundir import count_lines, wait_for, write_set
+
+from studybench.testing import start_stub_server
+
+N_PARENTS = 12
+TURNS = sum(1 + i % 3 for i in range(N_PARENTS)) * 3 * 2  # k=3, two seeds
+
+
+def _cmd(data: Path, out: Path, base_url: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "studybench.cli", "eval", "--split", str(data), "--model", "stub-model", "--base-url",
+            base_url, "-k", "3", "--seeds", "2", "--out", str(out), "--concurrency", "2", "--verify-workers", "1",
+            "--max-retries", "1", *extra]
+
+
+def _rows(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
+
+
+def _usable(out: Path) -> set[tuple]:
+    last = {(r["parent"], r["sub_id"], r["seed"], r["attempt"]): r for r in _rows(out)}
+    return {k for k, r in last.items() if not r["error"]}
+
+
+@pytest.mark.slow
+def test_a_dead_endpoint_stops_the_run_which_reports_itself_incomplete_and_resumes(tmp_path: Path) -> None:
+    data = write_set(tmp_path / "set.json", N_PARENTS)
+    out = tmp_path / "run"
+    server = start_stub_server("Work.\nFinal Answer: \\boxed{1}", subprocess=True, latency=0.05)
+    try:
+        proc = subprocess.Popen(_cmd(data, out, server.base_url, "--max-consecutive-failures", "3"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: count_lines(out / "generations.jsonl") >= 10, proc)
+    finally:
+        server.close()  # the endpoint dies mid-run
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    done = _usable(out)
+    m = re.search(r"error: the endpoint stopped answering at \d\d:\d\d:\d\d \(3 turns in a row failed \(connection error"
+                  r"[^)]*\) after 2 attempts\)\); (\d+) turns done, (\d+) left; the run is incomplete \(the report says so\); "
+                  r"re-run the same command to resume once the endpoint is back", " ".join(stderr.split()))
+    assert m, stderr
+    assert (int(m.group(1)), int(m.group(2))) == (len(done), TURNS - len(done))
+    # it stopped instead of trying every remaining turn: failed turns are the streak plus those in flight
+    failed = [r for r in _rows(out) if r["error"]]
+    assert 3 <= len(failed) <= 3 + 2
+    assert len(done) + len(failed) < TURNS - 20
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["complete"] is False and rep["not_generated"] > 0
+    assert "**Incomplete run:" in (out / "report.md").read_text()
+    assert "incomplete run:" in stderr
+    # the endpoint is back (another port: an operational change): the same command resumes and finishes
+    with start_stub_server("Work.\nFinal Answer: \\boxed{1}") as again:
+        r = subprocess.run(_cmd(data, out, again.base_url), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert again.count == TURNS - len(done)  # no finished turn asked twice
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["complete"] is True and rep["not_generated"] == 0
+    assert "Incomplete" not in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_run_ends_with_one_line_and_resumes(tmp_path: Path, sig: signal.Signals, code: int) -> None:
+    data = write_set(tmp_path / "set.json", N_PARENTS)
+    out = tmp_path / "run"
+    with start_stub_server("Work.\nFinal Answer: \\boxed{1}", latency=0.3) as srv:
+        proc = subprocess.Popen(_cmd(data, out, srv.base_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: count_lines(out / "generations.jsonl") >= 4, proc)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == code, stderr
+        assert "Traceback" not in stderr and "Aborted" not in stderr
+        saved = _usable(out)
+        last = stderr.strip().splitlines()[-1]
+        assert last == (f"interrupted: {len(saved)} of {TURNS} turns generated and saved; "
+                        "re-run the same command to resume")
+        assert 4 <= len(saved) < TURNS
+        n = srv.count
+        r = subprocess.run(_cmd(data, out, srv.base_url), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert srv.count - n == TURNS - len(saved)
+    keys = Counter((r["parent"], r["sub_id"], r["seed"], r["attempt"]) for r in _rows(out))
+    assert len(keys) == TURNS and max(keys.values()) == 1  # turns in flight at the signal were not written
+    assert json.loads((out / "report.json").read_text())["complete"] is True
