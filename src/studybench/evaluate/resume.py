@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from studybench.models import PRESETS
-from studybench.store import OPERATIONAL_BACKEND_KEYS, Manifest
+from studybench.store import OPERATIONAL_BACKEND_KEYS, Manifest, current_budgets
 
 __all__ = ["resume_refusal"]
 
 _SAMPLING_FLAGS = {
     "temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k", "min_p": "--min-p",
     "presence_penalty": "--presence-penalty", "repetition_penalty": "--repetition-penalty",
-    "max_tokens": "--max-tokens",
+    "max_tokens": "--max-tokens", "context_budget": "--context-budget",
 }
 _ARTEFACT_FLAGS = {"system_prompt": "--system-prompt", "playbook": "--playbook", "guidance": "--guidance"}
 _INTERNAL_BACKEND_KEYS = {"prompt_token_estimate"}  # follows from the sampling's budget convention
@@ -57,16 +57,14 @@ def _sampling_message(old: Any, new: Any, preset: str | None) -> tuple[str, str]
             parts.append(f"{flag} {_short(o.get(key))} (now {_short(n.get(key))})")
     if o.get("enable_thinking") != n.get("enable_thinking"):
         parts.append(f"{_thinking(o.get('enable_thinking'))} (now {_thinking(n.get('enable_thinking'))})")
-    if o.get("budget_includes_prompt") != n.get("budget_includes_prompt"):
-        parts.append("a token budget that " + ("includes" if o.get("budget_includes_prompt") else "excludes")
-                     + " the prompt (--preset paper includes it)")
-    known = {*_SAMPLING_FLAGS, "enable_thinking", "budget_includes_prompt"}
+    known = {*_SAMPLING_FLAGS, "enable_thinking"}
     parts += [f"sampling setting {k} {_short(o.get(k))} (now {_short(n.get(k))})"
               for k in sorted((set(o) | set(n)) - known) if o.get(k) != n.get(k)]
     return "its sampling differs: it was made with " + ", ".join(parts), "give the same sampling flags"
 
 
 def _backend_messages(old: dict[str, Any], new: dict[str, Any], preset: str | None) -> list[tuple[str, str | None]]:
+    old, new = current_budgets(old), current_budgets(new)  # a manifest from before --context-budget existed
     out: list[tuple[str, str | None]] = []
     if old.get("backend") != new.get("backend"):  # nothing else of two backends compares
         return [(f"it was made with --model {_short(old.get('model'))} (the {old.get('backend')} backend) and you asked "

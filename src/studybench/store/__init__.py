@@ -24,6 +24,7 @@ from studybench.store.manifest import (
     SplitInfo,
     SubIndex,
     VerifierInfo,
+    current_budgets,
     parents_index,
     rule_settings,
 )
@@ -39,6 +40,7 @@ from studybench.store.run import RunDirInUseError, RunStore
 from studybench.store.verdicts import RunRows, TurnVerdict, turn_verdicts
 
 __all__ = [
+    "current_budgets",
     "FINAL_LLM_VERDICTS",
     "LLM_VERDICTS",
     "OPERATIONAL_BACKEND_KEYS",

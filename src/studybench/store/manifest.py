@@ -28,6 +28,7 @@ from studybench import __version__
 from studybench.records import Parent, label_map
 
 __all__ = [
+    "current_budgets",
     "OPERATIONAL_BACKEND_KEYS",
     "VERIFIER_MODES",
     "Manifest",
@@ -220,7 +221,7 @@ class Manifest(_Model):
             changed"``, ``"artefact playbook changed"``.
         """
         diff: list[str] = []
-        ob, nb = _current_budgets(self.backend), _current_budgets(new.backend)
+        ob, nb = current_budgets(self.backend), current_budgets(new.backend)
         for key in sorted(set(ob) | set(nb)):
             if key not in OPERATIONAL_BACKEND_KEYS and ob.get(key) != nb.get(key):
                 o, n = ob.get(key), nb.get(key)
@@ -244,8 +245,14 @@ class Manifest(_Model):
         return len(self.parents), self.k, list(self.seeds)
 
 
-def _current_budgets(backend: dict[str, Any]) -> dict[str, Any]:
+def current_budgets(backend: dict[str, Any]) -> dict[str, Any]:
     """A backend description with its sampling in today's form of the two token budgets.
+
+    Args:
+        backend: ``Manifest.backend`` as recorded.
+
+    Returns:
+        The same description, its ``sampling`` rewritten when it is in the old form.
 
     Older manifests recorded ``max_tokens`` with ``budget_includes_prompt``: when true,
     ``max_tokens`` was the prompt + completion cap, today's ``context_budget``; when false, it was the
