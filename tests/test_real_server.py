@@ -112,3 +112,59 @@ def test_a_base_url_without_v1_is_refused_with_the_url_to_use(server: str, env: 
     assert r.returncode != 0, r.stdout + r.stderr
     assert f"use {server}" in " ".join(r.stderr.split()), r.stderr
     assert not (tmp_path / "run" / "generations.jsonl").exists()
+
+
+@pytest.fixture(scope="module")
+def short_run(server: str, env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`eval --preset paper` with a 24-token completion budget: most answers are cut."""
+    run = tmp_path_factory.mktemp("real") / "run"
+    r = _studybench("eval", "--split", "application", "--model", MODEL, "--base-url", server, "--preset", "paper",
+                    "--max-tokens", "24", "--min-completion-tokens", "16", "-k", "1", "--seeds", "1", "--limit", "6",
+                    "--concurrency", "2", "--out", str(run), env=env)
+    return run, r
+
+
+def test_paper_preset_sends_the_completion_budget_asked_for(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    run, r = short_run
+    assert (run / "report.json").is_file(), r.stdout + r.stderr
+    gens = _rows(run / "generations.jsonl")
+    assert gens and all(g.get("error") is None for g in gens), gens
+    used = [int((g.get("usage") or {}).get("completion_tokens") or 0) for g in gens]
+    # --max-tokens is the completion budget even under --preset paper (it used to be prompt + completion:
+    # a 500-token prompt left a budget of 1 token); the server never gives more than it was asked for
+    assert max(used) == 24 and all(u <= 24 for u in used), used
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["backend"]["sampling"]["max_tokens"] == 24
+    assert manifest["backend"]["sampling"]["context_budget"] == 32768
+
+
+def test_a_run_cut_by_the_token_limit_warns_loudly(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    run, r = short_run
+    rep = json.loads((run / "report.json").read_text())
+    tr = rep["truncation"]
+    gens = _rows(run / "generations.jsonl")
+    cut = sum(1 for g in gens if g.get("finish_reason") == "length")
+    assert tr["overall"]["truncated"] == cut and tr["overall"]["turns"] == len(gens)
+    assert cut / len(gens) > 0.5, [g.get("finish_reason") for g in gens]  # 24 tokens: a small model rarely finishes
+    err = " ".join(r.stderr.split())
+    assert "WARNING:" in err and "hit the token limit" in err, r.stderr
+    assert "WARNING" in (run / "report.md").read_text()
+    if tr["measured_nothing"]:
+        assert r.returncode == 1 and "measured nothing" in err
+    print(f"\n[real server] eval rc={r.returncode}; stderr tail:\n" + "\n".join(r.stderr.splitlines()[-6:]))
+
+
+def test_a_judge_cut_by_its_token_limit_is_named_and_poisons_no_cache(
+    short_run: tuple[Path, subprocess.CompletedProcess[str]], server: str, env: dict[str, str],
+) -> None:
+    run, _ = short_run
+    r = _studybench("judge", str(run), "--judge-model", MODEL, "--judge-base-url", server, "--judge-max-tokens", "4",
+                    "--judge-parse-retries", "0", env=env)
+    err = " ".join(r.stderr.split())
+    print(f"\n[real server] judge rc={r.returncode}; stderr tail:\n" + "\n".join(r.stderr.splitlines()[-8:]))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "unjudgeable" in err and "finish_reason=length" in err and "--judge-max-tokens" in err, r.stderr
+    shown = _studybench("cache", "show", "--json", env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    summary = json.loads(shown.stdout)
+    assert summary["entries"] == 0 and summary["by_model"] == {}, summary  # unjudgeable outcomes are never cached

@@ -103,3 +103,15 @@ def test_failed_turns_alone_are_not_blamed_on_the_token_limit(tmp_path: Path) ->
     tr = build_report(tmp_path / "run")["truncation"]
     assert tr["overall"]["turns"] == 1 and tr["overall"]["truncated"] == tr["overall"]["empty"] == 0
     assert tr["measured_nothing"] is False and tr["warning"] is None  # the second turn has a complete reply
+
+
+def test_eval_that_measured_nothing_exits_1_with_the_warning(tmp_path: Path) -> None:
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    with start_stub_server(lambda body: CUT, model="stub-model") as srv:
+        res = CliRunner().invoke(app, ["eval", "--split", str(f), "--model", "stub-model", "--base-url", srv.base_url,
+                                       "-k", "1", "--seeds", "1", "--out", str(tmp_path / "run")], catch_exceptions=False)
+    out = " ".join(res.output.split())
+    assert res.exit_code == 1, res.output
+    assert "WARNING: this run measured nothing" in out and "Raise --max-tokens" in out
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["truncation"]["measured_nothing"] is True
