@@ -97,3 +97,41 @@ def test_an_interrupted_run_ends_with_one_line_and_resumes(tmp_path: Path, sig: 
     keys = Counter((r["parent"], r["sub_id"], r["seed"], r["attempt"]) for r in _rows(out))
     assert len(keys) == TURNS and max(keys.values()) == 1  # turns in flight at the signal were not written
     assert json.loads((out / "report.json").read_text())["complete"] is True
+
+
+def test_a_dead_endpoint_is_noticed_from_request_attempts_not_after_every_turns_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At the default of six retries with backoff, a turn takes about a minute to fail for good; counting
+    failed turns, a dead endpoint was noticed only after several minutes. Counting unanswered request
+    attempts across all turns in flight, the pass stops while those turns are still retrying."""
+    import threading
+
+    from studybench.evaluate import EndpointStoppedError, EvalSpec, run_eval
+    from studybench.evaluate import generate as generate_mod
+
+    monkeypatch.setattr(generate_mod, "DEAD_ENDPOINT_GRACE_S", 0.5)
+    data = write_set(tmp_path / "set.json", N_PARENTS)
+    out = tmp_path / "run"
+    server = start_stub_server("Work.\nFinal Answer: \\boxed{1}", subprocess=True, latency=0.05)
+
+    def kill_when_started() -> None:
+        try:
+            while count_lines(out / "generations.jsonl") < 6:
+                threading.Event().wait(0.05)
+        finally:
+            server.close()
+
+    killer = threading.Thread(target=kill_when_started, daemon=True)
+    killer.start()
+    spec = EvalSpec(split=str(data), model="stub-model", base_url=server.base_url, k=3, seeds=[0, 1],
+                    concurrency=4, verify_workers=1)  # max_retries: the default (6)
+    with pytest.raises(EndpointStoppedError) as info:
+        run_eval(spec, out)
+    killer.join(timeout=60)
+    stats = info.value.result.generation
+    assert stats is not None and stats.stopped is not None
+    assert "requests in a row got no answer" in stats.stopped, stats.stopped
+    # no turn ran out of its retries: every turn in flight was cancelled while still retrying
+    assert [r for r in _rows(out) if r["error"]] == []
+    assert stats.left > 0 and len(_usable(out)) == stats.done

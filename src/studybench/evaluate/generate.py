@@ -9,11 +9,14 @@ digest of the conversation the protocol builds now (so a regenerated earlier tur
 later turns of its chain, and artefact changes cannot mix). Everything else is generated again and
 the new row supersedes the old one.
 
-A dead endpoint: when ``max_consecutive_failures`` turns in a row (in the order they finish, with no
-answered turn in between) fail because the endpoint cannot be reached (:func:`is_unreachable_error`:
-connection errors, timeouts, HTTP 502/503/504), the pass stops: no new turn is asked, turns in flight
-are cancelled (their rows are not written), and :attr:`GenerationStats.stopped` says why. Everything
-finished before is saved; running the pass again resumes.
+A dead endpoint: the pass stops when the backend's :class:`~studybench.models.health.EndpointHealth`
+(the OpenAI backend keeps one) has seen ``max_consecutive_failures`` request *attempts* in a row get
+no answer (connection refused, reset or dropped, timeouts, HTTP 502/503/504), across all turns in
+flight and retries included, and no answer for :data:`DEAD_ENDPOINT_GRACE_S` seconds: a dead server
+is noticed within seconds instead of after every turn's retries. For backends without one, the same
+count is kept over failed *turns* (:func:`is_unreachable_error`). On stopping, no new turn is asked,
+turns in flight are cancelled (their rows are not written), and :attr:`GenerationStats.stopped` says
+why. Everything finished before is saved; running the pass again resumes.
 """
 
 from __future__ import annotations
@@ -26,15 +29,26 @@ from dataclasses import dataclass
 
 from studybench.answers import clean_surrogates
 from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
-from studybench.models import ChatBackend, ChatRequest
+from studybench.models import ChatBackend, ChatRequest, EndpointHealth
 from studybench.protocol import Artefacts, build_messages, messages_digest
 from studybench.records import Parent, SubProblemRef
 from studybench.store import GenerationRow, RunStore, TurnKey
 
-__all__ = ["DEFAULT_MAX_CONSECUTIVE_FAILURES", "GenerationStats", "generate_turns", "is_unreachable_error"]
+__all__ = [
+    "DEAD_ENDPOINT_GRACE_S",
+    "DEFAULT_MAX_CONSECUTIVE_FAILURES",
+    "GenerationStats",
+    "generate_turns",
+    "is_unreachable_error",
+]
 
 DEFAULT_MAX_CONSECUTIVE_FAILURES = 8
-"""Turns in a row failing with an unreachable endpoint after which a generation pass stops."""
+"""Request attempts (or, for backends that do not count attempts, turns) in a row that got no answer
+from the endpoint, after which a generation pass stops."""
+
+DEAD_ENDPOINT_GRACE_S = 10.0
+"""Seconds without any answer from the endpoint before a generation pass gives up on it (so a server
+restarting for a moment does not end a run)."""
 
 _UNREACHABLE = re.compile(r"(connection error|timeout after|HTTP 50[234] after)\b")
 
@@ -115,8 +129,8 @@ async def generate_turns(
         concurrency: most turns in flight.
         progress: see :data:`~studybench.evaluate.scope.ProgressFn` (phase ``"generate"``).
         on_error: called with (turn key, error) for every turn that failed after the backend's retries.
-        max_consecutive_failures: stop after this many turns in a row failed with an unreachable
-            endpoint (``None`` or 0: never stop); see the module docstring.
+        max_consecutive_failures: stop after this many request attempts in a row got no answer from
+            the endpoint (``None`` or 0: never stop); see the module docstring.
 
     Returns:
         Counts and the wall time of the pass; ``stats.stopped`` is set when the pass stopped early.
@@ -145,11 +159,26 @@ async def generate_turns(
             return
         streak += 1
         if max_consecutive_failures and streak >= max_consecutive_failures and stats.stopped is None:
-            stats.stopped = f"{streak} turns in a row failed ({error})"
-            me = asyncio.current_task()
-            for t in tasks:
-                if t is not me:
-                    t.cancel()
+            stop(f"{streak} turns in a row failed ({error})")
+
+    def stop(reason: str) -> None:
+        stats.stopped = reason
+        me = asyncio.current_task()
+        for t in tasks:
+            if t is not me:
+                t.cancel()
+
+    health = getattr(backend, "health", None)
+
+    async def watch(h: EndpointHealth) -> None:
+        """Stop the pass when the endpoint's request attempts have gone unanswered for a while."""
+        while stats.stopped is None:
+            if h.dead(max_consecutive_failures or 0, DEAD_ENDPOINT_GRACE_S):
+                stats.last_answer = time.time() - h.silent_for()
+                stop(f"{h.streak} requests in a row got no answer ({h.last_error}); "
+                     f"no answer for {h.silent_for():.0f} s")
+                return
+            await asyncio.sleep(0.25)
 
     async def chain(parent: Parent, seed: int, attempt: int) -> None:
         previous: list[str | None] = []
@@ -201,8 +230,10 @@ async def generate_turns(
             if stats.stopped is not None:
                 return
 
+    watcher: asyncio.Future[None] | None = None
     try:
         tasks.extend(asyncio.ensure_future(chain(p, seed, a)) for p, seed, a in scope.chains())
+        watcher = asyncio.ensure_future(watch(health)) if isinstance(health, EndpointHealth) and tasks else None
         try:
             await asyncio.gather(*tasks)
         except BaseException:
@@ -214,6 +245,9 @@ async def generate_turns(
             if stats.stopped is None:
                 raise
     finally:
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
         store.generation_log.sync()
         stats.seconds = time.perf_counter() - t0
     return stats

@@ -15,6 +15,7 @@ from studybench.models.base import (
     ChatResult,
     SamplingParams,
 )
+from studybench.models.health import EndpointHealth
 from studybench.models.preflight import EndpointError, check_endpoint
 from studybench.models.reference import REFERENCE_MODES, ReferenceBackend
 
@@ -26,6 +27,7 @@ __all__ = [
     "ChatRequest",
     "ChatResult",
     "EndpointError",
+    "EndpointHealth",
     "ReferenceBackend",
     "SamplingParams",
     "check_endpoint",

@@ -51,6 +51,7 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from studybench.models.base import ChatRequest, ChatResult, SamplingParams
+from studybench.models.health import UNREACHABLE_STATUSES, EndpointHealth
 from studybench.secrets import known_secrets, redact, redact_obj, redact_text, redact_url, url_secrets
 
 __all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable", "redact_url"]
@@ -196,6 +197,8 @@ class OpenAIBackend:
         self.concurrency = concurrency
         self.request_timeout = float(request_timeout)
         self.max_retries = max_retries
+        self.health = EndpointHealth()
+        """Unreachable attempts in a row across all requests (a generation pass stops on a dead endpoint)."""
         self.backoff_initial = float(backoff_initial)
         self.backoff_max = float(backoff_max)
         self.api_key_env = api_key_env
@@ -381,6 +384,17 @@ class OpenAIBackend:
                 state.load[shard] += 1
                 try:
                     data = await state.clients[shard].post("/chat/completions", body=payload, cast_to=object)
+                except openai.APIStatusError as exc:
+                    if exc.status_code in UNREACHABLE_STATUSES:
+                        self.health.unreachable(f"HTTP {exc.status_code}")
+                    else:
+                        self.health.answered()
+                    raise
+                except openai.APIConnectionError as exc:  # refused, reset, dropped, timed out
+                    self.health.unreachable(type(exc.__cause__ or exc).__name__)
+                    raise
+                else:
+                    self.health.answered()
                 finally:
                     state.load[shard] -= 1
             if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
