@@ -117,7 +117,7 @@ def contamination(
         Path | None, typer.Option(help="Also write the unflagged training records (original JSON) to this JSONL file.")
     ] = None,
 ) -> None:
-    """Three-stage contamination audit: n-gram Jaccard -> embedding cosine -> optional LLM judge.
+    """Contamination audit: n-gram Jaccard (stage 1) and containment (1b) -> embedding cosine (2) -> optional LLM judge (3).
 
     Without a judge a pair is flagged when stage 1, 1b (containment) or 2 proposes it; with --judge-model, when the judge
     says it is the same problem (or gives no verdict: such pairs are counted apart). Judge verdicts are
