@@ -15,18 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_guidance_keys import SET
 
 from studybench.files import InputFileError, jsonl_lines, read_user_bytes, read_user_text
-
-SET = [
-    {"source": "IPhO", "year": "1983", "source_problem_id": "Q1", "problem_type": "Mechanics", "problem": "stem",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "Q1(a.)", "problem": "first", "answer": "\\boxed{1}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "Q1(b.)", "problem": "second", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""}]},
-    {"source": "Book", "year": "", "source_problem_id": "P2", "problem_type": "Mechanics", "problem": "single",
-     "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": "", "sub_problems": []},
-]
 
 
 def _limit_memory() -> None:  # pragma: no cover - runs in the child

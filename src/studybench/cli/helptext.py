@@ -257,36 +257,30 @@ def render_help(cmd: Any, ctx: typer.Context) -> None:
     console.print(Group(*out))
 
 
-class ReadableCommand(TyperCommand):
+class _ReadableHelp:
+    """What :class:`ReadableCommand` and :class:`ReadableGroup` add to Typer's classes."""
+
+    params: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _set_metavars(self.params)
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        """Usage pieces with arguments spelled ``RUN_DIR`` / ``[RUN_DIR]`` (Typer writes ``{run_dir}``)."""
+        return _usage(self, ctx).split()  # type: ignore[arg-type]
+
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
+        """Print the help page (see :func:`render_help`)."""
+        render_help(self, ctx)  # type: ignore[arg-type]
+
+
+class ReadableCommand(_ReadableHelp, TyperCommand):
     """A Typer command whose ``--help`` is laid out by :func:`render_help`."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _set_metavars(self.params)
 
-    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
-        """Usage pieces with arguments spelled ``RUN_DIR`` / ``[RUN_DIR]`` (Typer writes ``{run_dir}``)."""
-        return _usage(self, ctx).split()
-
-    def format_help(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]
-        """Print the help page (see :func:`render_help`)."""
-        render_help(self, ctx)
-
-
-class ReadableGroup(TyperGroup):
+class ReadableGroup(_ReadableHelp, TyperGroup):
     """A Typer command group whose ``--help`` is laid out by :func:`render_help`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _set_metavars(self.params)
-
-    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
-        """Usage pieces, as :meth:`ReadableCommand.collect_usage_pieces`."""
-        return _usage(self, ctx).split()
-
-    def format_help(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]
-        """Print the help page (see :func:`render_help`)."""
-        render_help(self, ctx)
 
 
 def _replaceable(cls: Any, default: type) -> bool:
