@@ -390,6 +390,7 @@ class OpenAIBackend:
                 attempts += 1
                 shard = min(range(len(state.clients)), key=state.load.__getitem__)
                 state.load[shard] += 1
+                token = self.health.begin()
                 try:
                     data = await state.clients[shard].post("/chat/completions", body=payload, cast_to=object)
                 except openai.APIStatusError as exc:
@@ -404,6 +405,7 @@ class OpenAIBackend:
                 else:
                     self.health.answered()
                 finally:
+                    self.health.end(token)
                     state.load[shard] -= 1
             if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
                 raise _BadResponse("no choices in the response body")
