@@ -30,6 +30,7 @@ from studybench.llm_judge import LLMJudge, LLMJudgeInputs, LLMVerdictCache
 from studybench.models.openai_backend import OpenAIBackend
 from studybench.models.openai_backend import redact_url as backend_redact_url
 from studybench.secrets import (
+    env_name_problem,
     env_secrets,
     known_secrets,
     redact,
@@ -369,3 +370,19 @@ def test_a_token_given_as_the_url_user_name_is_a_secret() -> None:
     assert "p+w/rd-Zq8Wc3" in url_secrets("https://u:p%2Bw%2Frd-Zq8Wc3@example.org/raw")
     err = FetchError(f"download failed: https://{token}@example.org/raw/x.json: HTTP 404", url=f"https://{token}@example.org/raw/x.json")
     assert token not in str(err) and token not in err.url
+
+
+@pytest.mark.parametrize("flag", ["--api-key-env", "--judge-api-key-env"])
+def test_a_key_given_for_its_variable_name_is_refused_without_being_repeated(
+    echo: ThreadingHTTPServer, tmp_path: Path, flag: str,
+) -> None:
+    url = f"http://127.0.0.1:{echo.server_port}/v1"
+    extra = ["--judge-model", "echo-judge", "--judge-base-url", url] if flag.startswith("--judge") else []
+    res = _eval(tmp_path, url, *extra, flag, f"sk-proj-{CANARY}")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"{flag}: takes the NAME of an environment variable" in " ".join(res.stderr.split())
+    assert not (tmp_path / "run").exists() and echo.seen == []  # type: ignore[attr-defined]
+    assert _leaks(tmp_path, res) == []
+    with pytest.raises(ValueError, match="api_key_env: takes the NAME"):
+        EvalSpec(split="x", api_key_env="token-abc123")
+    assert env_name_problem("MY_KEY_2") is None

@@ -37,6 +37,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "PLACEHOLDER_KEYS",
     "SENSITIVE_QUERY_PARAMS",
+    "env_name_problem",
     "env_secrets",
     "known_secrets",
     "redact",
@@ -96,6 +97,27 @@ def known_secrets(values: Iterable[str | None]) -> tuple[str, ...]:
         if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH and v.strip().lower() not in PLACEHOLDER_KEYS
     }
     return tuple(sorted(seen, key=lambda v: (-len(v), v)))
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the name of the environment variable holding a key, if it cannot.
+
+    Catches the key itself given where its variable's name belongs; the message never repeats it.
+
+    Args:
+        name: what was given.
+
+    Returns:
+        ``None`` for a variable name (letters, digits, ``_``; not starting with a digit), else a
+        message to put after the option's name (``--api-key-env: ...``).
+    """
+    if isinstance(name, str) and _ENV_NAME.fullmatch(name):
+        return None
+    return ("takes the NAME of an environment variable holding the key (e.g. OPENAI_API_KEY), not the key "
+            "itself; the value given is not a variable name (not shown, in case it is a key)")
 
 
 def env_secrets(names: Iterable[str | None]) -> tuple[str, ...]:
