@@ -386,3 +386,13 @@ def test_a_key_given_for_its_variable_name_is_refused_without_being_repeated(
     with pytest.raises(ValueError, match="api_key_env: takes the NAME"):
         EvalSpec(split="x", api_key_env="token-abc123")
     assert env_name_problem("MY_KEY_2") is None
+
+
+@pytest.mark.parametrize("key", [f"{CANARY}\r", f"{CANARY} ", f"{CANARY}\n", "ключ-секрет-123"])
+def test_a_key_no_header_can_carry_is_named_as_such(echo: ThreadingHTTPServer, tmp_path: Path, key: str) -> None:
+    # a key pasted with a line break or a trailing space used to end in "is not a valid http(s) URL"
+    # or "cannot reach the endpoint ... is the server running?"
+    res = _eval(tmp_path, f"http://127.0.0.1:{echo.server_port}/v1", env={"OPENAI_API_KEY": key})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "$OPENAI_API_KEY holds characters an HTTP header cannot carry" in " ".join(res.stderr.split())
+    assert _leaks(tmp_path, res, (CANARY, "ключ")) == []
