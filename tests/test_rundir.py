@@ -393,3 +393,34 @@ def test_generate_turns_stops_when_the_endpoint_stops_answering(tmp_path: Path) 
     alive = Dying(5, "HTTP 400 after 1 attempt: context too long")
     st = asyncio.run(generate_turns(scope, RunStore(tmp_path / "b"), alive, Artefacts(), concurrency=4, max_consecutive_failures=6))
     assert st.stopped is None and alive.calls == scope.n_turns - st.reused
+
+
+def test_a_lock_file_that_is_a_symlink_is_never_followed(tmp_path: Path) -> None:
+    # a run directory from elsewhere (a tarball) whose .lock points at another file: that file is not truncated
+    data = write_set(tmp_path / "set.json", 2)
+    out = tmp_path / "run"
+    assert _invoke("eval", "--split", data, "-k", 1, "--seeds", 1, "--out", out).exit_code == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (out / ".lock").unlink()
+    (out / ".lock").symlink_to(victim)
+    res = _invoke("eval", "--split", data, "-k", 1, "--seeds", 1, "--out", out)
+    assert res.exit_code == 1 and "the lock file is a symbolic link (never followed); remove it" in res.output, res.output
+    assert victim.read_text() == "precious\n"
+    (out / ".lock").unlink()
+    (out / ".lock").mkdir()
+    res = _invoke("eval", "--split", data, "-k", 1, "--seeds", 1, "--out", out)
+    assert res.exit_code == 1 and ".lock" in res.output, res.output
+
+
+def test_the_lock_file_holds_no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the lock file lies in the run directory and a refused writer prints it
+    monkeypatch.setenv("OPENAI_API_KEY", "envkey-Zq8Wc3Rt6Yu1Io4P")
+    monkeypatch.setattr(sys, "argv", ["studybench", "eval", "--base-url", "http://u:pw-Hx7Kd2Lm9Nq4@127.0.0.1:9/v1",
+                                      "--note", "envkey-Zq8Wc3Rt6Yu1Io4P", "--api-key", "flagkey-Vb5Nm8Qw2Er7"])
+    store = RunStore(tmp_path / "run")
+    with store.lock():
+        text = store.lock_path.read_text()
+    assert "studybench eval --base-url" in text
+    for secret in ("pw-Hx7Kd2Lm9Nq4", "envkey-Zq8Wc3Rt6Yu1Io4P", "flagkey-Vb5Nm8Qw2Er7"):
+        assert secret not in text, text

@@ -25,14 +25,17 @@ from typing import Any
 import pytest
 
 from studybench.evaluate import EvalSpec, run_eval
+from studybench.fetch import FetchError
 from studybench.llm_judge import LLMJudge, LLMJudgeInputs, LLMVerdictCache
 from studybench.models.openai_backend import OpenAIBackend
 from studybench.models.openai_backend import redact_url as backend_redact_url
 from studybench.secrets import (
+    env_name_problem,
     env_secrets,
     known_secrets,
     redact,
     redact_command,
+    redact_model_text,
     redact_obj,
     redact_text,
     redact_token_shapes,
@@ -334,3 +337,62 @@ def test_backend_secrets_include_url_credentials(monkeypatch: pytest.MonkeyPatch
     assert set(be.secrets) == {CANARY, URL_CANARY, QUERY_CANARY}
     assert be.describe()["base_url"] == "http://127.0.0.1:9/v1?api_key=***"
     assert OpenAIBackend("m", "http://host:abc/v1").describe()["base_url"] == "http://host:abc/v1"
+
+
+# -- short keys and keys in odd places -------------------------------------------------------------------
+
+
+def test_a_short_key_never_alters_model_text() -> None:
+    # the model never sees the key; a short one is likely part of an answer (\boxed{1234} must stay)
+    assert redact_model_text("Final Answer: \\boxed{1234}", ("1234",)) == "Final Answer: \\boxed{1234}"
+    assert redact_model_text("x = abcdefg", ("abcdefg",)) == "x = abcdefg"
+    assert redact_model_text(f"Using {CANARY}.", (CANARY, "1234")) == "Using ***."
+    assert redact("error from 1234", ("1234",)) == "error from ***"  # not model text: masked as before
+
+
+def test_a_run_with_a_short_key_is_judged_on_the_answer_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "1234")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    split = tmp_path / "set.json"
+    split.write_text(json.dumps([{**SET[0], "sub_problems": [{**SET[0]["sub_problems"][0], "answer": "\\boxed{1234}"}]}]))
+    with start_stub_server(lambda body: Reply("The result is 1234.\nFinal Answer: \\boxed{1234}"), model="stub-model") as srv:
+        result = run_eval(EvalSpec(split=str(split), model="stub-model", base_url=srv.base_url, k=1, seeds=[0]), tmp_path / "run")
+        assert srv.headers[0]["authorization"] == "Bearer 1234"
+    rows = [json.loads(x) for x in (tmp_path / "run" / "generations.jsonl").read_text().splitlines()]
+    assert [r["completion"] for r in rows] == ["The result is 1234.\nFinal Answer: \\boxed{1234}"]
+    assert result.sub_at_k == 100.0
+
+
+def test_a_token_given_as_the_url_user_name_is_a_secret() -> None:
+    token = "ghp_Tok3nAsUserName9x"
+    assert token in url_secrets(f"https://{token}@example.org/raw")
+    assert "user" not in url_secrets("https://user:pw-Hx7Kd2Lm9Nq4@example.org/raw")  # a user name with a password is not
+    assert "p+w/rd-Zq8Wc3" in url_secrets("https://u:p%2Bw%2Frd-Zq8Wc3@example.org/raw")
+    err = FetchError(f"download failed: https://{token}@example.org/raw/x.json: HTTP 404", url=f"https://{token}@example.org/raw/x.json")
+    assert token not in str(err) and token not in err.url
+
+
+@pytest.mark.parametrize("flag", ["--api-key-env", "--judge-api-key-env"])
+def test_a_key_given_for_its_variable_name_is_refused_without_being_repeated(
+    echo: ThreadingHTTPServer, tmp_path: Path, flag: str,
+) -> None:
+    url = f"http://127.0.0.1:{echo.server_port}/v1"
+    extra = ["--judge-model", "echo-judge", "--judge-base-url", url] if flag.startswith("--judge") else []
+    res = _eval(tmp_path, url, *extra, flag, f"sk-proj-{CANARY}")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"{flag}: takes the NAME of an environment variable" in " ".join(res.stderr.split())
+    assert not (tmp_path / "run").exists() and echo.seen == []  # type: ignore[attr-defined]
+    assert _leaks(tmp_path, res) == []
+    with pytest.raises(ValueError, match="api_key_env: takes the NAME"):
+        EvalSpec(split="x", api_key_env="token-abc123")
+    assert env_name_problem("MY_KEY_2") is None
+
+
+@pytest.mark.parametrize("key", [f"{CANARY}\r", f"{CANARY} ", f"{CANARY}\n", "ключ-секрет-123"])
+def test_a_key_no_header_can_carry_is_named_as_such(echo: ThreadingHTTPServer, tmp_path: Path, key: str) -> None:
+    # a key pasted with a line break or a trailing space used to end in "is not a valid http(s) URL"
+    # or "cannot reach the endpoint ... is the server running?"
+    res = _eval(tmp_path, f"http://127.0.0.1:{echo.server_port}/v1", env={"OPENAI_API_KEY": key})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "$OPENAI_API_KEY holds characters an HTTP header cannot carry" in " ".join(res.stderr.split())
+    assert _leaks(tmp_path, res, (CANARY, "ключ")) == []

@@ -135,3 +135,27 @@ def test_a_dead_endpoint_is_noticed_from_request_attempts_not_after_every_turns_
     # no turn ran out of its retries: every turn in flight was cancelled while still retrying
     assert [r for r in _rows(out) if r["error"]] == []
     assert stats.left > 0 and len(_usable(out)) == stats.done
+
+
+def test_a_slow_endpoint_behind_a_flaky_proxy_is_not_taken_for_dead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replies take longer than the grace period and a proxy answers the newer requests with HTTP 503
+    meanwhile: the requests the server is still working on keep the endpoint alive."""
+    from studybench.evaluate import EvalSpec, run_eval
+    from studybench.evaluate import generate as generate_mod
+    from studybench.testing import Fault
+
+    monkeypatch.setattr(generate_mod, "DEAD_ENDPOINT_GRACE_S", 0.5)
+    data = tmp_path / "set.json"
+    data.write_text(json.dumps([{"source": "S", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics",
+                                 "problem": "A block.", "answer": "", "answer_type": "", "type_sequence": "",
+                                 "sub_problems": [{"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{1}",
+                                                   "answer_type": "NV", "type_sequence": ""}]} for i in range(12)]))
+    with start_stub_server("Work.\nFinal Answer: \\boxed{1}") as srv:
+        for n in range(6):  # the first six requests: answered after 3 s
+            srv.fault_at(n, Fault("slow", delay=3.0))
+        for n in range(6, 30):  # then a burst of 503s (each turn retries a few times, well within its 6 retries)
+            srv.fault_at(n, Fault("status", status=503, retry_after=0.3))
+        result = run_eval(EvalSpec(split=str(data), model="stub-model", base_url=srv.base_url, k=1, seeds=[0],
+                                   concurrency=12, verify_workers=1), tmp_path / "run")
+    assert result.generation is not None and result.generation.stopped is None
+    assert [r for r in _rows(tmp_path / "run") if r["error"]] == [] and len(_usable(tmp_path / "run")) == 12

@@ -6,8 +6,10 @@ each replacing what it finds with ``***``:
 - **Configured secrets** (:func:`redact`, :func:`redact_obj`): the exact values of the keys in use
   (the API key read from the environment, a password or ``?api_key=`` value given inside a base
   URL), in their plain and URL-encoded forms. This is the only redaction applied to model text
-  (completions, reasoning, judge replies): text that holds no configured secret is never altered,
-  so the text stored and judged is the model's text.
+  (completions, reasoning, judge replies), and there only for secrets of at least
+  :data:`MIN_MODEL_TEXT_SECRET_LENGTH` characters (:func:`redact_model_text`): a short key such as
+  ``1234`` would otherwise turn the answer ``\\boxed{1234}`` into ``\\boxed{***}`` and score it wrong.
+  Text that holds no such secret is never altered, so the text stored and judged is the model's text.
 - **Token shapes** (:func:`redact_token_shapes`): well-delimited strings that look like a key even
   when no key is configured: an ``sk-`` token of at least 20 more characters that starts at a word
   boundary, and ``Bearer <token>`` where the token is a run of at least 20 base64/hex-like
@@ -28,16 +30,19 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote_plus
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 __all__ = [
+    "MIN_MODEL_TEXT_SECRET_LENGTH",
     "MIN_SECRET_LENGTH",
     "PLACEHOLDER_KEYS",
     "SENSITIVE_QUERY_PARAMS",
+    "env_name_problem",
     "env_secrets",
     "known_secrets",
     "redact",
     "redact_command",
+    "redact_model_text",
     "redact_obj",
     "redact_text",
     "redact_token_shapes",
@@ -49,6 +54,10 @@ MASK = "***"
 
 MIN_SECRET_LENGTH = 4
 """Configured values shorter than this are not treated as secrets (redacting them would alter ordinary text)."""
+
+MIN_MODEL_TEXT_SECRET_LENGTH = 8
+"""Model text (completions, reasoning, judge replies) is redacted only of secrets at least this long:
+the model never sees the key, and a shorter one (``1234``, ``abcd``) is likely to be part of an answer."""
 
 PLACEHOLDER_KEYS = frozenset(
     {"empty", "none", "null", "dummy", "test", "local", "no-key", "sk-no-key-required", "ollama", "lm-studio"}
@@ -90,6 +99,27 @@ def known_secrets(values: Iterable[str | None]) -> tuple[str, ...]:
     return tuple(sorted(seen, key=lambda v: (-len(v), v)))
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the name of the environment variable holding a key, if it cannot.
+
+    Catches the key itself given where its variable's name belongs; the message never repeats it.
+
+    Args:
+        name: what was given.
+
+    Returns:
+        ``None`` for a variable name (letters, digits, ``_``; not starting with a digit), else a
+        message to put after the option's name (``--api-key-env: ...``).
+    """
+    if isinstance(name, str) and _ENV_NAME.fullmatch(name):
+        return None
+    return ("takes the NAME of an environment variable holding the key (e.g. OPENAI_API_KEY), not the key "
+            "itself; the value given is not a variable name (not shown, in case it is a key)")
+
+
 def env_secrets(names: Iterable[str | None]) -> tuple[str, ...]:
     """The secrets held by environment variables.
 
@@ -128,6 +158,19 @@ def redact(text: str, secrets: Sequence[str]) -> str:
             if form in text:
                 text = text.replace(form, MASK)
     return text
+
+
+def redact_model_text(text: str, secrets: Sequence[str]) -> str:
+    """:func:`redact` for model text: only secrets of at least :data:`MIN_MODEL_TEXT_SECRET_LENGTH` characters.
+
+    Args:
+        text: a completion, reasoning text or judge reply.
+        secrets: the configured secret values.
+
+    Returns:
+        ``text`` with those secrets masked; unchanged (the same object) when it holds none.
+    """
+    return redact(text, [x for x in secrets if isinstance(x, str) and len(x) >= MIN_MODEL_TEXT_SECRET_LENGTH])
 
 
 def _bearer(m: re.Match[str]) -> str:
@@ -225,13 +268,14 @@ def _split_url(url: str) -> tuple[str, str, str, str | None, str | None]:
 
 
 def url_secrets(url: str | None) -> tuple[str, ...]:
-    """The credentials inside a URL: the ``user:password@`` password and sensitive query values.
+    """The credentials inside a URL: the ``user:password@`` password (or a lone ``TOKEN@``) and sensitive query values.
 
     Args:
         url: a URL (malformed ones allowed) or ``None``.
 
     Returns:
-        :func:`known_secrets` of the password and of the values of :data:`SENSITIVE_QUERY_PARAMS`
+        :func:`known_secrets` of the password (or of the user name when there is no password: a
+        token given as ``https://TOKEN@host``) and of the values of :data:`SENSITIVE_QUERY_PARAMS`
         (raw and percent-decoded).
     """
     if not isinstance(url, str) or not url:
@@ -242,7 +286,9 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
         userinfo = authority.rpartition("@")[0]
         user, colon, password = userinfo.partition(":")
         if colon:
-            found += [password, unquote_plus(password)]
+            found += [password, unquote(password), unquote_plus(password)]
+        else:  # a token given as the user name (https://TOKEN@host/...)
+            found += [user, unquote(user)]
     for part in (query, fragment):
         for item in part.split("&") if part else ():
             name, eq, value = item.partition("=")

@@ -241,6 +241,11 @@ def judge_spec(opts: dict[str, Any], *, model: str | None = None) -> Any:
     name = model or opts["judge_model"]
     if name is None:
         return None
+    from studybench.secrets import env_name_problem
+
+    problem = env_name_problem(opts["judge_api_key_env"])
+    if problem is not None:
+        fail(f"--judge-api-key-env: {problem}")
     if not os.environ.get(opts["judge_api_key_env"]):
         console.print(f"[dim]note: ${opts['judge_api_key_env']} is not set; the judge gets the placeholder key EMPTY "
                       "(what `vllm serve` accepts)[/dim]")

@@ -34,6 +34,7 @@ from studybench.models import (
     SamplingParams,
 )
 from studybench.records import Parent
+from studybench.secrets import env_name_problem
 
 __all__ = ["EvalError", "EvalSpec", "parse_parent_slice", "select_parents"]
 
@@ -170,6 +171,13 @@ class EvalSpec(BaseModel):
     def _consistent(self) -> EvalSpec:
         if self.only_generate and self.only_verify:
             raise ValueError("only_generate and only_verify exclude each other (--only-generate, --only-verify)")
+        return self
+
+    @model_validator(mode="after")
+    def _key_env(self) -> EvalSpec:
+        problem = env_name_problem(self.api_key_env)
+        if problem is not None:
+            raise EvalError(f"api_key_env: {problem}", "api_key_env")
         return self
 
     @model_validator(mode="after")

@@ -22,7 +22,8 @@ Implements :class:`studybench.models.base.ChatBackend` for PROTOCOL.md section 2
   value given inside ``base_url``, are this backend's configured secrets (:attr:`OpenAIBackend.secrets`):
   every field a server sends back is redacted of them before it is returned (completion, reasoning,
   finish reason, usage keys, response id, error messages; see :mod:`studybench.secrets`). Model text
-  (completion, reasoning) loses only those exact values, so text holding no secret is returned
+  (completion, reasoning) loses only those exact values, and only those of 8 characters or more
+  (:func:`~studybench.secrets.redact_model_text`), so text holding no such secret is returned
   byte for byte; the other fields, descriptions and logs also lose well-delimited key shapes.
 
 Implementation notes: requests go through the official :class:`openai.AsyncOpenAI` client (its own
@@ -52,7 +53,14 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from studybench.models.base import ChatRequest, ChatResult, SamplingParams
 from studybench.models.health import UNREACHABLE_STATUSES, EndpointHealth
-from studybench.secrets import known_secrets, redact, redact_obj, redact_text, redact_url, url_secrets
+from studybench.secrets import (
+    known_secrets,
+    redact_model_text,
+    redact_obj,
+    redact_text,
+    redact_url,
+    url_secrets,
+)
 
 __all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable", "redact_url"]
 
@@ -382,6 +390,7 @@ class OpenAIBackend:
                 attempts += 1
                 shard = min(range(len(state.clients)), key=state.load.__getitem__)
                 state.load[shard] += 1
+                token = self.health.begin()
                 try:
                     data = await state.clients[shard].post("/chat/completions", body=payload, cast_to=object)
                 except openai.APIStatusError as exc:
@@ -396,6 +405,7 @@ class OpenAIBackend:
                 else:
                     self.health.answered()
                 finally:
+                    self.health.end(token)
                     state.load[shard] -= 1
             if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
                 raise _BadResponse("no choices in the response body")
@@ -426,9 +436,9 @@ class OpenAIBackend:
         # Everything the server sent is stored in the run directory: never let the key land there.
         # Model text loses only the configured secrets (it is judged as written); the rest also
         # loses key shapes.
-        result.completion = redact(result.completion, self._secrets)
+        result.completion = redact_model_text(result.completion, self._secrets)
         if result.reasoning is not None:
-            result.reasoning = redact(result.reasoning, self._secrets)
+            result.reasoning = redact_model_text(result.reasoning, self._secrets)
         if result.finish_reason is not None:
             result.finish_reason = self._redact(result.finish_reason)
         if result.usage is not None:

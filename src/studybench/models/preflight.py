@@ -56,7 +56,8 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
         key and the URL's credentials) and of key shapes.
 
     Raises:
-        EndpointError: an invalid URL, no connection, HTTP 401/403 (the key is refused), or a base URL
+        EndpointError: a key an HTTP header cannot carry (e.g. with a trailing line break), an
+            invalid URL, no connection, HTTP 401/403 (the key is refused), or a base URL
             without the ``/v1`` the server answers under.
     """
     shown = backend.describe().get("base_url")
@@ -65,6 +66,9 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
     secrets = getattr(backend, "secrets", None)
     if not isinstance(secrets, tuple):
         secrets = known_secrets([key, *url_secrets(str(backend.base_url or ""))])
+    if key != key.strip() or not key.isascii() or not key.isprintable():  # httpx would fail with a misleading error
+        raise EndpointError(f"${backend.api_key_env} holds characters an HTTP header cannot carry (a line break, "
+                            "a space at either end or a non-ASCII character); set it to the key alone")
     try:
         r = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=min(30.0, backend.request_timeout))
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as e:

@@ -24,10 +24,12 @@ is no locking.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
 import socket
+import stat
 import sys
 import threading
 import time
@@ -46,6 +48,7 @@ from studybench.files import (
     dumps_json,
     read_user_bytes,
 )
+from studybench.secrets import env_secrets, redact_command
 from studybench.store.manifest import Manifest
 from studybench.store.rows import GenerationRow, LLMVerdictRow, RuleVerdictRow, TurnKey
 
@@ -125,11 +128,31 @@ def _read_holder(fd: int) -> dict[str, Any]:
     return obj if isinstance(obj, dict) else {}
 
 
+def _open_lock(path: Path) -> int:
+    """Open (creating) the lock file for writing.
+
+    A regular file only, never through a symbolic link: a run directory from elsewhere whose
+    ``.lock`` points at another file must not get that file truncated.
+    """
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError:
+        if path.is_symlink():
+            raise OSError(errno.ELOOP, "the lock file is a symbolic link (never followed); remove it", str(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "the lock file is not a regular file; remove it", str(path))
+    return fd
+
+
 def _command_line() -> str:
     """This process's command line, short (``studybench eval ...`` for the CLI)."""
     argv = list(sys.argv) or ["python"]
     argv[0] = "studybench" if argv[0].endswith(("__main__.py", "studybench")) else Path(argv[0]).name
-    text = shlex.join(argv)
+    # the lock file lies in the run directory and a refused writer prints it: no credentials
+    text = shlex.join(redact_command(argv, env_secrets(["OPENAI_API_KEY"])))
     return text if len(text) <= 200 else text[:197] + "..."
 
 
@@ -188,7 +211,7 @@ class RunStore:
             if held is not None:
                 held[1] += 1
         if held is None:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_lock(self.lock_path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
