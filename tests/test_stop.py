@@ -79,7 +79,10 @@ def test_an_interrupted_run_ends_with_one_line_and_resumes(tmp_path: Path, sig: 
     data = write_set(tmp_path / "set.json", N_PARENTS)
     out = tmp_path / "run"
     with start_stub_server("Work.\nFinal Answer: \\boxed{1}", latency=0.3) as srv:
-        proc = subprocess.Popen(_cmd(data, out, srv.base_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # a shell starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT ignored:
+        # give the child the default a terminal's Ctrl-C meets, whatever ran these tests
+        proc = subprocess.Popen(_cmd(data, out, srv.base_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         wait_for(lambda: count_lines(out / "generations.jsonl") >= 4, proc)
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=120)
