@@ -448,3 +448,28 @@ def test_subprocess_server_end_to_end() -> None:
         assert server.count == 3
         assert [len(b["messages"]) for b in server.requests] == [1, 1, 3]
         assert server.requests[0]["top_k"] == 20
+
+
+def test_a_query_string_in_the_base_url_goes_with_every_request(tmp_path: Any) -> None:
+    """``--base-url http://h/v1?api_key=K`` (some gateways take the key so): the query used to be glued
+    in front of every path (``/v1?api_key=Kchat/completions``) and every turn failed with HTTP 404."""
+    from studybench.models.openai_backend import split_query
+
+    assert split_query("http://h/v1?api_key=K&x=1#f") == ("http://h/v1", {"api_key": "K", "x": "1"})
+    assert split_query("http://h/v1") == ("http://h/v1", {})
+    with start_stub_server(Script(default="Final Answer: \\boxed{1}")) as server:
+        backend = OpenAIBackend(model="stub", base_url=server.base_url + "?api_key=query-key-0123456789",
+                                sampling=PRESETS["greedy"], max_retries=0)
+        from studybench.models import check_endpoint
+
+        assert check_endpoint(backend) == []
+
+        async def one() -> ChatResult:
+            try:
+                return await backend.complete(_request([SYSTEM, {"role": "user", "content": "q"}], seed=1, turn=0))
+            finally:
+                await backend.aclose()
+
+        result = asyncio.run(one())
+        assert result.error is None and result.completion == "Final Answer: \\boxed{1}"
+        assert server.count == 1  # one request, answered under /v1/chat/completions (the stub routes nothing else)

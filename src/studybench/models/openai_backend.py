@@ -45,6 +45,7 @@ import math
 import os
 import random
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +63,7 @@ from studybench.secrets import (
     url_secrets,
 )
 
-__all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable", "redact_url"]
+__all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable", "redact_url", "split_query"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,25 @@ def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
 
 class _BadResponse(Exception):
     """A 2xx response whose body is not a usable chat completion (retried like a dropped connection)."""
+
+
+def split_query(base_url: str | None) -> tuple[str | None, dict[str, str]]:
+    """A base URL without its query string, and the query's parameters.
+
+    ``http://h/v1?api_key=K`` must not reach the client as its base URL (paths are appended after
+    the query: ``/v1?api_key=Kchat/completions``); its parameters go with every request instead.
+
+    Args:
+        base_url: the endpoint as given (``None``: the client's default).
+
+    Returns:
+        ``(url, params)``; ``(base_url, {})`` when there is no query string.
+    """
+    if not base_url or "?" not in base_url:
+        return base_url, {}
+    url, _, query = base_url.partition("?")
+    query = query.split("#", 1)[0]
+    return url, dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -201,6 +221,8 @@ class OpenAIBackend:
         self.min_completion_tokens = min_completion_tokens
         self.model = model
         self.base_url = base_url
+        self.url_without_query, self.query = split_query(base_url)
+        """The base URL without its query string, and that query (``?api_key=...``), sent with every request."""
         self.sampling = sampling if sampling is not None else SamplingParams()
         self.concurrency = concurrency
         self.request_timeout = float(request_timeout)
@@ -323,7 +345,8 @@ class OpenAIBackend:
             clients = [
                 openai.AsyncOpenAI(
                     api_key=self._api_key,
-                    base_url=self.base_url,
+                    base_url=self.url_without_query,
+                    default_query=self.query or None,
                     timeout=self.request_timeout,
                     max_retries=0,
                 )

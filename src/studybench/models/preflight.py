@@ -61,7 +61,9 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
             without the ``/v1`` the server answers under.
     """
     shown = backend.describe().get("base_url")
-    url = str(backend.base_url or "").rstrip("/") + "/models"
+    base = getattr(backend, "url_without_query", backend.base_url)
+    query = getattr(backend, "query", None) or None
+    url = str(base or "").rstrip("/") + "/models"
     key = os.environ.get(backend.api_key_env) or "EMPTY"
     secrets = getattr(backend, "secrets", None)
     if not isinstance(secrets, tuple):
@@ -70,7 +72,8 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
         raise EndpointError(f"${backend.api_key_env} holds characters an HTTP header cannot carry (a line break, "
                             "a space at either end or a non-ASCII character); set it to the key alone")
     try:
-        r = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=min(30.0, backend.request_timeout))
+        r = httpx.get(url, params=query, headers={"Authorization": f"Bearer {key}"},
+                      timeout=min(30.0, backend.request_timeout))
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as e:
         raise EndpointError(redact_text(f"the {what} URL {shown!r} is not a valid http(s) URL ({e})", secrets)) from None
     except httpx.HTTPError as e:
@@ -78,7 +81,7 @@ def check_endpoint(backend: Any, what: str = "endpoint") -> list[str]:
     if r.status_code in (401, 403):
         raise EndpointError(f"the {what} refused the API key (HTTP {r.status_code}); set ${backend.api_key_env}")
     if r.status_code == 404 and not _url_path(url).rstrip("/").endswith("/v1/models"):
-        _suggest_v1(str(backend.base_url), key, backend.request_timeout, what, shown)
+        _suggest_v1(str(base), key, backend.request_timeout, what, shown)
     if r.status_code != 200:
         return []  # some servers do not implement /models
     try:
