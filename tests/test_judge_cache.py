@@ -279,3 +279,12 @@ def test_tally_thresholds_and_causes() -> None:
         only_refused.add(LLMVerdict("unjudgeable", error="the endpoint refused the request: HTTP 413"))
     msg = only_refused.alarm("m") or ""
     assert "refused" in msg and "Likely causes" not in msg and "HTTP 413" in msg
+
+
+def test_cache_clear_refuses_an_unknown_kind(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from studybench.cli import app
+
+    res = CliRunner().invoke(app, ["cache", "clear", "--kind", "bogus", "--yes", "--judge-cache", str(tmp_path)])
+    assert res.exit_code == 2 and "unknown task 'bogus'" in res.output and "answer-equivalence" in res.output

@@ -68,6 +68,12 @@ def test_a_selection_whose_prompt_leaves_too_little_is_refused_before_any_reques
     assert "context budget 400" in msg and "tokens estimated" in msg and "floor of 256" in msg
     assert not (tmp_path / "run").exists()
     prepare_eval(spec.model_copy(update={"context_budget": 4000}), tmp_path / "ok")  # enough room
+    # a prompt that alone overflows the cap: no negative budget, and no advice that cannot help
+    with pytest.raises(EvalError) as e:
+        prepare_eval(spec.model_copy(update={"context_budget": 100, "min_completion_tokens": 16}), tmp_path / "run")
+    msg = str(e.value)
+    assert "does not fit the context budget 100" in msg and "-" not in msg.split("tokens estimated")[1].split("budget")[0]
+    assert "--min-completion-tokens" not in msg and "--slice" in msg
 
 
 def test_a_turn_whose_conversation_outgrows_the_budget_fails_unsent_naming_the_numbers(test_set: Path, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ cache_app = typer.Typer(
 )
 
 _DIR_HELP = "Verdict cache directory (default $STUDYBENCH_JUDGE_CACHE, then the user cache)."
+_KINDS = ("answer-equivalence", "duplicate", "unknown")
 
 
 def _known_templates() -> dict[str, str]:
@@ -108,6 +109,8 @@ def cache_clear(
     to the same cache."""
     from studybench.llm_judge import clear_cache
 
+    if kind is not None and kind not in _KINDS:
+        fail(f"--kind: unknown task {kind!r}; one of {', '.join(_KINDS)}")
     root, _ = _root(judge_cache)
     rep = _summary(root)
     n = 0

@@ -68,7 +68,7 @@ def eval_cmd(
     concurrency: Annotated[int, typer.Option(help="Maximum requests in flight.")] = 64,
     request_timeout: Annotated[float, typer.Option(help="Seconds per HTTP request before it is retried.")] = 600.0,
     max_retries: Annotated[int, typer.Option(help="Retries per turn on 429/5xx/timeouts/dropped connections.")] = 6,
-    max_consecutive_failures: Annotated[int, typer.Option("--max-consecutive-failures", help="Stop the run (saving what is done; re-run to resume) after this many turns in a row could not reach the endpoint; 0: never stop.")] = 8,
+    max_consecutive_failures: Annotated[int, typer.Option("--max-consecutive-failures", help="Stop the run (saving what is done; re-run to resume) after this many request attempts in a row got no answer from the endpoint and none for 10 s; 0: never stop.")] = 8,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key (never stored).")] = "OPENAI_API_KEY",
     system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File replacing the system message (GEPA, EvoSkill).")] = None,
     playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE).")] = None,

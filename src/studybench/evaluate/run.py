@@ -289,8 +289,8 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         split = ds.name if spec.dataset is not None else spec.split
         raise EvalError(
             f"guidance: {unmatched_guidance_message(coverage[1], art, ds)}. List the keys with "
-            f"`studybench data ids --split {split}`, or pass --ignore-unmatched-guidance "
-            f"(ignore_unmatched_guidance=True) to run without these entries",
+            f"`studybench data ids --split {split}`, or run without these entries: "
+            f"--ignore-unmatched-guidance (EvalSpec(ignore_unmatched_guidance=True))",
             "guidance",
         )
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(spec, ds.name, backend)

@@ -187,7 +187,8 @@ class EvalSpec(BaseModel):
             return self
         if s.max_tokens is not None and s.max_tokens < floor:
             raise EvalError(f"max_tokens: the completion budget {s.max_tokens} is below the floor of {floor} tokens "
-                            "(--min-completion-tokens); completions would be cut off", "max_tokens")
+                            "(--min-completion-tokens); completions would be cut off: raise --max-tokens, or lower "
+                            "--min-completion-tokens if such short answers are what you want", "max_tokens")
         if s.context_budget is not None and s.context_budget < floor:
             raise EvalError(f"context_budget: the prompt + completion cap {s.context_budget} is below the floor of "
                             f"{floor} completion tokens (--min-completion-tokens)", "context_budget")

@@ -309,6 +309,10 @@ class OpenAIBackend:
         if budget is None or budget >= self.min_completion_tokens:
             return None
         s = self.sampling
+        if s.context_budget is not None and budget <= 0:
+            return (f"the prompt alone (~{estimate_prompt_tokens(messages)} tokens estimated, {PROMPT_ESTIMATE}) does "
+                    f"not fit the context budget {s.context_budget}: raise --context-budget if the server's context "
+                    "allows it, or leave this problem out (--slice / --limit)")
         if s.context_budget is not None and (s.max_tokens is None or budget < s.max_tokens):
             return (f"completion budget {budget} tokens is below the floor of {self.min_completion_tokens}: the prompt "
                     f"(~{estimate_prompt_tokens(messages)} tokens estimated, {PROMPT_ESTIMATE}) leaves only {budget} of "

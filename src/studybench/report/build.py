@@ -90,7 +90,7 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     run_k = man.k
     if k is not None:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= run_k:
-            raise ValueError(f"{store.manifest_path}: k must be between 1 and the run's k={run_k}, got {k!r}")
+            raise ValueError(f"k must be between 1 and the run's k={run_k} (in {store.root}), got {k!r}")
         man = man.model_copy(update={"k": k})
     k, seeds, split = man.k, man.seeds, man.split.name
     judge = man.active_judge
