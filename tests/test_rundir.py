@@ -424,3 +424,13 @@ def test_the_lock_file_holds_no_credentials(tmp_path: Path, monkeypatch: pytest.
     assert "studybench eval --base-url" in text
     for secret in ("pw-Hx7Kd2Lm9Nq4", "envkey-Zq8Wc3Rt6Yu1Io4P", "flagkey-Vb5Nm8Qw2Er7"):
         assert secret not in text, text
+
+
+def test_forgetting_preset_paper_is_named_when_the_run_also_had_its_own_budget() -> None:
+    """The new user's case: `--preset paper --max-tokens 4096`, then the same without `--preset`. The old
+    wording listed every expanded sampling flag and never named the preset."""
+    old = _manifest(backend=_backend(sampling={**PRESETS["paper"].to_dict(), "max_tokens": 4096}))
+    new = _manifest(backend=_backend(sampling={**PRESETS["none"].to_dict(), "max_tokens": 4096}, prompt_token_estimate=None))
+    text = resume_refusal("runs/x", old, new, "none")
+    assert text is not None and "started with --preset paper" in text
+    assert "give --preset paper --max-tokens 4096" in text and "--top-p" not in text

@@ -30,14 +30,26 @@ def _short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_BUDGET_KEYS = ("max_tokens", "context_budget")
+
+
 def _preset_of(sampling: Any) -> str | None:
-    """The preset whose parameters ``sampling`` equals exactly (``None``: none does)."""
+    """The preset whose sampling parameters ``sampling`` has, token budgets aside (``--preset paper
+    --max-tokens 4096`` is still the paper's sampling); ``None`` when none has them."""
     if not isinstance(sampling, dict):
         return None
     for name, params in PRESETS.items():
-        if params.to_dict() == sampling:
+        d = params.to_dict()
+        if all(d.get(k) == sampling.get(k) for k in set(d) | set(sampling) if k not in _BUDGET_KEYS):
             return name
     return None
+
+
+def _preset_fix(name: str, sampling: dict[str, Any]) -> str:
+    """``give --preset paper`` plus the budget flags the run had on top of that preset."""
+    d = PRESETS[name].to_dict()
+    extra = [f"{_SAMPLING_FLAGS[k]} {sampling[k]}" for k in _BUDGET_KEYS if sampling.get(k) != d.get(k) and sampling.get(k)]
+    return " ".join([f"give --preset {name}", *extra])
 
 
 def _thinking(value: Any) -> str:
@@ -48,7 +60,7 @@ def _sampling_message(old: Any, new: Any, preset: str | None) -> tuple[str, str]
     old_preset = _preset_of(old)
     if old_preset is not None and old_preset != "none" and old_preset != preset:
         asked = "without --preset" if preset in (None, "none") else f"with --preset {preset}"
-        return f"it was started with --preset {old_preset} and you ran {asked}", f"give --preset {old_preset}"
+        return f"it was started with --preset {old_preset} and you ran {asked}", _preset_fix(old_preset, old)
     o = old if isinstance(old, dict) else {}
     n = new if isinstance(new, dict) else {}
     parts: list[str] = []
