@@ -281,6 +281,18 @@ def test_tally_thresholds_and_causes() -> None:
     assert "refused" in msg and "Likely causes" not in msg and "HTTP 413" in msg
 
 
+def test_a_small_batch_judged_entirely_unjudgeable_raises_the_alarm() -> None:
+    """Three rule rejections, three unjudgeable verdicts: below the count for a partial share, but a judge
+    that never once answered in its format is broken (a new user's 100% went unremarked)."""
+    for n, expected in ((1, False), (2, True), (3, True)):
+        t = UnjudgeableTally()
+        for _ in range(n):
+            t.add(LLMVerdict("unjudgeable", error="malformed reply after 3 tries: text before the first section"))
+        assert t.alarming is expected, n
+    t.add(LLMVerdict("FALSE"))  # one real verdict: 3 of 4 is a share, and 3 is below the count for shares
+    assert not t.alarming and t.unjudgeable < UNJUDGEABLE_ALARM_MIN
+
+
 def test_cache_clear_refuses_an_unknown_kind(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

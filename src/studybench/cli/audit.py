@@ -123,7 +123,7 @@ def contamination(
     says it is the same problem (or gives no verdict: such pairs are counted apart). Judge verdicts are
     cached (--judge-cache, --no-judge-cache), so a second audit of the same pairs sends no request. Exit
     status 2 on a usage or input error, or when the judge endpoint refuses the key, URL or model (HTTP
-    401/403/404); 1 when more than 20% of the judge's verdicts (at least 5) are unjudgeable (the judge
+    401/403/404); 1 when more than 20% of the judge's verdicts (at least 5), or all, are unjudgeable (the judge
     is not answering in its format; the outputs are written).
     """
     if judge_timeout is not None:

@@ -96,7 +96,7 @@ def eval_cmd(
     With --judge-model every answer the rule verifier rejects is also sent to an LLM judge and the
     report scores rule OR LLM (paper 2.2 leaderboard numbers). Exit 1 when turns failed, when the run
     measured nothing (every completion cut by the token limit or empty), or when more than 20% of the
-    judge's verdicts (at least 5) are unjudgeable: the judge is not answering in its format.
+    judge's verdicts (at least 5), or all of them, are unjudgeable: the judge is not answering in its format.
 
     One command at a time may write a run directory. If the endpoint stops answering, Ctrl-C, SIGTERM
     or a full disk stop the run, what is done is kept: re-run the same command to resume."""

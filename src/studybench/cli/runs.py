@@ -51,7 +51,7 @@ def judge_cmd(
     --judge-rule-accepts every accept) gets an LLM verdict tied to the digest of the completion it
     judged. Verdicts come from the cache when the same inputs were judged before. Writes report.json /
     report.md. Exit 1 when some verdicts failed (re-run to retry them), or when more than 20% of the
-    verdicts (at least 5) are unjudgeable: the judge is not answering in its format."""
+    verdicts (at least 5), or all of them, are unjudgeable: the judge is not answering in its format."""
     from studybench.evaluate import EvalError, add_llm_verdicts, judge_spec_from_run
     from studybench.llm_judge import LLMJudgeConfigError
     from studybench.store import RunDirInUseError, RunStore

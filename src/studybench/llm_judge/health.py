@@ -91,9 +91,13 @@ class UnjudgeableTally:
 
     @property
     def alarming(self) -> bool:
-        """More than :data:`UNJUDGEABLE_ALARM_SHARE` unjudgeable, and at least :data:`UNJUDGEABLE_ALARM_MIN`."""
+        """More than :data:`UNJUDGEABLE_ALARM_SHARE` unjudgeable and at least :data:`UNJUDGEABLE_ALARM_MIN`; or
+        every verdict of the batch unjudgeable, at least two (a small run judged by a broken judge)."""
         share = self.share
-        return share is not None and share > UNJUDGEABLE_ALARM_SHARE and self.unjudgeable >= UNJUDGEABLE_ALARM_MIN
+        if share is None:
+            return False
+        everything = self.unjudgeable >= 2 and self.unjudgeable == self.verdicts
+        return everything or (share > UNJUDGEABLE_ALARM_SHARE and self.unjudgeable >= UNJUDGEABLE_ALARM_MIN)
 
     def alarm(self, judge_model: str, *, max_tokens: int | None = None) -> str | None:
         """The warning for an alarming batch (one paragraph), else ``None``.
