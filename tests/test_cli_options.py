@@ -88,7 +88,34 @@ def test_only_generate_with_failed_turns_exits_1(tmp_path: Path) -> None:
         srv.fault_when(".", Fault("status", status=500), times=None)
         res = _invoke("eval", "--split", f, "--model", "stub", "--base-url", srv.base_url, "-k", 1, "--seeds", 1,
                       "--max-retries", 0, "--out", tmp_path / "run", "--only-generate")
-    assert res.exit_code == 1 and "failed after retries" in res.output  # type: ignore[attr-defined]
+    out = " ".join(res.output.split())  # type: ignore[attr-defined]
+    assert res.exit_code == 1 and "1 failure looked transient" in out and "run the same command again" in out
+
+
+def test_failed_turns_a_rerun_cannot_fix_are_said_to_be_so(tmp_path: Path) -> None:
+    """HTTP 400 (the prompt is longer than the server's context) used to end in "run the same command
+    again to retry them", which repeats the same failure."""
+    from studybench.evaluate import is_permanent_error
+    from studybench.testing.stub_server import Fault, start_stub_server
+
+    assert is_permanent_error("HTTP 400 after 1 attempt: This model's maximum context length is 2048 tokens")
+    assert is_permanent_error("HTTP 404 after 1 attempt: model not found")
+    assert is_permanent_error("completion budget 73 tokens is below the floor of 256: ...")
+    assert is_permanent_error("the prompt alone (~3000 tokens estimated, ...) does not fit the context budget 2048")
+    for transient in ("HTTP 500 after 7 attempts", "HTTP 429 after 7 attempts", "HTTP 503 after 7 attempts",
+                      "connection error (ConnectError) after 7 attempts", "timeout after 7 attempts (request_timeout=600s)"):
+        assert not is_permanent_error(transient), transient
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    with start_stub_server() as srv:
+        srv.fault_when(".", Fault("status", status=400, message="This model's maximum context length is 2048 tokens"),
+                       times=None)
+        res = _invoke("eval", "--split", f, "--model", "stub", "--base-url", srv.base_url, "-k", 1, "--seeds", 1,
+                      "--out", tmp_path / "run")
+    out = " ".join(res.output.split())  # type: ignore[attr-defined]
+    assert res.exit_code == 1
+    assert "failed with an error a re-run will repeat" in out and "--context-budget" in out
+    assert "run the same command again to retry them" not in out
 
 
 def test_paths_and_names_are_not_console_markup(tmp_path: Path) -> None:

@@ -41,6 +41,26 @@ def _seeds(n: int, base: int, seed_list: str | None) -> list[int]:
     return [base + i for i in range(n)]
 
 
+def _failure_advice(errors: list[str]) -> None:
+    """Say whether running again can help: transient failures (retried next time) vs errors a re-run repeats."""
+    from studybench.evaluate import is_permanent_error
+
+    permanent = [e for e in errors if is_permanent_error(e)]
+    if len(permanent) < len(errors):
+        console.print(f"[yellow]{plural(len(errors) - len(permanent), 'failure')} looked transient (connection, "
+                      "timeout, 5xx, 429): run the same command again to retry them.[/yellow]", soft_wrap=True)
+    if permanent:
+        first = permanent[0]
+        hint = ""
+        if "context" in first.lower() and "length" in first.lower():
+            hint = (" The server's context is smaller than the conversation: set --context-budget to the server's "
+                    "context length (vllm serve --max-model-len) so that turns are sized to it, or leave such "
+                    "problems out (--slice / --limit).")
+        console.print(f"[bold yellow]{plural(len(permanent), 'turn')} failed with an error a re-run will repeat "
+                      f"(e.g. {escape(first[:300])}); change the settings first.{escape(hint)}[/bold yellow]", soft_wrap=True)
+
+
+
 @JUDGE_OPTIONS
 @VERIFY_OPTIONS
 def eval_cmd(
@@ -226,8 +246,8 @@ def eval_cmd(
         result.llm, plan.judge.describe(), plan.run_dir)
     if result.failed_turns:
         n = result.failed_turns
-        console.print(f"[bold yellow]{plural(n, 'turn')} failed after retries and {'counts' if n == 1 else 'count'} as incorrect; "
-                      f"run the same command again to retry them.[/bold yellow]")
+        console.print(f"[bold yellow]{plural(n, 'turn')} failed and {'counts' if n == 1 else 'count'} as incorrect.[/bold yellow]")
+        _failure_advice(errors)
         raise typer.Exit(1)
     if alarmed:
         raise typer.Exit(1)

@@ -16,7 +16,12 @@ From Python::
   the report out).
 """
 
-from studybench.evaluate.generate import GenerationStats, generate_turns, is_unreachable_error
+from studybench.evaluate.generate import (
+    GenerationStats,
+    generate_turns,
+    is_permanent_error,
+    is_unreachable_error,
+)
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.resume import resume_refusal
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
@@ -55,6 +60,7 @@ __all__ = [
     "check_endpoints",
     "default_run_dir",
     "generate_turns",
+    "is_permanent_error",
     "is_unreachable_error",
     "judge_spec_from_run",
     "parse_parent_slice",

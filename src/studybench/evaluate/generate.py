@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_CONSECUTIVE_FAILURES",
     "GenerationStats",
     "generate_turns",
+    "is_permanent_error",
     "is_unreachable_error",
 ]
 
@@ -67,6 +68,29 @@ def is_unreachable_error(error: str) -> bool:
         ``True`` for an unreachable-endpoint error.
     """
     return _UNREACHABLE.match(error) is not None
+
+
+_PERMANENT_STATUS = re.compile(r"HTTP (4\d\d) after\b")
+_BUDGET_REFUSAL = re.compile(r"(completion budget -?\d+ tokens|the prompt alone \()")
+
+
+def is_permanent_error(error: str) -> bool:
+    """Whether a failed turn's error is one that running the same command again cannot fix.
+
+    An HTTP 4xx other than 408, 409 and 429 (the server refused the request itself: too long for its
+    context, an unknown model, a bad parameter) and a turn refused before sending because its
+    completion budget fell below the floor. Transport failures, 5xx and rate limits are transient.
+
+    Args:
+        error: :attr:`studybench.models.ChatResult.error`.
+
+    Returns:
+        ``True`` when a re-run would fail the same way.
+    """
+    m = _PERMANENT_STATUS.match(error)
+    if m is not None:
+        return int(m.group(1)) not in (408, 409, 429)
+    return _BUDGET_REFUSAL.match(error) is not None
 
 
 @dataclass

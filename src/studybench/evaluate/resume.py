@@ -34,8 +34,10 @@ _BUDGET_KEYS = ("max_tokens", "context_budget")
 
 
 def _preset_of(sampling: Any) -> str | None:
-    """The preset whose sampling parameters ``sampling`` has, token budgets aside (``--preset paper
-    --max-tokens 4096`` is still the paper's sampling); ``None`` when none has them."""
+    """The preset whose sampling parameters ``sampling`` has, token budgets aside.
+
+    ``--preset paper --max-tokens 4096`` is still the paper's sampling. ``None`` when none has them.
+    """
     if not isinstance(sampling, dict):
         return None
     for name, params in PRESETS.items():
