@@ -63,7 +63,7 @@ def test_only_verify_with_another_timeout_verifies_again(tmp_path: Path) -> None
     run = tmp_path / "run"
     assert _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", run).exit_code == 0  # type: ignore[attr-defined]
     res = _invoke("eval", "--split", f, "-k", 1, "--seeds", 1, "--out", run, "--only-verify", "--verify-timeout", 4)
-    assert "verified 1 turns (0 reused)" in res.output  # type: ignore[attr-defined]
+    assert "verified 1 turn (0 reused)" in res.output  # type: ignore[attr-defined]
     assert json.loads((run / "manifest.json").read_text())["verifier"]["timeout"] == 4.0
 
 

@@ -176,8 +176,8 @@ def eval_cmd(
             console.print(f"[yellow]note:[/yellow] ignored: {escape(unmatched_guidance_message(unmatched, plan.artefacts, plan.dataset))}",
                           soft_wrap=True)
     sc, bd = plan.scope, plan.manifest.backend
-    console.print(f"[bold]{escape(sc.split)}[/bold]: {len(sc.parents)} parents, {sc.n_sub_problems} sub-problems, k={sc.k}, "
-                  f"seeds={sc.seeds} -> {sc.n_turns} turns; backend {escape(str(bd.get('backend')))} ({escape(str(bd.get('model')))})")
+    console.print(f"[bold]{escape(sc.split)}[/bold]: {plural(len(sc.parents), 'parent')}, {plural(sc.n_sub_problems, 'sub-problem')}, k={sc.k}, "
+                  f"seeds={sc.seeds} -> {plural(sc.n_turns, 'turn')}; backend {escape(str(bd.get('backend')))} ({escape(str(bd.get('model')))})")
     sampling = bd.get("sampling") if isinstance(bd.get("sampling"), dict) else {}
     if sampling and plan.backend is not None and not spec.uses_reference:
         mt, cb = sampling.get("max_tokens"), sampling.get("context_budget")
@@ -234,10 +234,10 @@ def eval_cmd(
     g = result.generation
     if g is not None:
         rate = f" ({g.turns_per_s:.1f} turns/s)" if g.generated else ""
-        console.print(f"generated {g.generated} turns ({g.reused} reused, {g.failed} failed) in {g.seconds:.1f}s{rate}")
+        console.print(f"generated {plural(g.generated, 'turn')} ({g.reused} reused, {g.failed} failed) in {g.seconds:.1f}s{rate}")
     if result.rule is not None:
         timed_out = f", {result.rule.timed_out} timed out" if result.rule.timed_out else ""
-        console.print(f"verified {result.rule.verified} turns ({result.rule.reused} reused{timed_out}) in {result.rule.seconds:.1f}s")
+        console.print(f"verified {plural(result.rule.verified, 'turn')} ({result.rule.reused} reused{timed_out}) in {result.rule.seconds:.1f}s")
     if result.llm is not None and plan.judge is not None:
         print_llm_pass(result.llm, plan.judge.model)
     if result.report is not None:
