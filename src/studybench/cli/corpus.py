@@ -20,7 +20,7 @@ corpus_app = typer.Typer(
 
 _Books = Annotated[
     Path | None,
-    typer.Option("--books", help="Books directory DIR/<source>/<chapter>/ (default $STUDYBENCH_BOOKS); see `studybench corpus check`."),
+    typer.Option("--books", help="Books directory DIR/<source>/<chapter>/ (default $STUDYBENCH_BOOKS); `studybench corpus check` lists what each stage has there."),
 ]
 _Split = Annotated[str, typer.Option("--split", help="Test set whose items are redacted: application | transfer | PATH.")]
 _DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Directory holding the test sets (default $STUDYBENCH_DATA).")]

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from studybench.cli.common import console, fail, out_console
+from studybench.cli.common import console, fail, out_console, plural
 
 __all__ = ["data_app"]
 
@@ -67,7 +67,9 @@ def data_check(
             for f in findings:  # one JSON object per line
                 sys.stdout.write(json.dumps({"split": s, **f.to_dict()}, ensure_ascii=False) + "\n")
             continue
-        out_console.print(f"[bold]{s}[/bold] ({path}): {len(ds)} parents, {ds.n_sub_problems} sub-problems, loads OK; {len(findings)} findings")
+        where = "" if str(path) == s else f" ({path})"
+        out_console.print(f"[bold]{escape(s)}[/bold]{escape(where)}: {plural(len(ds), 'parent')}, "
+                          f"{plural(ds.n_sub_problems, 'sub-problem')}, loads OK; {plural(len(findings), 'finding')}", soft_wrap=True)
         if findings:
             counts = Counter(f.kind for f in findings)
             t = Table(title=f"{s}: findings by kind")
