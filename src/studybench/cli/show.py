@@ -133,7 +133,8 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> No
     t = rep["turns"]
     if rep.get("not_generated"):
         console.print(f"[bold yellow]incomplete run: {rep['not_generated']} of {t['expected']} turns not generated; "
-                      "the scores are a lower bound until the run is finished (re-run the same command).[/bold yellow]",
+                      "the scores are a lower bound until the run is finished (run the `studybench eval` command that made "
+                      "it again, without --only-verify).[/bold yellow]",
                       soft_wrap=True)
     if t["failed"] or t["missing_judgements"]:
         console.print(

@@ -18,7 +18,7 @@ def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
     t = rep["turns"]
     return [f"**Incomplete run: of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
             f"and {t['missing_judgements']} have no verdict; they count as incorrect, so the scores below are a lower "
-            "bound. Re-run the same command to finish the run.**", ""]
+            "bound. Run the `studybench eval` command that made it again (without `--only-verify`) to finish the run.**", ""]
 
 
 def render_markdown(rep: dict[str, Any]) -> str:
