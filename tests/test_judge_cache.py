@@ -90,6 +90,9 @@ def test_wrong_format_judge_warns_exits_1_and_leaves_the_cache_empty(env: dict[s
     assert _entries(env["cache"]) == 0  # nothing of that batch entered the cache
     unjudgeable = json.loads((run / "report.json").read_text())["llm_judge"]["verdicts"]["unjudgeable"]
     assert unjudgeable >= UNJUDGEABLE_ALARM_MIN
+    # what the judge said is kept with each unjudgeable verdict, to see what went wrong
+    rows = [json.loads(x) for x in (run / "llm_judgements.jsonl").read_text().split("\n") if x.strip()]
+    assert rows and all(r["reply"] == WRONG_FORMAT for r in rows if r["verdict"] == "unjudgeable")
     # the judge, fixed: the same pairs are asked, not served from the cache
     with start_stub_server(judge_reply_fn(oracle), model="stub-judge") as good:
         res = _judge(twin, good.base_url)

@@ -140,6 +140,7 @@ async def add_llm_verdicts_to_scope(
             verdict=v.verdict,
             justification=v.justification,
             error=v.error,
+            reply=(v.reply or None) if v.verdict == "unjudgeable" else None,
             cached=v.cached,
             shared=v.shared,
             requests=v.requests,

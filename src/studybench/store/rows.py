@@ -192,6 +192,8 @@ class LLMVerdictRow(_Row):
         rule_correct: the rule verdict of the same completion.
         verdict: one of :data:`LLM_VERDICTS`.
         justification: the judge's sentence; ``error`` why a verdict is unjudgeable or an error.
+        reply: for an unjudgeable verdict, the judge's last reply (reasoning removed, at most 4,000
+            characters), to see what went wrong; ``None`` otherwise.
         cached, shared, requests: how the verdict was obtained.
         time: Unix time of writing.
     """
@@ -207,6 +209,7 @@ class LLMVerdictRow(_Row):
     verdict: str | None = None
     justification: str | None = None
     error: str | None = None
+    reply: str | None = None
     cached: bool | None = None
     shared: bool | None = None
     requests: int | None = None
