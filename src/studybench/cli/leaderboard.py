@@ -1,0 +1,70 @@
+"""``studybench leaderboard``: the paper's Table 2 from run directories (:mod:`studybench.analysis.leaderboard`)."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from studybench.cli.common import console, fail, out_console
+
+__all__ = ["leaderboard_cmd"]
+
+
+def _expand(patterns: list[str]) -> list[Path]:
+    """Run directories from arguments that may be (quoted) globs; each directory once, in order."""
+    out: list[Path] = []
+    for pat in patterns:
+        hits = sorted(glob.glob(pat)) if any(ch in pat for ch in "*?[") else [pat]
+        if not hits:
+            fail(f"{pat}: matches no run directory")
+        for h in hits:
+            p = Path(h)
+            if p.is_dir() and (p / "manifest.json").is_file() and p not in out:
+                out.append(p)
+            elif not any(ch in pat for ch in "*?["):
+                fail(f"{h}: not a run directory (no manifest.json)")
+    return out
+
+
+def leaderboard_cmd(
+    runs: Annotated[list[str], typer.Argument(help="Run directories (or quoted globs such as 'runs/*'), one per method and split.")],
+    base: Annotated[Path | None, typer.Option("--base", help="Measure every ΔSub@k against this run (default: the run labelled as each method's base model).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="markdown | latex | csv | json.")] = "markdown",
+    out: Annotated[Path | None, typer.Option("--out", help="Write the table to this file instead of printing it.")] = None,
+    scoring: Annotated[str | None, typer.Option(help="strict (rule verifier only) | liberal (rule OR LLM judge); default: each run's own.")] = None,
+) -> None:
+    """The paper's Table 2: Par@k, Sub@k and ΔSub@k per method on each split, grouped by layer.
+
+    Rows come from the runs' labels (studybench eval --label method=GEPA --label layer=... --label
+    base=Qwen3-8B, or studybench label RUN key=value): a run whose method equals its base is that base
+    model's own run and heads the table; ΔSub@k is measured against it. Runs of one split must be over
+    the same items, k and seeds (else refused, saying which run differs)."""
+    from studybench.analysis.leaderboard import (
+        FORMATS,
+        LeaderboardError,
+        build_leaderboard,
+        render_leaderboard,
+    )
+    from studybench.files import atomic_write_text
+
+    if fmt not in FORMATS:
+        fail(f"--format: one of {', '.join(FORMATS)}, not {fmt!r}")
+    dirs = _expand(runs)
+    try:
+        board = build_leaderboard(dirs, base_run=base, scoring=scoring)
+    except LeaderboardError as e:
+        fail(str(e))
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    text = render_leaderboard(board, fmt)
+    if out is not None:
+        try:
+            atomic_write_text(out, text)
+        except OSError as e:
+            fail(f"cannot write {out}: {e.strerror or e}", 1)
+        console.print(f"leaderboard of {len(dirs)} runs: {out}")
+    else:
+        out_console.print(text, end="", markup=False, highlight=False, soft_wrap=True)

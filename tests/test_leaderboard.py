@@ -1,0 +1,133 @@
+"""The leaderboard (issue 12, Table 2) on runs with known numbers.
+
+A stub "model" answers parent ``i`` correctly when ``i`` is in the set its method knows, whatever the
+seed, so every cell is a hand computation: with single-question parents Par@1 = Sub@1 = the share of
+parents known, the std over seeds is 0, and ΔSub@1 = Sub@1 - the base model's Sub@1.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from studybench.analysis.leaderboard import LeaderboardError, build_leaderboard, render_leaderboard
+from studybench.cli import app
+from studybench.evaluate import EvalSpec, run_eval
+from studybench.testing.stub_server import start_stub_server
+
+N = 8
+KNOWN = {  # model name at the endpoint -> parents it answers correctly
+    "base": {0, 1},
+    "gepa": {0, 1, 2, 3},
+    "ttrl": {0, 1, 2},
+}
+
+
+def _write_split(path: Path) -> Path:
+    parents = [{"source": "Synthetic", "year": "2024", "source_problem_id": f"P{i}", "problem_type": "Mechanics",
+                "problem": f"item-{i}: compute.", "answer": f"\\boxed{{{i + 10}}}", "answer_type": "NV", "type_sequence": ""}
+               for i in range(N)]
+    path.write_text(json.dumps(parents))
+    return path
+
+
+def _reply(body: dict[str, Any]) -> str:
+    text = body["messages"][-1]["content"]
+    i = int(re.search(r"item-(\d+)", text).group(1))  # type: ignore[union-attr]
+    right = i in KNOWN[body["model"]]
+    return f"Final Answer: \\boxed{{{i + 10 if right else 0}}}"
+
+
+def _label(run: Path, **labels: str) -> None:
+    """Label a run the way `studybench label` does (the manifest's ``labels``)."""
+    man = json.loads((run / "manifest.json").read_text())
+    man["labels"] = {**(man.get("labels") or {}), **labels}
+    (run / "manifest.json").write_text(json.dumps(man))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    root = tmp_path_factory.mktemp("lb")
+    out: dict[tuple[str, str], Path] = {}
+    with start_stub_server(_reply) as srv:
+        for split in ("application", "transfer"):
+            data = _write_split(root / f"{split}.json")
+            for model in KNOWN:
+                run = root / "runs" / f"{model}-{split}"
+                run_eval(EvalSpec(split=str(data), model=model, base_url=srv.base_url, k=1, seeds=[0, 1],
+                                  verify_workers=1), run)
+                out[(model, split)] = run
+                layer = "" if model == "base" else ("Instructions with Answer" if model == "ttrl" else "Textbook")
+                _label(run, method="Qwen3-8B" if model == "base" else model.upper(), base="Qwen3-8B",
+                       **({"layer": layer} if layer else {}))
+    return out
+
+
+def test_cells_deltas_and_order_match_a_hand_computation(runs: dict[tuple[str, str], Path]) -> None:
+    board = build_leaderboard(sorted(runs.values()))
+    assert [r.method for r in board["rows"]] == ["Qwen3-8B", "GEPA", "TTRL"]  # the base model first, then by layer
+    assert board["splits"] == ["application", "transfer"] and board["k"] == 1 and board["seeds"] == [0, 1]
+    for row in board["rows"]:
+        model = "base" if row.method == "Qwen3-8B" else row.method.lower()
+        share = 100 * len(KNOWN[model]) / N
+        for split in ("application", "transfer"):
+            cell = row.cells[split]
+            assert cell.par["mean"] == cell.sub["mean"] == share and cell.sub["std"] == 0.0
+            expected = None if model == "base" else share - 100 * len(KNOWN["base"]) / N  # ΔSub@k = Sub@k - base Sub@k
+            assert cell.delta_sub == expected
+    md = render_leaderboard(board, "markdown")
+    assert "| GEPA | **50.00 ± 0.00** | **50.00 ± 0.00** | **+25.00** |" in md
+    assert "| TTRL | 37.50 ± 0.00 | 37.50 ± 0.00 | +12.50 |" in md
+    assert md.index("*Textbook*") < md.index("| GEPA") < md.index("*Instructions with Answer*") < md.index("| TTRL")
+    tex = render_leaderboard(board, "latex")
+    assert tex.startswith("\\begin{tabular}{lrrrrrr}\n\\toprule") and "\\bottomrule" in tex
+    assert "\\textbf{+25.00}" in tex and "$\\Delta$Sub@1" in tex and "$\\pm$" in tex
+    data = json.loads(render_leaderboard(board, "json"))
+    assert data["rows"][1]["cells"]["transfer"]["delta_sub_at_k"] == 25.0
+    csv_text = render_leaderboard(board, "csv").splitlines()
+    assert csv_text[0].startswith("method,layer,base,is_base,application_par_mean")
+    assert csv_text[2].split(",")[:4] == ["GEPA", "Textbook", "Qwen3-8B", "False"]
+
+
+def test_an_explicit_base_run_and_unlabelled_runs(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    app_runs = [runs[(m, "application")] for m in KNOWN]
+    board = build_leaderboard(app_runs, base_run=runs[("ttrl", "application")])
+    deltas = {r.method: r.cells["application"].delta_sub for r in board["rows"]}
+    assert deltas["GEPA"] == 12.5 and deltas["TTRL"] is None  # the base itself has no Δ
+    with pytest.raises(LeaderboardError, match="not one of the runs"):
+        build_leaderboard(app_runs[:1], base_run=runs[("ttrl", "application")])
+
+
+def test_runs_over_different_items_k_or_seeds_are_refused(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    data = _write_split(tmp_path / "application.json")
+    with start_stub_server(_reply) as srv:
+        fewer = tmp_path / "fewer"
+        run_eval(EvalSpec(split=str(data), model="gepa", base_url=srv.base_url, k=1, seeds=[0, 1], limit=4,
+                          verify_workers=1), fewer)
+        other_seeds = tmp_path / "seeds"
+        run_eval(EvalSpec(split=str(data), model="gepa", base_url=srv.base_url, k=1, seeds=[5], verify_workers=1), other_seeds)
+    base = runs[("base", "application")]
+    with pytest.raises(LeaderboardError, match=r"application runs are not over the same items.*4 parents"):
+        build_leaderboard([base, fewer])
+    with pytest.raises(LeaderboardError, match=r"different seeds.*seeds=\[5\]"):
+        build_leaderboard([base, other_seeds])
+    res = CliRunner().invoke(app, ["leaderboard", str(base), str(fewer)])
+    assert res.exit_code == 2 and "not over the same items" in res.output
+
+
+def test_cli_formats_globs_and_files(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    root = runs[("base", "application")].parent
+    res = CliRunner().invoke(app, ["leaderboard", str(root / "*-transfer"), "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert len(res.output.strip().splitlines()) == 1 + len(KNOWN)
+    out = tmp_path / "table.tex"
+    res = CliRunner().invoke(app, ["leaderboard", str(root / "*"), "--format", "latex", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_text().count("\\\\") >= 1 + len(KNOWN)
+    res = CliRunner().invoke(app, ["leaderboard", str(tmp_path / "nothing-*")])
+    assert res.exit_code == 2 and "matches no run directory" in res.output
