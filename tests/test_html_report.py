@@ -121,7 +121,7 @@ def test_the_page_is_self_contained_and_model_text_cannot_leave_the_data_blob(ev
     assert "<" not in blob and ">" not in blob  # a completion's </script> or <!-- cannot close or bend the element
     data = _data(page)
     turn = data["parents"][0]["at"][0][0][0]
-    assert EVIL in turn["c"] and "</think>" in turn["raw"] and turn["rc"] is True  # the text itself survives intact
+    assert EVIL in turn["c"] and turn["th"] == f"<think>plan {EVIL}</think>" and turn["rc"] is True  # the text itself survives intact
     assert page.count("<script") == 2  # the data blob and the page's own script, nothing from the model
 
 

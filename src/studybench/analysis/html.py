@@ -108,8 +108,12 @@ def _turn(t: TurnVerdict, liberal: bool, audit: dict[str, Any] | None) -> dict[s
         comp = g.completion or ""
         vis = strip_reasoning(comp)
         out["c"] = vis
-        if vis != comp.strip():
-            out["raw"] = comp
+        head = comp.strip()
+        if vis != head:  # reasoning was removed: fold it away (the part before the reply, else the whole completion)
+            if vis and head.endswith(vis):
+                out["th"] = head[: -len(vis)].rstrip()
+            else:
+                out["raw"] = comp
         if g.reasoning:
             out["r"] = g.reasoning
         if g.finish_reason:

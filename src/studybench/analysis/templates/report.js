@@ -48,6 +48,7 @@
       m.appendChild(el("div", "role", "model" + (t.fr ? " · finish_reason " + t.fr : "")));
       if (t.e) m.appendChild(el("p", "badge bad", "generation failed: " + t.e));
       if (t.r) m.appendChild(fold("reasoning (" + t.r.length + " characters)", t.r));
+      if (t.th !== undefined) m.appendChild(fold("reasoning, removed from what the model sees later (" + t.th.length + " characters)", t.th));
       if (t.raw !== undefined) m.appendChild(fold("full completion with reasoning (" + t.raw.length + " characters)", t.raw));
       if (t.c !== undefined) m.appendChild(el("pre", "reply", t.c === "" ? "(no visible text)" : t.c));
       if (t.mm) m.appendChild(el("p", "badge warn", "the rebuilt conversation differs from the one the model was sent"));
