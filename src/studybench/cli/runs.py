@@ -149,6 +149,8 @@ def report_cmd(
         list[str] | None,
         typer.Option("-k", "--k", help="Report Par@k / Sub@k for these k <= the run's k, from the first k attempts (-k 1 -k 4 or -k 1,2,4). Prints only: report.json / report.md keep the run's k."),
     ] = None,
+    html: Annotated[bool, typer.Option("--html", help="Also write one self-contained HTML page (tables, plot, a drill-down per parent with filters); needs the analysis extra.")] = False,
+    html_out: Annotated[Path | None, typer.Option("--html-out", help="Where --html writes the page (default RUN_DIR/report.html).")] = None,
 ) -> None:
     """Recompute report.json / report.md of a run directory and print the summary; with -k, print reports for smaller k."""
     from studybench.report import SCORINGS, build_report, write_report
@@ -160,8 +162,23 @@ def report_cmd(
         reps = [build_report(run_dir, scoring, kk) for kk in ks] if ks else [write_report(run_dir, scoring)]
     except (OSError, ValueError) as e:
         fail(str(e))
+    page = _html_page(run_dir, html_out, scoring) if html or html_out is not None else None
     if as_json:
         out_console.print_json(json.dumps(reps if len(reps) > 1 else reps[0]))
         return
     for rep in reps:
         print_report(rep, run_dir, written=not ks)
+    if page is not None:
+        console.print(f"HTML report: {escape(str(page))}")
+
+
+def _html_page(run_dir: Path, out: Path | None, scoring: str | None) -> Path:
+    """Write the HTML page of ``studybench report --html`` (a clean message when the analysis extra is missing)."""
+    try:
+        from studybench.analysis.html import write_html_report
+
+        return write_html_report(run_dir, out, scoring)
+    except ImportError as e:
+        fail(f"--html needs the 'analysis' extra ({e}): pip install 'studybench[analysis]'", 1)
+    except (OSError, ValueError, RuntimeError) as e:
+        fail(str(e), 1)
