@@ -34,6 +34,7 @@ from studybench.cli.data import data_app
 from studybench.cli.eval import eval_cmd
 from studybench.cli.helptext import use_readable_help
 from studybench.cli.leaderboard import leaderboard_cmd
+from studybench.cli.plateau import plateau_cmd
 from studybench.cli.runs import consistency_cmd, judge_cmd, report_cmd
 from studybench.cli.verify import verify_cmd, verify_file_cmd
 
@@ -49,6 +50,7 @@ app = typer.Typer(
 app.command("eval")(eval_cmd)
 app.command("report")(report_cmd)
 app.command("leaderboard")(leaderboard_cmd)
+app.command("plateau")(plateau_cmd)
 app.command("judge")(judge_cmd)
 app.command("consistency")(consistency_cmd)
 app.command("verify")(verify_cmd)

@@ -22,7 +22,7 @@ from studybench.metrics import breakdown, mean_std, par_at_k, sub_at_k, sub_at_k
 from studybench.report.render import render_markdown
 from studybench.store import Manifest, RunRows, RunStore, TurnVerdict, turn_verdicts
 
-__all__ = ["SCORINGS", "TRUNCATION_WARN_SHARE", "build_report", "write_report"]
+__all__ = ["SCORINGS", "TRUNCATION_WARN_SHARE", "build_report", "parent_outcomes", "write_report"]
 
 SCORINGS = ("strict", "liberal")
 """Physics-R1's conventions: strict = rule verifier only; liberal = rule OR LLM judge (the cascade)."""
@@ -197,6 +197,39 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
         }
         rep["scoring"] = _conventions(per_seed, judgeable_grid, seeds, k)
     return rep
+
+
+def parent_outcomes(run: RunStore | Path | str, scoring: str | None = None) -> dict[str, Any]:
+    """Each parent's outcome per seed, from the same verdicts as :func:`build_report` (for paired statistics).
+
+    Args:
+        run: the run directory (or its :class:`RunStore`).
+        scoring: as in :func:`build_report` (``None``: the run's headline scoring).
+
+    Returns:
+        ``{"k", "seeds", "scoring_used", "parents": [uid...], "sub_problems": [n_p...], "per_seed":
+        {seed: {"subs_solved": [int per parent], "solved": [bool per parent]}}}``: the sub-problems of
+        each parent solved within k attempts (Sub@k's numerator) and whether one attempt solves them all
+        (Par@k's). Summed over parents they give the report's per-seed Sub@k and Par@k.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`build_report`.
+    """
+    if scoring is not None and scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
+    store = _store(run)
+    man = store.read_manifest()
+    judge = man.active_judge
+    used = scoring or ("liberal" if judge is not None else "strict")
+    table = turn_verdicts(man, RunRows.read(store, llm=judge is not None), judge["judge_id"] if judge is not None else None)
+    values = [t.liberal if used == "liberal" else t.strict for t in table]
+    per_seed: dict[int, dict[str, list[Any]]] = {}
+    for i, seed in enumerate(man.seeds):
+        grid = _grid(man, values, i)
+        per_seed[seed] = {"subs_solved": [round(sub_at_k([p], man.k) * len(p) / 100) for p in grid],
+                          "solved": [par_at_k([p], man.k) > 0 for p in grid]}
+    return {"k": man.k, "seeds": list(man.seeds), "scoring_used": used, "parents": [p.uid for p in man.parents],
+            "sub_problems": [len(p.subs) for p in man.parents], "per_seed": per_seed}
 
 
 def _conventions(per_seed: dict[str, dict[int, Grid]], judgeable: dict[int, Grid], seeds: list[int], k: int) -> dict[str, Any]:
