@@ -1,2 +1,3 @@
-"""Analyses of finished runs: verifier consistency (paper Table 11) and, later, Guidance Gap,
-Compute Plateau and leaderboards (DESIGN.md ``analysis/``)."""
+"""Analyses of finished runs: verifier consistency (paper Table 11), paired A/B comparisons
+(:mod:`studybench.analysis.paired`, ``studybench compare``) and, later, Guidance Gap, Compute Plateau
+and leaderboards (DESIGN.md ``analysis/``)."""

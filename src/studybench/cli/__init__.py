@@ -29,6 +29,7 @@ from studybench import __version__
 from studybench.cli.audit import audit_app
 from studybench.cli.cache import cache_app
 from studybench.cli.common import out_console
+from studybench.cli.compare import compare_cmd
 from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
 from studybench.cli.eval import eval_cmd
@@ -53,6 +54,7 @@ app.command("leaderboard")(leaderboard_cmd)
 app.command("plateau")(plateau_cmd)
 app.command("judge")(judge_cmd)
 app.command("consistency")(consistency_cmd)
+app.command("compare")(compare_cmd)
 app.command("verify")(verify_cmd)
 app.command("verify-file")(verify_file_cmd)
 app.add_typer(data_app, name="data")

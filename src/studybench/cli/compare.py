@@ -1,0 +1,133 @@
+"""``studybench compare A B``: paired A/B statistics of two runs, or of two files of per-item outcomes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from studybench.cli.common import console, fail, out_console
+
+__all__ = ["compare_cmd"]
+
+_LEVELS = ("sub-problem", "parent", "both")
+
+
+def _side(path: Path, levels: list[str], scoring: str | None, id_column: str, outcome_column: str) -> dict[str, Any]:
+    """``{level or "file": ItemOutcomes}`` of one side: a run directory at each level, or one outcome file."""
+    from studybench.analysis.paired import read_outcome_file, run_outcomes
+
+    if path.is_dir():
+        return {lv: run_outcomes(path, lv, scoring) for lv in levels}
+    return {"file": read_outcome_file(path, id_column=id_column, outcome_column=outcome_column)}
+
+
+def _table(res: Any, a: str, b: str, title: str) -> Table:
+    t = Table(title=title, title_justify="left", show_header=True)
+    t.add_column("")
+    t.add_column(f"B correct ({escape(b)})", justify="right")
+    t.add_column("B wrong", justify="right")
+    t.add_column("total", justify="right")
+    tb = res.table
+    t.add_row(f"A correct ({escape(a)})", str(tb.both), str(tb.a_only), str(tb.both + tb.a_only))
+    t.add_row("A wrong", str(tb.b_only), str(tb.neither), str(tb.b_only + tb.neither))
+    t.add_row("total", str(tb.both + tb.b_only), str(tb.a_only + tb.neither), str(tb.n))
+    return t
+
+
+def _stats(res: Any) -> Table:
+    def p(x: float) -> str:
+        return f"{x:.2g}" if x < 0.001 else f"{x:.4f}"
+
+    t = Table(show_header=True)
+    t.add_column("statistic")
+    t.add_column("value", justify="right")
+    level = f"{100 * res.ci.level:g}%"
+    rows = [
+        ("items", str(res.n)),
+        ("accuracy A", f"{100 * res.acc_a:.1f}% ({res.table.both + res.table.a_only}/{res.n})"),
+        ("accuracy B", f"{100 * res.acc_b:.1f}% ({res.table.both + res.table.b_only}/{res.n})"),
+        ("difference B - A", f"{100 * res.diff:+.1f} points"),
+        (f"{level} CI (paired bootstrap over {res.bootstrap_unit}s, {res.ci.resamples:,} resamples, seed {res.ci.seed})",
+         f"{100 * res.diff_ci[0]:+.1f} to {100 * res.diff_ci[1]:+.1f}"),
+        (f"sign test, two-sided ({res.table.a_only} A only vs {res.table.b_only} B only)", p(res.sign_p)),
+        ("sign test, one-sided: A better", p(res.sign_p_a_better)),
+        ("sign test, one-sided: B better", p(res.sign_p_b_better)),
+        ("McNemar exact p", p(res.mcnemar_p)),
+        ("Cohen's kappa", "undefined" if res.kappa is None else f"{res.kappa:.3f}"),
+    ]
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def compare_cmd(
+    a: Annotated[Path, typer.Argument(help="Side A: a run directory, or a CSV/TSV/JSONL file of per-item 0/1 outcomes.")],
+    b: Annotated[Path, typer.Argument(help="Side B: the same kind as A, over the same items.")],
+    level: Annotated[str, typer.Option("--level", help="For run directories: sub-problem (per seed and sub-problem, solved within k attempts: Sub@k's unit) | parent (per seed and parent, one attempt solves every sub-problem: Par@k's unit) | both.")] = "both",
+    scoring: Annotated[str | None, typer.Option("--scoring", help="For run directories: strict (rule verifier only) | liberal (rule OR LLM judge). Default: liberal for rule+llm runs, else strict.")] = None,
+    resamples: Annotated[int, typer.Option("--resamples", help="Paired bootstrap resamples for the CI of the difference.")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap (the same seed gives the same CI).")] = 0,
+    id_column: Annotated[str, typer.Option("--id-column", help="For outcome files: the item id's column / JSON key.")] = "id",
+    outcome_column: Annotated[str, typer.Option("--outcome-column", help="For outcome files: the 0/1 outcome's column / JSON key.")] = "correct",
+    intersect: Annotated[bool, typer.Option("--intersect", help="Compare only the items both sides have (default: different item sets are an error).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON instead of tables.")] = False,
+) -> None:
+    """Paired A/B comparison (Physics-R1): the 2x2 table, each side's accuracy, the difference B - A with a
+    paired bootstrap CI, the sign test, McNemar's exact test and Cohen's kappa.
+
+    A and B are two run directories over the same items (compared per sub-problem and per parent; the
+    sub-problem CI resamples parents), or two files with an item id and a 0/1 column (e.g. original vs
+    translated prompts scored elsewhere). Needs the analysis extra: pip install "studybench[analysis]"."""
+    from studybench.analysis.paired import AnalysisExtraMissing, compare_outcomes
+
+    if level not in _LEVELS:
+        fail(f"--level must be one of {', '.join(_LEVELS)}, got {level!r}")
+    if scoring is not None and scoring not in ("strict", "liberal"):
+        fail(f"--scoring must be strict or liberal, got {scoring!r}")
+    if resamples < 1:
+        fail(f"--resamples must be at least 1, got {resamples}")
+    for path, name in ((a, "A"), (b, "B")):
+        if not path.exists():
+            fail(f"{name}: {path} does not exist (give a run directory or an outcome file)")
+    if a.is_dir() != b.is_dir():
+        fail(f"A ({a}) and B ({b}) must both be run directories or both be outcome files")
+    levels = ["sub-problem", "parent"] if level == "both" else [level]
+    try:
+        sa = _side(a, levels, scoring, id_column, outcome_column)
+        sb = _side(b, levels, scoring, id_column, outcome_column)
+    except (OSError, ValueError) as e:
+        fail(str(e))
+    first = next(iter(sa))
+    if sa[first].scoring != sb[first].scoring:
+        console.print(f"[yellow]warning:[/yellow] A is scored {sa[first].scoring} and B {sb[first].scoring} "
+                      "(their default scorings differ); give --scoring to compare like with like", soft_wrap=True)
+    out: list[dict[str, Any]] = []
+    try:
+        for key in sa:
+            oa, ob = sa[key], sb[key]
+            res = compare_outcomes(oa.outcomes, ob.outcomes, resamples=resamples, seed=seed, intersect=intersect,
+                                   clusters=oa.clusters, cluster_name="parent", names=(f"A ({a})", f"B ({b})"))
+            out.append({"level": key, "result": res, "notes": [*oa.notes, *ob.notes]})
+    except AnalysisExtraMissing as e:
+        fail(str(e), 1)
+    except ValueError as e:
+        fail(str(e))
+    if as_json:
+        out_console.print_json(json.dumps({"a": str(a), "b": str(b), "comparisons": [
+            {"level": c["level"], **c["result"].to_dict(), "conclusion": c["result"].conclusion(), "notes": c["notes"]}
+            for c in out]}))
+        return
+    for note in dict.fromkeys(n for c in out for n in c["notes"]):
+        console.print(f"[dim]note: {escape(note)}[/dim]", soft_wrap=True)
+    for c in out:
+        res = c["result"]
+        title = "outcome files" if c["level"] == "file" else f"level: {c['level']}"
+        out_console.print(_table(res, str(a), str(b), title))
+        out_console.print(_stats(res))
+        out_console.print(f"[bold]{escape(res.conclusion())}[/bold]", soft_wrap=True)
+        out_console.print()
