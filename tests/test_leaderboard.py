@@ -131,3 +131,37 @@ def test_cli_formats_globs_and_files(runs: dict[tuple[str, str], Path], tmp_path
     assert out.read_text().count("\\\\") >= 1 + len(KNOWN)
     res = CliRunner().invoke(app, ["leaderboard", str(tmp_path / "nothing-*")])
     assert res.exit_code == 2 and "matches no run directory" in res.output
+
+
+def test_significance_marks_a_real_difference_and_not_a_small_one(tmp_path: Path) -> None:
+    """8 parents, two seeds. 'all' solves every parent, 'base' two: 6 discordant parents in each seed, so
+    a bootstrap resample misses all of them with probability (2/8)^8 (the CI excludes 0) and McNemar's
+    exact p = 2 / 2^6 = 0.031 per seed. 'gepa' adds 2 parents: a resample misses both with probability
+    (6/8)^8 = 0.10 > 0.025 (the CI reaches 0) and McNemar's p = 0.5."""
+    from scipy.stats import binomtest
+
+    KNOWN["all"] = set(range(N))
+    try:
+        data = _write_split(tmp_path / "application.json")
+        runs = {}
+        with start_stub_server(_reply) as srv:
+            for model in ("base", "gepa", "all"):
+                runs[model] = tmp_path / model
+                run_eval(EvalSpec(split=str(data), model=model, base_url=srv.base_url, k=1, seeds=[0, 1],
+                                  verify_workers=1), runs[model])
+    finally:
+        del KNOWN["all"]
+    board = build_leaderboard(list(runs.values()), base_run=runs["base"], resamples=4000, seed=1)
+    cells = {r.method: r.cells["application"] for r in board["rows"]}
+    strong, weak = cells["all"].significance, cells["gepa"].significance
+    assert strong is not None and weak is not None and cells["base"].significance is None
+    assert strong["delta_sub"]["observed"] == 75.0 and strong["delta_sub"]["lo"] > 0 and strong["sub_significant"]
+    assert strong["mcnemar_p"] == {"0": pytest.approx(binomtest(0, 6).pvalue), "1": pytest.approx(0.03125)}
+    assert strong["mcnemar_significant"] and strong["delta_par"]["observed"] == 75.0
+    assert weak["delta_sub"]["observed"] == 25.0 and weak["delta_sub"]["lo"] == 0.0 and not weak["sub_significant"]
+    assert weak["mcnemar_p"]["0"] == pytest.approx(0.5) and not weak["mcnemar_significant"]
+    md = render_leaderboard(board, "markdown")
+    assert "+75.00†‡" in md and "+25.00 |" in md and "McNemar" in md.splitlines()[-1]
+    assert "$^{\\dagger}$$^{\\ddagger}$" in render_leaderboard(board, "latex")
+    plain = build_leaderboard(list(runs.values()), base_run=runs["base"], significance=False)
+    assert "†" not in render_leaderboard(plain, "markdown") and plain["significance"] is None

@@ -14,6 +14,13 @@ Every run of a split must be over the same items (test-set file hash and parents
 and the same seeds: a set that is not is refused with a message that says which run differs in what,
 because a Δ over different item sets means nothing. Cells are the mean ± sample std over seeds, as
 in ``report.json``.
+
+Significance of every Δ against a base run: a paired bootstrap over parents (seeded, 10,000
+resamples, 95% percentile interval; :func:`studybench.analysis.paired.paired_bootstrap_diff`) of
+ΔPar@k (per parent: solved, averaged over seeds) and ΔSub@k (per parent: sub-problems solved over
+sub-problems, pooled over seeds), and McNemar's exact test on parent-level solved/unsolved pairs per
+seed. A ΔSub@k whose interval excludes 0 is marked †; ‡ marks a Δ whose McNemar test is significant
+at 5% in every seed.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.report import build_report
+from studybench.report.build import parent_outcomes
 from studybench.store import RunStore
 
 __all__ = ["LeaderboardError", "LeaderboardRow", "build_leaderboard", "render_leaderboard", "FORMATS", "SPLITS"]
@@ -48,6 +56,7 @@ class Cell:
     par: dict[str, Any]
     sub: dict[str, Any]
     delta_sub: float | None = None
+    significance: dict[str, Any] | None = None
 
 
 @dataclass
@@ -67,13 +76,16 @@ def _labels(store: RunStore) -> dict[str, str]:
 
 
 def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None = None,
-                      scoring: str | None = None) -> dict[str, Any]:
+                      scoring: str | None = None, significance: bool = True, resamples: int = 10_000,
+                      seed: int = 0, level: float = 0.95) -> dict[str, Any]:
     """Collect runs into the Table 2 layout.
 
     Args:
         run_dirs: run directories, one per (method, split).
         base_run: a run every ΔSub@k of its split is measured against (default: per ``base`` label).
         scoring: ``strict`` or ``liberal`` (default: each run's own, as in its report).
+        significance: test every Δ (needs the ``analysis`` extra; see the module docstring).
+        resamples, seed, level: of the paired bootstrap.
 
     Returns:
         ``{"k", "seeds", "splits", "rows": [LeaderboardRow...]}``: base models' rows first, then by
@@ -82,6 +94,7 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
     Raises:
         LeaderboardError: no runs; runs of one split over different items, k or seeds; two runs for
             one (method, split); a ``base_run`` that is not among the runs.
+        studybench.analysis.paired.AnalysisExtraMissing: ``significance`` without the analysis extra.
         FileNotFoundError, ValueError: a run directory that cannot be read.
     """
     if not run_dirs:
@@ -112,11 +125,69 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
             ref = _reference(rows, row, split, base_path)
             if ref is not None and ref is not cell:
                 cell.delta_sub = round(cell.sub["mean"] - ref.sub["mean"], 4)
+                if significance:
+                    cell.significance = delta_significance(ref.run_dir, cell.run_dir, scoring=scoring,
+                                                           resamples=resamples, seed=seed, level=level)
     ordered = sorted(rows.values(), key=lambda r: (not r.is_base, _first(rows, r.layer), r.layer, r.method))
     k = reports[0][2]["k"]
     splits = [s for s in SPLITS if any(s in r.cells for r in ordered)]
     splits += sorted({s for r in ordered for s in r.cells} - set(splits))
-    return {"k": k, "seeds": reports[0][2]["seeds"], "splits": splits, "rows": ordered}
+    return {"k": k, "seeds": reports[0][2]["seeds"], "splits": splits, "rows": ordered,
+            "significance": {"resamples": resamples, "seed": seed, "level": level} if significance else None}
+
+
+def delta_significance(base_run: Path | str, run: Path | str, *, scoring: str | None = None, resamples: int = 10_000,
+                       seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+    """Paired tests of ``run`` against ``base_run`` over the same parents (see the module docstring).
+
+    Args:
+        base_run, run: run directories over the same parents, k and seeds.
+        scoring: as in :func:`studybench.report.build_report`.
+        resamples, seed, level: of the paired bootstrap over parents.
+
+    Returns:
+        ``{"delta_par": {observed, lo, hi}, "delta_sub": {...}`` (points), ``"mcnemar_p": {seed: p}``,
+        ``"sub_significant"``, ``"mcnemar_significant"``}.
+
+    Raises:
+        LeaderboardError: the two runs are over different parents or seeds.
+        studybench.analysis.paired.AnalysisExtraMissing: numpy, scipy or statsmodels is missing.
+    """
+    from studybench.analysis.paired import AnalysisExtraMissing, paired_bootstrap_diff, ratio_statistic
+
+    try:
+        from statsmodels.stats.contingency_tables import mcnemar
+    except ImportError:
+        raise AnalysisExtraMissing("significance tests need the 'analysis' extra (statsmodels): "
+                                   "pip install 'studybench[analysis]'") from None
+
+    a, b = parent_outcomes(base_run, scoring), parent_outcomes(run, scoring)
+    if a["parents"] != b["parents"] or a["seeds"] != b["seeds"]:
+        raise LeaderboardError(f"{run} and {base_run} are not over the same parents and seeds; no Δ is reported")
+    seeds, n = a["seeds"], len(a["parents"])
+
+    def par(o: dict[str, Any]) -> list[float]:
+        return [sum(o["per_seed"][s]["solved"][i] for s in seeds) / len(seeds) for i in range(n)]
+
+    def sub(o: dict[str, Any]) -> list[tuple[int, int]]:
+        return [(sum(o["per_seed"][s]["subs_solved"][i] for s in seeds), o["sub_problems"][i] * len(seeds))
+                for i in range(n)]
+
+    ci_par = paired_bootstrap_diff(par(a), par(b), resamples=resamples, seed=seed, level=level)
+    ci_sub = paired_bootstrap_diff(sub(a), sub(b), ratio_statistic, resamples=resamples, seed=seed, level=level)
+    ps: dict[str, float] = {}
+    for s in seeds:
+        xa, xb = a["per_seed"][s]["solved"], b["per_seed"][s]["solved"]
+        table = [[sum(1 for i in range(n) if xa[i] and xb[i]), sum(1 for i in range(n) if xa[i] and not xb[i])],
+                 [sum(1 for i in range(n) if not xa[i] and xb[i]), sum(1 for i in range(n) if not xa[i] and not xb[i])]]
+        ps[str(s)] = 1.0 if table[0][1] + table[1][0] == 0 else float(mcnemar(table, exact=True).pvalue)
+
+    def pts(ci: Any) -> dict[str, float]:
+        return {"observed": round(100 * ci.observed, 4), "lo": round(100 * ci.lo, 4), "hi": round(100 * ci.hi, 4)}
+
+    return {"delta_par": pts(ci_par), "delta_sub": pts(ci_sub), "mcnemar_p": ps,
+            "sub_significant": ci_sub.lo > 0 or ci_sub.hi < 0,
+            "mcnemar_significant": all(p < 0.05 for p in ps.values())}
 
 
 def _first(rows: dict[str, LeaderboardRow], layer: str) -> int:
@@ -186,6 +257,20 @@ def _best(board: dict[str, Any]) -> dict[tuple[str, str], float]:
     return best
 
 
+def _marks(cell: Cell) -> str:
+    sig = cell.significance or {}
+    return ("†" if sig.get("sub_significant") else "") + ("‡" if sig.get("mcnemar_significant") else "")
+
+
+def _footnote(board: dict[str, Any]) -> str:
+    sig = board.get("significance")
+    if not sig:
+        return ""
+    return (f"† the {sig['level']:.0%} paired bootstrap CI over parents ({sig['resamples']:,} resamples, seed "
+            f"{sig['seed']}) of ΔSub@{board['k']} excludes 0; ‡ McNemar's exact test on parent-level solved/unsolved "
+            "pairs is significant at 5% in every seed.")
+
+
 def _value(cell: Cell, metric: str) -> float | None:
     return {"par": cell.par["mean"], "sub": cell.sub["mean"], "delta": cell.delta_sub}[metric]
 
@@ -206,7 +291,7 @@ def _table(board: dict[str, Any], bold: Any) -> tuple[list[str], list[tuple[str,
             if c is None:
                 cells += ["–", "–", "–"]
                 continue
-            for metric, text in (("par", _pm(c.par)), ("sub", _pm(c.sub)), ("delta", _num(c.delta_sub, signed=True))):
+            for metric, text in (("par", _pm(c.par)), ("sub", _pm(c.sub)), ("delta", _num(c.delta_sub, signed=True) + _marks(c))):
                 v = _value(c, metric)
                 cells.append(bold(text, v is not None and v == best.get((split, metric)) and len(board["rows"]) > 1))
         out.append(("base models" if r.is_base else r.layer, cells))
@@ -241,9 +326,11 @@ def _as_json(board: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for r in board["rows"]:
         rows.append({"method": r.method, "layer": r.layer, "base": r.base, "is_base": r.is_base,
-                     "cells": {s: {"run_dir": c.run_dir, "par_at_k": c.par, "sub_at_k": c.sub, "delta_sub_at_k": c.delta_sub}
+                     "cells": {s: {"run_dir": c.run_dir, "par_at_k": c.par, "sub_at_k": c.sub, "delta_sub_at_k": c.delta_sub,
+                                   "significance": c.significance}
                                for s, c in r.cells.items()}})
-    return {"k": board["k"], "seeds": board["seeds"], "splits": board["splits"], "rows": rows}
+    return {"k": board["k"], "seeds": board["seeds"], "splits": board["splits"], "rows": rows,
+            "significance": board.get("significance")}
 
 
 def _csv(board: dict[str, Any]) -> str:
@@ -279,6 +366,8 @@ def _markdown(board: dict[str, Any]) -> str:
     seeds = board["seeds"]
     lines += ["", f"Mean ± sample std over {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
               f"ΔSub@{board['k']} against each method's base model run (best per column in bold)."]
+    if _footnote(board):
+        lines.append(_footnote(board))
     return "\n".join(lines) + "\n"
 
 
@@ -287,7 +376,8 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 
 
 def _tex(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text).replace("±", r"$\pm$").replace("Δ", r"$\Delta$")
+    return ("".join(_LATEX_SPECIAL.get(ch, ch) for ch in text).replace("±", r"$\pm$").replace("Δ", r"$\Delta$")
+            .replace("†", r"$^{\dagger}$").replace("‡", r"$^{\ddagger}$"))
 
 
 def _latex(board: dict[str, Any]) -> str:
@@ -305,4 +395,6 @@ def _latex(board: dict[str, Any]) -> str:
         layer = group
         out.append(" & ".join(_tex(c).replace("\x00B", r"\textbf{").replace("\x00E", "}") for c in cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
+    if _footnote(board):
+        out.append("% " + _footnote(board))
     return "\n".join(out) + "\n"

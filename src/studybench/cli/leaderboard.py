@@ -35,28 +35,37 @@ def leaderboard_cmd(
     fmt: Annotated[str, typer.Option("--format", help="markdown | latex | csv | json.")] = "markdown",
     out: Annotated[Path | None, typer.Option("--out", help="Write the table to this file instead of printing it.")] = None,
     scoring: Annotated[str | None, typer.Option(help="strict (rule verifier only) | liberal (rule OR LLM judge); default: each run's own.")] = None,
+    significance: Annotated[bool, typer.Option("--significance/--no-significance", help="Test every Δ: paired bootstrap over parents and McNemar's exact test per seed (the analysis extra).")] = True,
+    resamples: Annotated[int, typer.Option(help="Paired bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Seed of the paired bootstrap.")] = 0,
 ) -> None:
     """The paper's Table 2: Par@k, Sub@k and ΔSub@k per method on each split, grouped by layer.
 
     Rows come from the runs' labels (studybench eval --label method=GEPA --label layer=... --label
     base=Qwen3-8B, or studybench label RUN key=value): a run whose method equals its base is that base
     model's own run and heads the table; ΔSub@k is measured against it. Runs of one split must be over
-    the same items, k and seeds (else refused, saying which run differs)."""
+    the same items, k and seeds (else refused, saying which run differs). Every Δ is tested: † marks a
+    ΔSub@k whose 95% paired bootstrap CI over parents excludes 0, ‡ one whose McNemar exact test on
+    parent-level solved pairs is significant at 5% in every seed."""
     from studybench.analysis.leaderboard import (
         FORMATS,
         LeaderboardError,
         build_leaderboard,
         render_leaderboard,
     )
+    from studybench.analysis.paired import AnalysisExtraMissing
     from studybench.files import atomic_write_text
 
     if fmt not in FORMATS:
         fail(f"--format: one of {', '.join(FORMATS)}, not {fmt!r}")
     dirs = _expand(runs)
     try:
-        board = build_leaderboard(dirs, base_run=base, scoring=scoring)
+        board = build_leaderboard(dirs, base_run=base, scoring=scoring, significance=significance,
+                                  resamples=resamples, seed=seed)
     except LeaderboardError as e:
         fail(str(e))
+    except AnalysisExtraMissing as e:
+        fail(f"{e} (or --no-significance)", 1)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
     text = render_leaderboard(board, fmt)
