@@ -13,6 +13,8 @@ command                            module                                       
 ``audit contamination``            :mod:`studybench.cli.audit`                  :mod:`studybench.audit`
 ``cache show|clear``               :mod:`studybench.cli.cache`                  :func:`studybench.llm_judge.cache_summary`,
                                                                                 :func:`studybench.llm_judge.clear_cache`
+``label``                          :mod:`studybench.cli.label`                  :func:`studybench.store.set_labels`
+``export attempts``                :mod:`studybench.cli.export`                 :func:`studybench.analysis.attempts.attempt_rows`
 =================================  ===========================================  ==============================
 
 Options several commands share are declared once in :mod:`studybench.cli.common`; every ``--help``
@@ -33,7 +35,9 @@ from studybench.cli.compare import compare_cmd
 from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
 from studybench.cli.eval import eval_cmd
+from studybench.cli.export import export_app
 from studybench.cli.helptext import use_readable_help
+from studybench.cli.label import label_cmd
 from studybench.cli.leaderboard import leaderboard_cmd
 from studybench.cli.plateau import plateau_cmd
 from studybench.cli.runs import consistency_cmd, judge_cmd, report_cmd
@@ -55,12 +59,14 @@ app.command("plateau")(plateau_cmd)
 app.command("judge")(judge_cmd)
 app.command("consistency")(consistency_cmd)
 app.command("compare")(compare_cmd)
+app.command("label")(label_cmd)
 app.command("verify")(verify_cmd)
 app.command("verify-file")(verify_file_cmd)
 app.add_typer(data_app, name="data")
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(audit_app, name="audit")
 app.add_typer(cache_app, name="cache")
+app.add_typer(export_app, name="export")
 
 
 def _print_version(value: bool) -> None:

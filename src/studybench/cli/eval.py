@@ -22,6 +22,7 @@ from studybench.cli.common import (
     progress_bars,
     verify_settings,
 )
+from studybench.cli.label import parse_labels
 from studybench.cli.show import print_llm_pass, print_report, print_unjudgeable_alarm
 
 __all__ = ["eval_cmd"]
@@ -107,6 +108,7 @@ def eval_cmd(
         str | None,
         typer.Option("--verifier-mode", rich_help_panel="LLM judge", help="rule (reward-safe, never calls an LLM) | rule+llm (leaderboard). Default: rule+llm with --judge-model, else the run's previous mode, else rule."),
     ] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="KEY=VALUE stored in the manifest and the report (repeatable), e.g. --label method=GEPA; a resumed run merges them (later wins). Change later: `studybench label`.")] = None,
     *,
     judge_options: dict[str, Any],
     verify_options: dict[str, Any],
@@ -150,7 +152,7 @@ def eval_cmd(
             system_prompt=system_prompt, playbook=playbook,
             guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
-            retry_timeouts=retry_timeouts,
+            retry_timeouts=retry_timeouts, labels=parse_labels(label),
         )
         plan = prepare_eval(spec, out)
     except EvalError as e:

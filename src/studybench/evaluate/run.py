@@ -50,6 +50,7 @@ from studybench.store import (
     SplitInfo,
     TurnKey,
     VerifierInfo,
+    merge_labels,
     parents_index,
     rule_settings,
 )
@@ -336,6 +337,9 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         if refusal:
             raise EvalError(refusal, "out")
         manifest.created = previous.created or manifest.created
+        manifest.labels, changed = merge_labels(previous.labels, manifest.labels)
+        if changed:
+            notes.append(f"labels merged into the run's (later wins): {'; '.join(changed)}")
     return EvalPlan(spec, run_dir, ds, RunScope(ds.name, parents, spec.k, list(spec.seeds)), art, manifest,
                     previous, be, judge, coverage, notes)
 
@@ -390,6 +394,7 @@ def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dic
         verifier=VerifierInfo(**{**rule_settings(spec.verify_timeout), "mode": mode, "judge": judge_desc}),
         parents=parents_index(parents),
         command=redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], secrets),
+        labels=dict(spec.labels),
     )
 
 
@@ -524,6 +529,7 @@ def _check_still_resumable(plan: EvalPlan) -> None:
     if refusal:
         raise EvalError(refusal, "out")
     plan.manifest.created = current.created or plan.manifest.created
+    plan.manifest.labels = merge_labels(current.labels, plan.spec.labels)[0]  # e.g. `studybench label` came between
 
 
 def run_eval(

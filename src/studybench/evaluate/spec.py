@@ -35,6 +35,7 @@ from studybench.models import (
 )
 from studybench.records import Parent
 from studybench.secrets import env_name_problem
+from studybench.store import check_labels
 
 __all__ = ["EvalError", "EvalSpec", "parse_parent_slice", "select_parents"]
 
@@ -97,6 +98,8 @@ class EvalSpec(BaseModel):
         judge: the LLM judge for rule rejections (leaderboard mode).
         only_generate: generate turns; do not verify or report.
         only_verify: verify stored turns and report; generate nothing (needs no endpoint).
+        labels: free ``key: value`` strings stored in the manifest (method, layer, base model, ...;
+            see :func:`studybench.store.check_labels`); a resumed run merges them into its own (later wins).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, populate_by_name=True)
@@ -139,6 +142,12 @@ class EvalSpec(BaseModel):
     judge: LLMJudgeSpec | None = None
     only_generate: bool = False
     only_verify: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, v: Any) -> dict[str, str]:
+        return check_labels(v)
 
     @field_validator("seeds")
     @classmethod

@@ -5,7 +5,8 @@
 type), run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements;
 ``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out) and
 ``truncation`` (completions cut by the token limit and empty ones, overall and per seed, with a
-warning above :data:`TRUNCATION_WARN_SHARE`). What each turn scores comes from
+warning above :data:`TRUNCATION_WARN_SHARE`); ``labels``, present when the run has any, are the
+manifest's labels (:attr:`studybench.store.Manifest.labels`). What each turn scores comes from
 :func:`studybench.store.turn_verdicts` (the one currency rule).
 """
 
@@ -179,6 +180,8 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
         "usage": dict(usage),
         "truncation": _truncation(table, seeds, headline),
     }
+    if man.labels:  # only when set: reports of unlabelled runs stay as they were
+        rep["labels"] = dict(man.labels)
     timeouts = sum(1 for t in table if t.rule.timed_out)
     if timeouts:  # only when there are any: reports of runs without timeouts stay as they were
         rep["turns"]["rule_timeouts"] = timeouts

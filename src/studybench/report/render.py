@@ -34,6 +34,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}, scoring = {rep.get('scoring_used', 'strict')} "
         f"({'rule OR LLM judge' if rep.get('scoring_used') == 'liberal' else 'rule verifier only'})",
         "",
+        *([f"Labels: {md_cell(', '.join(f'{k} = {v}' for k, v in rep['labels'].items()))}", ""] if rep.get("labels") else []),
         *_incomplete_lines(rep),
         "| metric | mean ± std | per seed |",
         "|---|---|---|",

@@ -5,7 +5,8 @@
 - :mod:`studybench.store.manifest`: :class:`Manifest` and the resume rules;
 - :mod:`studybench.store.currency`: which stored verdict counts, and which must be judged again;
 - :mod:`studybench.store.run`: :class:`RunStore`, the files of one run directory (and its writer lock);
-- :mod:`studybench.store.verdicts`: the verdict table of a run (what each turn scores).
+- :mod:`studybench.store.verdicts`: the verdict table of a run (what each turn scores);
+- :mod:`studybench.store.labels`: :func:`set_labels`, a run's labels set after the fact.
 """
 
 from studybench.store.currency import (
@@ -15,6 +16,7 @@ from studybench.store.currency import (
     llm_verdict_status,
     rule_verdict_status,
 )
+from studybench.store.labels import set_labels
 from studybench.store.manifest import (
     OPERATIONAL_BACKEND_KEYS,
     VERIFIER_MODES,
@@ -24,7 +26,9 @@ from studybench.store.manifest import (
     SplitInfo,
     SubIndex,
     VerifierInfo,
+    check_labels,
     current_budgets,
+    merge_labels,
     parents_index,
     rule_settings,
 )
@@ -40,7 +44,9 @@ from studybench.store.run import RunDirInUseError, RunStore
 from studybench.store.verdicts import RunRows, TurnVerdict, turn_verdicts
 
 __all__ = [
+    "check_labels",
     "current_budgets",
+    "merge_labels",
     "FINAL_LLM_VERDICTS",
     "LLM_VERDICTS",
     "OPERATIONAL_BACKEND_KEYS",
@@ -66,5 +72,6 @@ __all__ = [
     "parents_index",
     "rule_settings",
     "rule_verdict_status",
+    "set_labels",
     "turn_verdicts",
 ]

@@ -14,6 +14,11 @@ digest (an old manifest's ``max_tokens`` + ``budget_includes_prompt`` is compare
 selection (parents, k, seeds) may change: rows outside it are kept, and the manifest and report
 describe the latest invocation.
 
+**Labels** (``labels``) are free ``key: value`` strings describing the run (method, layer, base
+model, ...), set with ``studybench eval --label`` or :func:`studybench.store.set_labels`. They are not
+part of what must match to resume: a resumed invocation's labels are merged into the run's (later
+wins).
+
 Manifests written by older versions load unchanged (unknown fields are kept).
 """
 
@@ -37,6 +42,8 @@ __all__ = [
     "SplitInfo",
     "SubIndex",
     "VerifierInfo",
+    "check_labels",
+    "merge_labels",
     "parents_index",
     "rule_settings",
 ]
@@ -51,8 +58,80 @@ OPERATIONAL_BACKEND_KEYS = frozenset(
 )
 """Backend settings that may change between invocations of one run: they do not change answers."""
 
+MAX_LABELS = 64
+"""The most labels a run may carry."""
+
+MAX_LABEL_KEY = 64
+"""The longest label key (characters)."""
+
+MAX_LABEL_VALUE = 500
+"""The longest label value (characters)."""
+
 MAX_CELLS = 50_000_000
 """Upper bound on k x seeds x sub-problems of a manifest (guards reports against hostile files)."""
+
+
+def check_labels(labels: Any) -> dict[str, str]:
+    """Validate run labels: string keys and values, both printable and bounded.
+
+    A key is non-empty, has no ``=`` and no surrounding whitespace, and is at most
+    :data:`MAX_LABEL_KEY` characters; a value is non-empty and at most :data:`MAX_LABEL_VALUE`
+    characters; there are at most :data:`MAX_LABELS` labels. Printable means no control characters
+    (no newline, tab or escape sequences).
+
+    Args:
+        labels: the labels, a mapping of key to value.
+
+    Returns:
+        The labels as a plain ``dict`` (same order).
+
+    Raises:
+        ValueError: the first offending label, named (e.g. ``label 'a=b': a key must not contain '='``).
+    """
+    if not isinstance(labels, dict):
+        raise ValueError("labels must be a mapping of key to value")
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"at most {MAX_LABELS} labels, got {len(labels)}")
+    out: dict[str, str] = {}
+    for key, value in labels.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"label {key!r}: keys and values must be strings, got {type(value).__name__} {value!r}")
+        if not key or not key.strip():
+            raise ValueError("a label key must not be empty")
+        problem = None
+        if "=" in key:
+            problem = "a key must not contain '='"
+        elif key != key.strip():
+            problem = "a key must not start or end with whitespace"
+        elif len(key) > MAX_LABEL_KEY:
+            problem = f"a key is at most {MAX_LABEL_KEY} characters, got {len(key)}"
+        elif not key.isprintable():
+            problem = "a key must be printable (no control characters)"
+        elif not value:
+            problem = "the value is empty"
+        elif len(value) > MAX_LABEL_VALUE:
+            problem = f"a value is at most {MAX_LABEL_VALUE} characters, got {len(value)}"
+        elif not value.isprintable():
+            problem = "the value must be printable (no newlines or control characters)"
+        if problem is not None:
+            raise ValueError(f"label {key[:MAX_LABEL_KEY]!r}: {problem}")
+        out[key] = value
+    return out
+
+
+def merge_labels(old: dict[str, str], new: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Merge a new invocation's labels into a run's (later wins).
+
+    Args:
+        old: the run's labels.
+        new: the labels given now.
+
+    Returns:
+        The merged labels, and one line per label that changed (``"method: 'GEPA' -> 'ACE'"``,
+        ``"base: 'Qwen3-8B' (new)"``); no lines when ``new`` changes nothing.
+    """
+    changes = [f"{k}: {old[k]!r} -> {v!r}" if k in old else f"{k}: {v!r} (new)" for k, v in new.items() if old.get(k) != v]
+    return {**old, **new}, changes
 
 
 def rule_settings(timeout: float) -> dict[str, Any]:
@@ -140,6 +219,8 @@ class Manifest(_Model):
         verifier: mode, rule settings and the active LLM judge.
         parents: the index of the selected parents.
         command: the command line of the latest invocation (secrets redacted).
+        labels: free ``key: value`` strings describing the run (:func:`check_labels`); not part of
+            :meth:`resume_conflicts`.
     """
 
     studybench_version: str | None = None
@@ -153,6 +234,12 @@ class Manifest(_Model):
     verifier: VerifierInfo | None = None
     parents: list[ParentIndex] = Field(min_length=1)
     command: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, v: Any) -> Any:
+        return {} if v is None else check_labels(v)
 
     @field_validator("verifier", mode="before")
     @classmethod
