@@ -8,6 +8,7 @@ command                            module                                       
 ``report``                                                                      :func:`studybench.analysis.consistency.write_consistency`,
                                                                                 :func:`studybench.report.write_report`
 ``data fetch|check``               :mod:`studybench.cli.data`                   :mod:`studybench.fetch`, :mod:`studybench.checks`
+``guidance-gap``                   :mod:`studybench.cli.guidance_gap`           :func:`studybench.analysis.guidance_gap.guidance_gap`
 ``verify``, ``verify-file``        :mod:`studybench.cli.verify`                 :class:`studybench.verify.Verifier`
 ``corpus ...``                     :mod:`studybench.cli.corpus`                 :mod:`studybench.build`
 ``audit contamination``            :mod:`studybench.cli.audit`                  :mod:`studybench.audit`
@@ -32,6 +33,7 @@ from studybench.cli.common import out_console
 from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
 from studybench.cli.eval import eval_cmd
+from studybench.cli.guidance_gap import guidance_gap_cmd
 from studybench.cli.helptext import use_readable_help
 from studybench.cli.runs import consistency_cmd, judge_cmd, report_cmd
 from studybench.cli.verify import verify_cmd, verify_file_cmd
@@ -49,6 +51,7 @@ app.command("eval")(eval_cmd)
 app.command("report")(report_cmd)
 app.command("judge")(judge_cmd)
 app.command("consistency")(consistency_cmd)
+app.command("guidance-gap")(guidance_gap_cmd)
 app.command("verify")(verify_cmd)
 app.command("verify-file")(verify_file_cmd)
 app.add_typer(data_app, name="data")
