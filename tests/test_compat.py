@@ -40,10 +40,11 @@ def test_old_manifest_loads_typed(run: Path) -> None:
     assert man.backend["model"] == "stub-model"
 
 
-NEW_FIELDS = ("truncation", "complete", "not_generated")
+NEW_FIELDS = ("truncation", "complete", "not_generated", "pass_at_k")
 """Report fields added since 0.1.0; every other field must be identical to the old code's output."""
 
 TRUNCATION_SECTION = "## Truncated and empty completions\n"
+PASS_AT_K_SECTION = "## pass@k\n"
 
 
 def _truncation(turns: int, incorrect: list[int]) -> dict[str, object]:
@@ -68,6 +69,13 @@ def test_old_run_reports_the_same_numbers(run: Path, scoring: str | None, expect
     # stale verdicts make it incomplete until `eval --only-verify` verifies those turns again
     assert new.pop("truncation") == _truncation(48, incorrect)
     assert (new.pop("complete"), new.pop("not_generated")) == (False, 0)
+    pk = new.pop("pass_at_k")  # k = 1..3; at k = 3 exactly the old Par@3 / Sub@3
+    assert pk["k"] == [1, 2, 3]
+    for name in ("sub", "par"):
+        old_k = old[f"{name}_at_k"]
+        assert pk[name]["mean"][-1] == old_k["mean"] and pk[name]["std"][-1] == old_k["std"]
+        assert [v[-1] for v in pk[name]["per_seed"].values()] == old_k["per_seed"]
+        assert pk[name]["mean"] == sorted(pk[name]["mean"])
     assert new == old
     # the fixture is not trivial: it exercises stale verdicts, failures and the LLM judge
     assert new["turns"]["missing_judgements"] == 18 and new["turns"]["expected"] == 48
@@ -80,10 +88,15 @@ def test_old_run_consistency_is_the_same(run: Path) -> None:
 
 
 def test_old_report_markdown_is_the_same(run: Path) -> None:
-    """The old report.md, plus the truncation section (before ``## LLM judge``), the incomplete-run line, and nothing else."""
+    """The old report.md, plus the truncation and pass@k sections (before ``## LLM judge``), the incomplete-run line,
+    and nothing else."""
     before = (run / "report.md").read_text()
     write_report(run)
     after = (run / "report.md").read_text()
+    start = after.index(PASS_AT_K_SECTION)
+    end = after.index("\n## ", start + 1) + 1
+    assert "| 3 | " in after[start:end] and "| 4 | " not in after[start:end]
+    after = after[:start] + after[end:]
     start = after.index(TRUNCATION_SECTION)
     end = after.index("\n## ", start + 1) + 1
     section = after[start:end]

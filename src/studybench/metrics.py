@@ -8,14 +8,24 @@ the verdict on sub-problem j of parent p in attempt a (a = 0..k-1):
 
 Values are reported in percent. Over seeds: the mean and the sample standard deviation
 (ddof = 1; ``None`` for a single seed).
+
+**pass@k** (Chen et al., 2021, the unbiased estimator) for k = 1..K from the K attempts of a run:
+with n = K attempts of which c are correct, pass@k = 1 - C(n-c, k) / C(n, k), the probability that
+k attempts drawn without replacement from the n include a correct one (computed stably as
+1 - prod_{i=n-c+1}^{n} (1 - k/i)). Per sub-problem, averaged over the sub-problems of a seed
+(:func:`pass_at_k`); the parent analogue (:func:`par_pass_at_k`) counts as correct the attempts that
+solve *every* sub-problem of the parent and averages over parents. At k = K they equal Sub@K and
+Par@K exactly; at k = 1 they are the mean per-attempt accuracy (sub-problem, resp. whole-parent).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "ParentVerdicts",
@@ -23,6 +33,11 @@ __all__ = [
     "breakdown",
     "mean_std",
     "par_at_k",
+    "par_pass_at_k",
+    "pass_at_k",
+    "pass_at_k_curve",
+    "pass_at_k_estimate",
+    "pass_at_k_table",
     "sub_at_k",
     "sub_at_k_by",
 ]
@@ -132,4 +147,144 @@ def breakdown(
         idx = [i for i, lab in enumerate(group_of_parent) if lab == g]
         vals = [metric([v[i] for i in idx]) for _, v in sorted(per_seed.items())]
         out[g] = mean_std(vals)
+    return out
+
+
+def pass_at_k_estimate(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate (a fraction in [0, 1]) from ``n`` attempts of which ``c`` are correct.
+
+    ``1 - C(n-c, k) / C(n, k)``, computed as ``1 - prod_{i=n-c+1}^{n} (1 - k/i)`` (no huge binomials).
+    Exactly 1.0 when every k-subset holds a correct attempt (``n - c < k``), exactly 0.0 when ``c = 0``.
+
+    Args:
+        n: attempts (>= 1).
+        c: correct attempts (0 <= c <= n).
+        k: attempts drawn (1 <= k <= n).
+
+    Returns:
+        The probability that ``k`` attempts drawn without replacement include a correct one.
+
+    Raises:
+        ValueError: counts out of range.
+    """
+    if not (n >= 1 and 0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"pass@k needs 1 <= k <= n and 0 <= c <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def pass_at_k(verdicts: ParentVerdicts, k: int) -> float:
+    """pass@k in percent for one seed: the mean over sub-problems of :func:`pass_at_k_estimate`.
+
+    Args:
+        verdicts: ``v[p][j][a]`` as for :func:`sub_at_k`; n = the number of attempts.
+        k: attempts drawn, 1 <= k <= n.
+
+    Returns:
+        pass@k in percent (equals :func:`sub_at_k` at k = n).
+
+    Raises:
+        ValueError: empty or ragged input, or ``k`` out of range.
+    """
+    n = _check_shape(verdicts, None)
+    return _mean_estimate(n, [sum(1 for x in sub if x) for parent in verdicts for sub in parent], k)
+
+
+def par_pass_at_k(verdicts: ParentVerdicts, k: int) -> float:
+    """Parent-level pass@k in percent for one seed: per parent, c = the attempts that solve every sub-problem.
+
+    Args:
+        verdicts: ``v[p][j][a]`` as for :func:`par_at_k`; n = the number of attempts.
+        k: attempts drawn, 1 <= k <= n.
+
+    Returns:
+        The mean over parents of :func:`pass_at_k_estimate` (equals :func:`par_at_k` at k = n).
+
+    Raises:
+        ValueError: empty or ragged input, or ``k`` out of range.
+    """
+    n = _check_shape(verdicts, None)
+    return _mean_estimate(n, _parent_counts(verdicts, n), k)
+
+
+def _parent_counts(verdicts: ParentVerdicts, n: int) -> list[int]:
+    """Per parent, the number of attempts that solve every sub-problem."""
+    return [sum(1 for a in range(n) if all(sub[a] for sub in parent)) for parent in verdicts]
+
+
+def _mean_estimate(n: int, counts: Sequence[int], k: int) -> float:
+    """The mean pass@k estimate in percent over items with ``counts`` correct attempts of ``n`` (each distinct count once)."""
+    tally = Counter(counts)
+    return 100.0 * sum(m * pass_at_k_estimate(n, c, k) for c, m in tally.items()) / len(counts)
+
+
+def pass_at_k_curve(n: int, c: int) -> list[float]:
+    """:func:`pass_at_k_estimate` for every k = 1..n at once, in O(n).
+
+    Uses ``C(n-c, k+1) / C(n, k+1) = C(n-c, k) / C(n, k) * (n-c-k) / (n-k)``; the values agree with
+    :func:`pass_at_k_estimate` to rounding and are exactly 1.0 from k = n-c+1 on and exactly 0.0 when ``c = 0``.
+
+    Args:
+        n: attempts (>= 1).
+        c: correct attempts (0 <= c <= n).
+
+    Returns:
+        ``[pass@1, ..., pass@n]`` as fractions.
+
+    Raises:
+        ValueError: counts out of range.
+    """
+    if not (n >= 1 and 0 <= c <= n):
+        raise ValueError(f"pass@k needs 0 <= c <= n and n >= 1, got n={n}, c={c}")
+    out: list[float] = []
+    q = 1.0  # C(n-c, k) / C(n, k) at k = 0
+    for k in range(n):
+        q = q * (n - c - k) / (n - k) if n - c - k > 0 else 0.0
+        out.append(1.0 - q)
+    return out
+
+
+def _mean_curve(n: int, counts: Sequence[int]) -> list[float]:
+    """The mean pass@k curve in percent (k = 1..n) over items with ``counts`` correct attempts of ``n``."""
+    tally = Counter(counts)
+    curves = {c: pass_at_k_curve(n, c) for c in tally}
+    return [100.0 * sum(m * curves[c][i] for c, m in tally.items()) / len(counts) for i in range(n)]
+
+
+def pass_at_k_table(per_seed: Mapping[int, ParentVerdicts], k: int) -> dict[str, Any]:
+    """pass@k for every k = 1..``k`` over seeds, as stored in ``report.json`` under ``pass_at_k``.
+
+    Args:
+        per_seed: seed -> verdicts ``v[p][j][a]`` with ``k`` attempts each.
+        k: the number of attempts.
+
+    Returns:
+        ``{"k": [1..k], "sub": S, "par": S}`` where S = ``{"mean": [...], "std": [...],
+        "per_seed": {"SEED": [...]}}`` (one value per k, percent; ``std`` entries are ``None`` for a
+        single seed); ``sub`` is :func:`pass_at_k`, ``par`` is :func:`par_pass_at_k`.
+
+    Raises:
+        ValueError: empty or ragged input, or attempts other than ``k``.
+    """
+    ks = list(range(1, k + 1))
+    out: dict[str, Any] = {"k": ks}
+    seeds = list(per_seed)  # the caller's order: at k = K the mean is Sub@K's (Par@K's) to the last bit
+    for s in seeds:
+        _check_shape(per_seed[s], k)
+    counts = {
+        "sub": {s: [sum(1 for x in sub if x) for parent in per_seed[s] for sub in parent] for s in seeds},
+        "par": {s: _parent_counts(per_seed[s], k) for s in seeds},
+    }
+    for name in ("sub", "par"):
+        vals = {s: _mean_curve(k, counts[name][s]) for s in seeds}
+        stats = [mean_std([vals[s][i] for s in seeds]) for i in range(len(ks))]
+        out[name] = {
+            "mean": [_r(st.mean) for st in stats],
+            "std": [None if st.std is None else _r(st.std) for st in stats],
+            "per_seed": {str(s): [_r(x) for x in vals[s]] for s in seeds},
+        }
     return out

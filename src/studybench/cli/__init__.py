@@ -8,6 +8,7 @@ command                            module                                       
 ``report``                                                                      :func:`studybench.analysis.consistency.write_consistency`,
                                                                                 :func:`studybench.report.write_report`
 ``data fetch|check``               :mod:`studybench.cli.data`                   :mod:`studybench.fetch`, :mod:`studybench.checks`
+``guidance-gap``                   :mod:`studybench.cli.guidance_gap`           :func:`studybench.analysis.guidance_gap.guidance_gap`
 ``verify``, ``verify-file``        :mod:`studybench.cli.verify`                 :class:`studybench.verify.Verifier`
 ``corpus ...``                     :mod:`studybench.cli.corpus`                 :mod:`studybench.build`
 ``audit contamination``            :mod:`studybench.cli.audit`                  :mod:`studybench.audit`
@@ -36,6 +37,7 @@ from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
 from studybench.cli.eval import eval_cmd
 from studybench.cli.export import export_app
+from studybench.cli.guidance_gap import guidance_gap_cmd
 from studybench.cli.helptext import use_readable_help
 from studybench.cli.label import label_cmd
 from studybench.cli.leaderboard import leaderboard_cmd
@@ -60,6 +62,7 @@ app.command("judge")(judge_cmd)
 app.command("consistency")(consistency_cmd)
 app.command("compare")(compare_cmd)
 app.command("label")(label_cmd)
+app.command("guidance-gap")(guidance_gap_cmd)
 app.command("verify")(verify_cmd)
 app.command("verify-file")(verify_file_cmd)
 app.add_typer(data_app, name="data")

@@ -5,8 +5,10 @@
 type), run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements;
 ``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out) and
 ``truncation`` (completions cut by the token limit and empty ones, overall and per seed, with a
-warning above :data:`TRUNCATION_WARN_SHARE`); ``labels``, present when the run has any, are the
-manifest's labels (:attr:`studybench.store.Manifest.labels`). What each turn scores comes from
+warning above :data:`TRUNCATION_WARN_SHARE`), ``pass_at_k`` (the unbiased pass@k for k = 1..K, per
+sub-problem and per parent, by the headline scoring: :func:`studybench.metrics.pass_at_k_table`);
+``labels``, present when the run has any, are the manifest's labels
+(:attr:`studybench.store.Manifest.labels`). What each turn scores comes from
 :func:`studybench.store.turn_verdicts` (the one currency rule).
 """
 
@@ -19,7 +21,7 @@ from typing import Any
 
 from studybench.answers import strip_reasoning
 from studybench.files import atomic_write_text, dumps_json
-from studybench.metrics import breakdown, mean_std, par_at_k, sub_at_k, sub_at_k_by
+from studybench.metrics import breakdown, mean_std, par_at_k, pass_at_k_table, sub_at_k, sub_at_k_by
 from studybench.report.render import render_markdown
 from studybench.store import Manifest, RunRows, RunStore, TurnVerdict, turn_verdicts
 
@@ -179,6 +181,7 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
         "unsolved_sub_problems": unsolved,
         "usage": dict(usage),
         "truncation": _truncation(table, seeds, headline),
+        "pass_at_k": pass_at_k_table(main, k),  # k = 1..K from the same verdicts (metrics module docstring)
     }
     if man.labels:  # only when set: reports of unlabelled runs stay as they were
         rep["labels"] = dict(man.labels)

@@ -48,6 +48,8 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if rep.get("truncation"):
         lines[1:1] = _truncation_warning(rep["truncation"])
         lines += _truncation_section(rep["truncation"])
+    if rep.get("pass_at_k"):
+        lines += _pass_at_k_section(rep["pass_at_k"])
     if rep.get("llm_judge"):
         lj = rep["llm_judge"]
         jd = lj["judge"]
@@ -146,6 +148,26 @@ def _truncation_section(tr: dict[str, Any]) -> list[str]:
     for name, g in [("overall", tr["overall"]), *tr["per_seed"].items()]:
         lines.append(f"| {md_cell(name)} | {g['turns']} | {share(g['truncated'], g['truncated_share'])} | "
                      f"{share(g['empty'], g['empty_share'])} | {g['incorrect']} | {g['incorrect_truncated']} | {g['incorrect_empty']} |")
+    return [*lines, ""]
+
+
+def _pass_at_k_section(pk: dict[str, Any]) -> list[str]:
+    """The ``## pass@k`` section: the unbiased pass@k for every k, per sub-problem and per parent."""
+
+    def cell(d: dict[str, Any], i: int) -> str:
+        sd = d["std"][i]
+        return f"{d['mean'][i]:.2f}" if sd is None else f"{d['mean'][i]:.2f} ± {sd:.2f}"
+
+    lines = [
+        "## pass@k",
+        "",
+        "Unbiased estimator (Chen et al., 2021) from the run's attempts, mean ± std over seeds. Sub: per sub-problem; "
+        "Par: per parent, counting the attempts that solve every sub-problem. At the run's k they are Sub@k and Par@k.",
+        "",
+        "| k | pass@k (Sub) | pass@k (Par) |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {kk} | {cell(pk['sub'], i)} | {cell(pk['par'], i)} |" for i, kk in enumerate(pk["k"])]
     return [*lines, ""]
 
 
