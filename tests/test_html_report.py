@@ -202,3 +202,16 @@ def test_chromium_renders_model_markup_as_text(evil_run: Path, tmp_path: Path) -
     # '</details>' in the reply closed nothing: the attempt's verdict tables follow inside it
     attempt = dom[dom.index('id="a-0-0-0"'):dom.index('id="a-0-0-1"')]
     assert attempt.count('<table class="verdict">') == 2
+
+
+def test_the_page_plots_pass_at_k_and_every_breakdown(fixture_run: Path) -> None:
+    page = html_report(fixture_run, split_path=FIXTURE / "set.json")
+    labels = re.findall(r'<svg role="img" aria-label="([^"]*)"', page)
+    assert labels == ["pass@k curve, k = 1 to 3", "Par@3 and Sub@3 per sub-discipline", "Par@3 and Sub@3 per source",
+                      "Sub@3 per answer type"] and page.count("<svg") == 4
+    curve = page[page.index('aria-label="pass@k curve'):page.index("</svg>")]
+    assert re.search(r'id="passk-(FillBetween)?PolyCollection_\d+"', curve)  # two seeds: the ±1 std band is drawn
+    assert "Sub pass@k" in curve and "Par pass@k" in curve
+    ids = re.findall(r'\bid="([^"]+)"', page.split('<script type="application/json"')[0])
+    assert len(ids) == len(set(ids))  # the plots' element ids do not collide on the page
+    assert page == html_report(fixture_run, split_path=FIXTURE / "set.json")  # deterministic, byte for byte

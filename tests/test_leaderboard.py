@@ -165,3 +165,43 @@ def test_significance_marks_a_real_difference_and_not_a_small_one(tmp_path: Path
     assert "$^{\\dagger}$$^{\\ddagger}$" in render_leaderboard(board, "latex")
     plain = build_leaderboard(list(runs.values()), base_run=runs["base"], significance=False)
     assert "†" not in render_leaderboard(plain, "markdown") and plain["significance"] is None
+
+
+EVIL = "<script>alert(1)</script><script>document.title='PWNED'</script>"
+
+
+def test_the_html_page_escapes_labels_and_plots_sub_at_k(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from tests._support import require_extra, required_extras
+
+    require_extra("analysis", "jinja2", "matplotlib")
+    evil = tmp_path / "evil"
+    shutil.copytree(runs[("gepa", "application")], evil)
+    _label(evil, method=EVIL, layer="a$x$ & <b>", base="Qwen3-8B")
+    board = build_leaderboard([runs[(m, "application")] for m in ("base", "ttrl")] + [evil], significance=False)
+    page = render_leaderboard(board, "html")
+    assert "<script" not in page.lower() and "http://" not in page and "https://" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "a$x$ &amp; &lt;b&gt;" in page  # shown as text, no mathtext
+    assert page.count("<svg") == 1 and 'aria-label="Sub@1 per method and split"' in page
+    table = page[page.index('<table id="leaderboard">'):page.index("</table>")]
+    assert '<td class="best">+25.00</td>' in table and "<td>+12.50</td>" in table  # the best Δ in bold, others not
+    assert table.index("a$x$") < table.index("&lt;script&gt;alert(1)")  # grouped by layer: the label row heads its row
+    out = tmp_path / "lb.html"
+    res = CliRunner().invoke(app, ["leaderboard", *map(str, [runs[("base", "application")], evil]), "--no-significance",
+                                   "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "| Qwen3-8B |" in res.output and f"leaderboard page: {out}" in res.output.replace("\n", "")
+    title = re.search(r"<title>(.*?)</title>", out.read_text()).group(1)  # type: ignore[union-attr]
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        if "chromium" in required_extras() or "all" in required_extras():
+            pytest.fail("no chromium binary, but $STUDYBENCH_REQUIRE_EXTRAS says it is installed", pytrace=False)
+        pytest.skip("headless Chromium not installed (apt-get install chromium)")
+    dom = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", out.resolve().as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert re.search(r"<title>(.*?)</title>", dom).group(1) == title  # type: ignore[union-attr]  # no script ran
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom and "<script" not in dom

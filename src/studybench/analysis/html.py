@@ -1,7 +1,8 @@
 """``studybench report RUN_DIR --html``: one self-contained HTML page of a run.
 
-The page holds the summary tables of :func:`studybench.report.build_report`, a bar chart of Par@k /
-Sub@k per sub-discipline (matplotlib, inlined as SVG) and a drill-down per parent: every attempt's
+The page holds the summary tables of :func:`studybench.report.build_report`, plots (matplotlib, inlined as
+SVG by :mod:`studybench.analysis.svgplot`: the pass@k curve, Par@k / Sub@k per sub-discipline and source,
+Sub@k per answer type) and a drill-down per parent: every attempt's
 conversation (system message, user turns, model replies with reasoning folded away), the extracted
 answers beside the gold, each sub-problem's rule verdict with its reason and the LLM verdict with its
 justification. Filters (solved / unsolved per seed, rule-vs-LLM disagreement, sub-discipline,
@@ -20,9 +21,7 @@ Needs the ``analysis`` extra (jinja2, matplotlib).
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -57,43 +56,37 @@ def _script_json(obj: Any) -> str:
     return s.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def _plot_svg(rep: dict[str, Any]) -> str | None:
-    """A bar chart of Par@k and Sub@k per sub-discipline as an inline ``<svg>`` element (no external references)."""
-    groups = rep.get("breakdowns", {}).get("sub_discipline", {})
-    if not groups:
-        return None
-    import matplotlib
+def _plots(rep: dict[str, Any]) -> list[str]:
+    """The page's plots as inline ``<svg>`` elements: the pass@k curve, Par@k / Sub@k per sub-discipline and
+    source, Sub@k per answer type (each only when the report has its data)."""
+    from studybench.analysis.svgplot import bars_svg, curve_svg
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(groups)
-    par = [groups[g]["par_at_k"]["mean"] or 0.0 for g in names]
-    sub = [groups[g]["sub_at_k"]["mean"] or 0.0 for g in names]
-    k = rep["k"]
-    with matplotlib.rc_context({"svg.hashsalt": "studybench", "svg.fonttype": "none", "font.size": 9}):
-        fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(names) + 1.5), 3.2))
-        try:
-            x = range(len(names))
-            w = 0.4
-            ax.bar([i - w / 2 for i in x], par, w, label=f"Par@{k}", color="#4c72b0")
-            ax.bar([i + w / 2 for i in x], sub, w, label=f"Sub@{k}", color="#dd8452")
-            ax.set_xticks(list(x))
-            ax.set_xticklabels(names, rotation=30, ha="right")
-            ax.set_ylim(0, 100)
-            ax.set_ylabel("%")
-            ax.set_title(f"Par@{k} and Sub@{k} per sub-discipline (mean over seeds)")
-            ax.legend(loc="upper right", fontsize=8)
-            fig.tight_layout()
-            buf = io.StringIO()
-            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-        finally:
-            plt.close(fig)
-    svg = buf.getvalue()
-    svg = svg[svg.find("<svg"):]  # drop the XML declaration and the DOCTYPE (it names a DTD URL)
-    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
-    svg = re.sub(r'\s+xmlns(?::\w+)?="[^"]*"', "", svg)  # inline SVG in HTML needs no namespace URLs
-    return svg
+    k, several = rep["k"], len(rep.get("seeds", [])) > 1
+    out: list[str] = []
+    pk = rep.get("pass_at_k")
+    if pk:
+        what = "mean over seeds, ±1 std band" if several else "one seed"
+        out.append(curve_svg(pk["k"], [("Sub pass@k", pk["sub"]["mean"], pk["sub"]["std"] if several else None),
+                                       ("Par pass@k", pk["par"]["mean"], pk["par"]["std"] if several else None)],
+                             title=f"pass@k, k = 1..{k} ({what})", label=f"pass@k curve, k = 1 to {k}", salt="passk",
+                             xlabel="k"))
+    bd = rep.get("breakdowns", {})
+    for key, name in (("sub_discipline", "sub-discipline"), ("source", "source")):
+        groups = bd.get(key, {})
+        if groups:
+            names = list(groups)
+            series = [(f"{m}@{k}", [groups[g][f"{m.lower()}_at_k"]["mean"] for g in names],
+                       [groups[g][f"{m.lower()}_at_k"]["std"] for g in names] if several else None) for m in ("Par", "Sub")]
+            out.append(bars_svg(names, series, title=f"Par@{k}, Sub@{k} per {name}",
+                                label=f"Par@{k} and Sub@{k} per {name}", salt=key))
+    groups = bd.get("answer_type", {})
+    if groups:
+        names = list(groups)
+        out.append(bars_svg(names, [(f"Sub@{k}", [groups[g]["sub_at_k"]["mean"] for g in names],
+                                     [groups[g]["sub_at_k"]["std"] for g in names] if several else None)],
+                            title=f"Sub@{k} per answer type", label=f"Sub@{k} per answer type",
+                            salt="answer_type"))
+    return out
 
 
 def _turn(t: TurnVerdict, liberal: bool, audit: dict[str, Any] | None) -> dict[str, Any]:
@@ -254,12 +247,11 @@ def html_report(
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    svg = _plot_svg(rep)
     return env.get_template("report.html.j2").render(
         rep=rep,
         title=f"studybench report: {rep.get('model') or 'model'} on {rep['split']}",
         notes=notes,
-        plot=jinja2.utils.markupsafe.Markup(svg) if svg else None,
+        plots=[jinja2.utils.markupsafe.Markup(svg) for svg in _plots(rep)],
         data_json=jinja2.utils.markupsafe.Markup(_script_json(data)),
         disciplines=sorted({p.problem_type for p in man.parents}),
         sources=sorted({p.source for p in man.parents}),

@@ -41,7 +41,7 @@ __all__ = ["LeaderboardError", "LeaderboardRow", "build_leaderboard", "render_le
 SPLITS = ("application", "transfer")
 """Column groups, in the paper's order; runs on other splits get columns of their own after these."""
 
-FORMATS = ("markdown", "latex", "csv", "json")
+FORMATS = ("markdown", "latex", "csv", "json", "html")
 
 
 class LeaderboardError(ValueError):
@@ -299,17 +299,18 @@ def _table(board: dict[str, Any], bold: Any) -> tuple[list[str], list[tuple[str,
 
 
 def render_leaderboard(board: dict[str, Any], fmt: str = "markdown") -> str:
-    """The leaderboard as Markdown, LaTeX (booktabs), CSV or JSON.
+    """The leaderboard as Markdown, LaTeX (booktabs), CSV, JSON or one self-contained HTML page.
 
     Args:
         board: from :func:`build_leaderboard`.
         fmt: one of :data:`FORMATS`.
 
     Returns:
-        The text (best value per column in bold in Markdown and LaTeX).
+        The text (best value per column in bold in Markdown, LaTeX and HTML).
 
     Raises:
         ValueError: an unknown format.
+        studybench.analysis.paired.AnalysisExtraMissing: ``html`` without jinja2 or matplotlib.
     """
     if fmt == "json":
         return json.dumps(_as_json(board), indent=2, ensure_ascii=False) + "\n"
@@ -319,6 +320,8 @@ def render_leaderboard(board: dict[str, Any], fmt: str = "markdown") -> str:
         return _markdown(board)
     if fmt == "latex":
         return _latex(board)
+    if fmt == "html":
+        return _html(board)
     raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
@@ -398,3 +401,33 @@ def _latex(board: dict[str, Any]) -> str:
     if _footnote(board):
         out.append("% " + _footnote(board))
     return "\n".join(out) + "\n"
+
+
+def _html(board: dict[str, Any]) -> str:
+    """The page: the table (escaped by Jinja2's autoescape) and a grouped bar chart of Sub@k (inline SVG)."""
+    import importlib.util
+
+    from studybench.analysis.paired import AnalysisExtraMissing
+
+    missing = [m for m in ("jinja2", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise AnalysisExtraMissing(f"the HTML leaderboard needs the 'analysis' extra (missing {', '.join(missing)}): "
+                                   "pip install 'studybench[analysis]'")
+    import jinja2
+
+    from studybench.analysis.svgplot import bars_svg
+
+    _, rows = _table(board, lambda t, b: (t, b))
+    k, several = board["k"], len(board["seeds"]) > 1
+    methods = [r.method for r in board["rows"]]
+    series = [(s.capitalize(), [c.sub["mean"] if (c := r.cells.get(s)) else None for r in board["rows"]],
+               [c.sub.get("std") if (c := r.cells.get(s)) else None for r in board["rows"]] if several else None)
+              for s in board["splits"]]
+    plot = bars_svg(methods, series, title=f"Sub@{k} per method and split" + (" (mean ± 1 std over seeds)" if several else ""),
+                    label=f"Sub@{k} per method and split", salt="leaderboard")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template("leaderboard.html.j2").render(
+        k=k, seeds=board["seeds"], splits=[s.capitalize() for s in board["splits"]],
+        rows=[(group, [(c, False) if isinstance(c, str) else c for c in cells]) for group, cells in rows],
+        footnote=_footnote(board), plot=jinja2.utils.markupsafe.Markup(plot))

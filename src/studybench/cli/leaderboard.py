@@ -32,12 +32,13 @@ def _expand(patterns: list[str]) -> list[Path]:
 def leaderboard_cmd(
     runs: Annotated[list[str], typer.Argument(help="Run directories (or quoted globs such as 'runs/*'), one per method and split.")],
     base: Annotated[Path | None, typer.Option("--base", help="Measure every ΔSub@k against this run (default: the run labelled as each method's base model).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="markdown | latex | csv | json.")] = "markdown",
+    fmt: Annotated[str, typer.Option("--format", help="markdown | latex | csv | json | html.")] = "markdown",
     out: Annotated[Path | None, typer.Option("--out", help="Write the table to this file instead of printing it.")] = None,
     scoring: Annotated[str | None, typer.Option(help="strict (rule verifier only) | liberal (rule OR LLM judge); default: each run's own.")] = None,
     significance: Annotated[bool, typer.Option("--significance/--no-significance", help="Test every Δ: paired bootstrap over parents and McNemar's exact test per seed (the analysis extra).")] = True,
     resamples: Annotated[int, typer.Option(help="Paired bootstrap resamples.")] = 10_000,
     seed: Annotated[int, typer.Option(help="Seed of the paired bootstrap.")] = 0,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write one self-contained HTML page (the table and a bar chart of Sub@k per method and split) to this file.")] = None,
 ) -> None:
     """The paper's Table 2: Par@k, Sub@k and ΔSub@k per method on each split, grouped by layer.
 
@@ -68,7 +69,17 @@ def leaderboard_cmd(
         fail(f"{e} (or --no-significance)", 1)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
-    text = render_leaderboard(board, fmt)
+    try:
+        text = render_leaderboard(board, fmt)
+        page = render_leaderboard(board, "html") if html is not None else None
+    except AnalysisExtraMissing as e:
+        fail(str(e), 1)
+    if html is not None and page is not None:
+        try:
+            atomic_write_text(html, page)
+        except OSError as e:
+            fail(f"cannot write {html}: {e.strerror or e}", 1)
+        console.print(f"leaderboard page: {html}")
     if out is not None:
         try:
             atomic_write_text(out, text)
