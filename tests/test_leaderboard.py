@@ -205,3 +205,18 @@ def test_the_html_page_escapes_labels_and_plots_sub_at_k(runs: dict[tuple[str, s
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert re.search(r"<title>(.*?)</title>", dom).group(1) == title  # type: ignore[union-attr]  # no script ran
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom and "<script" not in dom
+
+
+def test_labels_given_on_the_command_line_override_for_this_table_only(runs: dict[tuple[str, str], Path]) -> None:
+    run = runs[("ace", "application")] if ("ace", "application") in runs else runs[("ttrl", "application")]
+    before = (run / "manifest.json").read_text()
+    others = [runs[("base", "application")], runs[("gepa", "application")]]
+    res = CliRunner().invoke(app, ["leaderboard", *map(str, [*others, run]), "--no-significance",
+                                   "--label", f"{run}:method=Renamed", "--label", f"{run}:layer=Other layer"])
+    assert res.exit_code == 0, res.output
+    assert "| Renamed |" in res.output and "*Other layer*" in res.output
+    assert (run / "manifest.json").read_text() == before  # nothing written
+    for bad, words in ((f"{run}method=X", "expected RUN_DIR:KEY=VALUE"), ("/nowhere:method=X", "not one of the run directories"),
+                       (f"{run}:method=a\nb", "printable")):
+        res = CliRunner().invoke(app, ["leaderboard", str(run), "--no-significance", "--label", bad])
+        assert res.exit_code == 2 and words in " ".join(res.output.split()), (bad, res.output)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,8 @@ def _labels(store: RunStore) -> dict[str, str]:
 
 
 def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None = None,
-                      scoring: str | None = None, significance: bool = True, resamples: int = 10_000,
+                      scoring: str | None = None, labels: Mapping[str, Mapping[str, str]] | None = None,
+                      significance: bool = True, resamples: int = 10_000,
                       seed: int = 0, level: float = 0.95) -> dict[str, Any]:
     """Collect runs into the Table 2 layout.
 
@@ -84,6 +86,8 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
         run_dirs: run directories, one per (method, split).
         base_run: a run every ΔSub@k of its split is measured against (default: per ``base`` label).
         scoring: ``strict`` or ``liberal`` (default: each run's own, as in its report).
+        labels: per run directory (as given), labels that override the run's own for this table only
+            (nothing is written).
         significance: test every Δ (needs the ``analysis`` extra; see the module docstring).
         resamples, seed, level: of the paired bootstrap.
 
@@ -104,7 +108,8 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
         path = Path(d)
         store = RunStore(path)
         man = store.read_manifest()
-        reports.append((path, _labels(store), build_report(store, scoring), man))
+        given = (labels or {}).get(str(d)) or (labels or {}).get(str(path)) or {}
+        reports.append((path, {**_labels(store), **given}, build_report(store, scoring), man))
     _check_comparable(reports)
     base_path = Path(base_run).resolve() if base_run is not None else None
     if base_path is not None and base_path not in {p.resolve() for p, *_ in reports}:

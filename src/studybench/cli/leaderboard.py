@@ -29,12 +29,36 @@ def _expand(patterns: list[str]) -> list[Path]:
     return out
 
 
+def _label_overrides(items: list[str], dirs: list[Path]) -> dict[str, dict[str, str]]:
+    """``RUN_DIR:KEY=VALUE`` options -> ``{run dir: {key: value}}`` (run dirs among those given)."""
+    from studybench.store import check_labels
+
+    out: dict[str, dict[str, str]] = {}
+    known = {str(d) for d in dirs} | {str(d.resolve()) for d in dirs}
+    for item in items:
+        head, eq, value = item.partition("=")
+        run, colon, key = head.rpartition(":")
+        if not (eq and colon and run and key):
+            fail(f"--label {item!r}: expected RUN_DIR:KEY=VALUE, e.g. runs/gepa-app:method=GEPA")
+        if run not in known and str(Path(run).resolve()) not in known:
+            fail(f"--label {item!r}: {run} is not one of the run directories given")
+        match = next(d for d in dirs if str(d) == run or str(d.resolve()) == str(Path(run).resolve()))
+        out.setdefault(str(match), {})[key] = value
+    for run, labels in out.items():
+        try:
+            check_labels(labels)
+        except ValueError as e:
+            fail(f"--label for {run}: {e}")
+    return out
+
+
 def leaderboard_cmd(
     runs: Annotated[list[str], typer.Argument(help="Run directories (or quoted globs such as 'runs/*'), one per method and split.")],
     base: Annotated[Path | None, typer.Option("--base", help="Measure every ΔSub@k against this run (default: the run labelled as each method's base model).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="markdown | latex | csv | json | html.")] = "markdown",
     out: Annotated[Path | None, typer.Option("--out", help="Write the table to this file instead of printing it.")] = None,
     scoring: Annotated[str | None, typer.Option(help="strict (rule verifier only) | liberal (rule OR LLM judge); default: each run's own.")] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", help="RUN_DIR:KEY=VALUE: a label for this table only (overrides the run's own; nothing is written). Repeatable.")] = None,
     significance: Annotated[bool, typer.Option("--significance/--no-significance", help="Test every Δ: paired bootstrap over parents and McNemar's exact test per seed (the analysis extra).")] = True,
     resamples: Annotated[int, typer.Option(help="Paired bootstrap resamples.")] = 10_000,
     seed: Annotated[int, typer.Option(help="Seed of the paired bootstrap.")] = 0,
@@ -60,8 +84,9 @@ def leaderboard_cmd(
     if fmt not in FORMATS:
         fail(f"--format: one of {', '.join(FORMATS)}, not {fmt!r}")
     dirs = _expand(runs)
+    overrides = _label_overrides(label or [], dirs)
     try:
-        board = build_leaderboard(dirs, base_run=base, scoring=scoring, significance=significance,
+        board = build_leaderboard(dirs, base_run=base, scoring=scoring, labels=overrides, significance=significance,
                                   resamples=resamples, seed=seed)
     except LeaderboardError as e:
         fail(str(e))
