@@ -220,3 +220,14 @@ def test_labels_given_on_the_command_line_override_for_this_table_only(runs: dic
                        (f"{run}:method=a\nb", "printable")):
         res = CliRunner().invoke(app, ["leaderboard", str(run), "--no-significance", "--label", bad])
         assert res.exit_code == 2 and words in " ".join(res.output.split()), (bad, res.output)
+
+
+def test_the_mean_over_seeds_is_the_pooled_share_as_in_the_paper() -> None:
+    """Paper identity: GEPA's Application Par@8 34.85 = 92/264, 92 parents solved out of 88 parents x 3
+    seeds, pooled; with the same parents in every seed the leaderboard's mean over seeds is that share."""
+    from studybench.metrics import mean_std
+
+    for solved in ((30, 31, 31), (28, 32, 32), (46, 46, 0)):
+        assert sum(solved) == 92
+        stat = mean_std([100 * s / 88 for s in solved])
+        assert round(stat.mean, 2) == 34.85 == round(100 * 92 / 264, 2)
