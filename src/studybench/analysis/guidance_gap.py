@@ -105,9 +105,8 @@ def _pair(solo: Path | str, guided: Path | str, scoring: str | None, k: int | No
 
 def _name(s: tuple[Path, Manifest, dict[str, Any]], g: tuple[Path, Manifest, dict[str, Any]]) -> str:
     for _, man, _ in (s, g):
-        labels = getattr(man, "labels", {}) or {}
-        if isinstance(labels, dict) and isinstance(labels.get("method"), str) and labels["method"].strip():
-            return labels["method"].strip()
+        if man.labels.get("method", "").strip():
+            return man.labels["method"].strip()
     return s[0].resolve().name
 
 

@@ -71,11 +71,6 @@ class LeaderboardRow:
     cells: dict[str, Cell] = field(default_factory=dict)
 
 
-def _labels(store: RunStore) -> dict[str, str]:
-    labels = getattr(store.read_manifest(), "labels", None)
-    return dict(labels) if isinstance(labels, dict) else {}
-
-
 def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None = None,
                       scoring: str | None = None, labels: Mapping[str, Mapping[str, str]] | None = None,
                       significance: bool = True, resamples: int = 10_000,
@@ -109,7 +104,7 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
         store = RunStore(path)
         man = store.read_manifest()
         given = (labels or {}).get(str(d)) or (labels or {}).get(str(path)) or {}
-        reports.append((path, {**_labels(store), **given}, build_report(store, scoring), man))
+        reports.append((path, {**man.labels, **given}, build_report(store, scoring), man))
     _check_comparable(reports)
     base_path = Path(base_run).resolve() if base_run is not None else None
     if base_path is not None and base_path not in {p.resolve() for p, *_ in reports}:
