@@ -31,6 +31,7 @@ from studybench.files import MAX_TEXT_BYTES, InputFileError, decode_utf8, jsonl_
 from studybench.records import Parent, SubProblemRef
 
 __all__ = [
+    "ANSWER_FORMAT",
     "DEFAULT_SYSTEM_PROMPT",
     "GUIDANCE_HEADING",
     "INSTRUCTION",
@@ -51,12 +52,16 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are an expert physicist. Solve physics problems carefully and rigorously."
 )
 
-INSTRUCTION = (
-    "Solve the following physics problem. Reason step by step. The last line of your reply must be "
+ANSWER_FORMAT = (
+    "Reason step by step. The last line of your reply must be "
     "`Final Answer: \\boxed{...}` with your final answer inside the box. If there are several "
     "answers, put each one in its own \\boxed{} on that same line, in the order asked. Do not put "
     "units inside the boxes."
 )
+"""How to reason and box the final answer: the part of :data:`INSTRUCTION` that training exports
+append to the last user turn (paper appendix J's boxed-answer suffix)."""
+
+INSTRUCTION = "Solve the following physics problem. " + ANSWER_FORMAT
 
 PLACEHOLDER = (
     "(No final answer was given for the previous sub-question. Continue with the next sub-question.)"
