@@ -29,6 +29,7 @@ __all__ = [
     "default_cache_dir",
     "load_dataset",
     "resolve_split",
+    "resolve_train_dir",
 ]
 
 DATA_ENV = "STUDYBENCH_DATA"
@@ -153,6 +154,31 @@ def resolve_split(split: str, data_dir: str | os.PathLike[str] | None = None) ->
     raise DatasetError(
         f"{split!r} is neither a split name ({', '.join(SPLIT_FILES)}) nor an existing file"
     )
+
+
+def resolve_train_dir(train_dir: str | os.PathLike[str] | None = None,
+                      data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The directory holding the instruction layers (``train/`` beside the test sets).
+
+    ``train_dir`` when given; else ``train/`` in ``data_dir``, ``$STUDYBENCH_DATA`` and the user
+    cache of ``studybench data fetch --train``, the first that exists.
+
+    Raises:
+        DatasetError: no such directory (the message lists where it looked and how to get the files).
+    """
+    if train_dir is not None:
+        p = Path(train_dir)
+        if not p.is_dir():
+            raise DatasetError(f"--train-dir {p}: not a directory")
+        return p
+    tried = []
+    for d in _candidate_dirs(data_dir):
+        for p in (d / "train", d / "studybench" / "train"):
+            tried.append(str(p))
+            if p.is_dir():
+                return p
+    raise DatasetError(f"cannot find the instruction layers; looked in: {', '.join(tried)}. Pass --train-dir DIR, "
+                       f"set {DATA_ENV}=DIR (holding train/), or run `studybench data fetch --train`.")
 
 
 def _loc_str(loc: tuple[Any, ...]) -> str:

@@ -110,3 +110,91 @@ def data_ids(
         else:
             line = "\t".join(key)
         sys.stdout.write(line + "\n")
+
+
+@data_app.command("stats")
+def data_stats_cmd(
+    train_dir: Annotated[Path | None, typer.Option("--train-dir", help="Directory of the instruction layers (default: train/ in --data-dir, $STUDYBENCH_DATA or the fetch cache).")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding the test sets (and train/).")] = None,
+    books: Annotated[Path | None, typer.Option("--books", help="Books directory DIR/<source>/<chapter>/: adds the Corpus row (chapter files, MB, estimated tokens).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the tables as one JSON object.")] = False,
+) -> None:
+    """Print the paper's Table 1 (layers and test sets, beside the paper's counts) and Table 7
+    (sub-discipline mix of the two test sets) for the files present.
+
+    A layer file named *.head.json is a partial copy: its row says so. Token counts of the Corpus are
+    the builtin tokenizer's estimate (see `studybench export chunks --help`)."""
+    from rich.table import Table
+
+    from studybench.build.corpus import CorpusError
+    from studybench.build.stats import data_stats
+    from studybench.datasets import DatasetError, load_dataset, resolve_split, resolve_train_dir
+    from studybench.instructions import InstructionError, find_instruction_files, load_instructions
+
+    layers, sets, missing = [], [], []
+    try:
+        tdir = resolve_train_dir(train_dir, data_dir)
+    except DatasetError as e:
+        if train_dir is not None:
+            fail(str(e))
+        tdir = None
+        missing.append(str(e))
+    if tdir is not None:
+        found = find_instruction_files(tdir)
+        if not found:
+            missing.append(f"no instruction layer files in {tdir}")
+        for path in found.values():
+            try:
+                layers.append(load_instructions(path))
+            except InstructionError as e:
+                fail(str(e), 1)
+    for s in ("application", "transfer"):
+        try:
+            sets.append(load_dataset(resolve_split(s, data_dir), name=s))
+        except DatasetError as e:
+            missing.append(str(e))
+    if not layers and not sets and books is None:
+        fail("nothing to count: " + "; ".join(missing), 1)
+    try:
+        stats = data_stats(layers, sets, books)
+    except (CorpusError, OSError) as e:
+        fail(str(e), 1)
+    if as_json:
+        sys.stdout.write(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2) + "\n")
+        return
+    t1 = Table(title="Table 1: training layers and test sets (files present vs the paper)")
+    for col, just in (("layer", "left"), ("records", "right"), ("exercises", "right"), ("paper", "right"), ("note", "left")):
+        t1.add_column(col, justify=just)  # type: ignore[arg-type]
+    if stats.corpus is not None:
+        c = stats.corpus
+        t1.add_row("Corpus", f"{c.chapters} chapters", f"{c.books} books", "",
+                   f"{c.bytes / 1e6:.1f} MB, ~{c.tokens:,} tokens (estimate)"
+                   + (f"; {c.answer_chapters} answer folders left out" if c.answer_chapters else ""))
+    names = {"single": "Instructions with Answer (single-turn)", "multi_sub": "Instructions with Answer (multi-sub)",
+             "without_answer": "Instructions without Answer"}
+    for x in stats.layers:
+        note = f"head: {x.records} of {x.paper}" if x.head else ("" if x.records == x.paper else "differs from the paper")
+        if x.unusable_golds:
+            note += ("; " if note else "") + f"{x.unusable_golds} gold(s) the verifier cannot use"
+        t1.add_row(names[x.kind], str(x.records), str(x.exercises), str(x.paper), note)
+    for st in stats.sets:
+        same = (st.parents, st.sub_problems) == (st.paper_parents, st.paper_sub_problems)
+        t1.add_row(f"{st.name.capitalize()} Set", f"{st.parents} parents", f"{st.sub_problems} sub-problems",
+                   f"{st.paper_parents} / {st.paper_sub_problems}", "" if same else "differs from the paper")
+    out_console.print(t1)
+    if stats.sets:
+        t7 = Table(title="Table 7: sub-discipline mix (parents, % of the set)")
+        t7.add_column("sub-discipline")
+        labels: list[str] = []
+        for st in stats.sets:
+            t7.add_column(st.name, justify="right")
+            labels += [k for k in st.sub_disciplines if k not in labels]
+        for label in labels:
+            cells = []
+            for st in stats.sets:
+                n = st.sub_disciplines.get(label, [0, 0])[0]
+                cells.append(f"{n} ({100 * n / st.parents:.1f}%)" if st.parents else "0")
+            t7.add_row(escape(label), *cells)
+        out_console.print(t7)
+    for m in missing:
+        console.print(f"[yellow]not counted:[/yellow] {escape(m)}", soft_wrap=True)
