@@ -154,9 +154,9 @@ def test_verl_keyword_call_with_extra_keywords(ground_truth: object) -> None:
 def test_verl_dict_form(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STUDYBENCH_REWARD_DICT", raising=False)
     got = compute_score(data_source="d", solution_str=_SOL, ground_truth=_VERL_GT, extra_info=None, return_dict=True)
-    assert isinstance(got, dict) and set(got) == {"score", "acc", "reason", "answer_type", "extracted"}
+    assert isinstance(got, dict) and set(got) == {"score", "acc", "reason", "answer_type", "extracted", "pred"}
     assert got["score"] == 1.0 and got["acc"] == 1.0 and got["answer_type"] == "NV"
-    assert got["reason"].startswith("correct: numeric match") and got["extracted"] == "3.0e8"
+    assert got["reason"].startswith("correct: numeric match") and got["extracted"] == got["pred"] == "3.0e8"
     assert all(isinstance(x, (str, float)) for x in got.values())  # scalars verl can log
     wrong = compute_score(data_source="d", solution_str="Final Answer: \\boxed{1}, \\boxed{3}", ground_truth="\\boxed{1}, \\boxed{2}",
                           extra_info={"answer_type": "TUP", "type_sequence": "NV,NV"}, return_dict=True)

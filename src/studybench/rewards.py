@@ -13,10 +13,11 @@ Two adapters share one lazily started :class:`studybench.verify.Verifier`:
   ``answer_type`` (and ``type_sequence``). It returns a float, or with ``return_dict=True`` (or
   ``STUDYBENCH_REWARD_DICT=1`` in the environment, since verl users cannot add keywords) verl's
   dict form: ``{"score": float, "acc": 1.0 or 0.0, "reason": str, "answer_type": str,
-  "extracted": str}`` - the same scalar keys for every row, so verl can log them; ``reason`` is the
-  verifier's reason or ``"malformed ground truth: answer_type missing"`` (``answer missing``,
-  ``unknown answer_type``, ``bad type_sequence``, ``TUP needs a type_sequence``) and
-  ``extracted`` the predicted boxes joined by ``" | "``.
+  "extracted": str, "pred": str}`` - the same scalar keys for every row, so verl can log them.
+  ``reason`` is the verifier's reason or ``"malformed ground truth: answer_type missing"``
+  (``answer missing``, ``unknown answer_type``, ``bad type_sequence``, ``TUP needs a
+  type_sequence``); ``extracted`` is the predicted boxes joined by ``" | "`` and ``pred`` a copy
+  of it (verl's validation reports ``acc`` as its core metric and votes on ``pred`` for ``maj@n``).
 * :func:`trl_reward` - a TRL ``GRPOTrainer`` reward function (TRL 1.x): TRL passes ``prompts``,
   ``completions``, ``completion_ids``, ``trainer_state`` and every dataset column as keyword lists;
   the columns ``answer``, ``answer_type`` and optional ``type_sequence`` / ``gold_unit`` are read,
@@ -307,7 +308,7 @@ def _ground_truth(ground_truth: Any, info: dict[str, Any]) -> tuple[str, Any, An
 def _score(solution_str: Any, ground_truth: Any, info: dict[str, Any], dense: bool) -> dict[str, Any]:
     """The reward and what explains it (the dict form of :func:`compute_score`). Never raises."""
     low = DENSE_WEIGHTS["no_answer"] if dense else 0.0
-    out: dict[str, Any] = {"score": low, "acc": 0.0, "reason": "", "answer_type": "", "extracted": ""}
+    out: dict[str, Any] = {"score": low, "acc": 0.0, "reason": "", "answer_type": "", "extracted": "", "pred": ""}
     try:
         gt = _ground_truth(ground_truth, info)
         if isinstance(gt, str):
@@ -322,7 +323,7 @@ def _score(solution_str: Any, ground_truth: Any, info: dict[str, Any], dense: bo
         verdict = _verifier().verify_response(answer, solution_str, at, ts, gold_unit=unit)
         out["acc"] = 1.0 if verdict.correct else 0.0
         out["reason"] = verdict.reason
-        out["extracted"] = " | ".join(verdict.extracted)
+        out["extracted"] = out["pred"] = " | ".join(verdict.extracted)
         out["score"] = dense_reward_for(solution_str, answer, at, ts, unit) if dense else out["acc"]
     except Exception as e:  # noqa: BLE001 - a reward must never raise inside a training loop
         out["score"], out["acc"], out["reason"] = low, 0.0, f"internal error ({type(e).__name__})"
@@ -355,7 +356,7 @@ def compute_score(
 
     Returns:
         The reward, or with ``return_dict`` ``{"score", "acc", "reason", "answer_type",
-        "extracted"}``: ``acc`` 1.0 when the rule verifier accepts the answer, ``reason`` the
+        "extracted", "pred"}``: ``acc`` 1.0 when the rule verifier accepts the answer, ``reason`` the
         verifier's reason or ``"malformed ground truth: ..."``, ``extracted`` the predicted boxes
         joined by ``" | "``. Never raises.
     """
