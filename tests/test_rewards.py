@@ -130,3 +130,92 @@ def test_dense_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     assert trl_reward_dense([sol, "x"], answer=[_KM] * 2, answer_type=["NV"] * 2, gold_unit=[r"\mathrm{km}"] * 2) == pytest.approx([0.95, -0.5])
     monkeypatch.setenv("STUDYBENCH_REWARD", "dense")
     assert trl_reward([sol], answer=[_KM], answer_type=["NV"], gold_unit=[r"\mathrm{km}"]) == pytest.approx([0.95])
+
+
+# --- verl 0.9 / TRL 1.x calling conventions ------------------------------------------------------
+
+import logging  # noqa: E402
+
+import studybench.rewards as rewards_module  # noqa: E402
+
+_VERL_GT = {"answer": "\\boxed{3\\times10^{8}\\,\\mathrm{m/s}}", "answer_type": "NV", "type_sequence": "", "gold_unit": None}
+_SOL = "<think>c = 1/sqrt(mu eps)</think>Final Answer: \\boxed{3.0e8}"
+
+
+@pytest.mark.parametrize("ground_truth", [_VERL_GT, json.dumps(_VERL_GT)])
+def test_verl_keyword_call_with_extra_keywords(ground_truth: object) -> None:
+    extra = {"reward_router_address": "127.0.0.1:1", "reward_model_tokenizer": object(), "something_new": [1, 2]}
+    got = compute_score(data_source="studybench", solution_str=_SOL, ground_truth=ground_truth, extra_info={"index": 3}, **extra)
+    assert got == 1.0 and isinstance(got, float)
+    assert compute_score(data_source="studybench", solution_str="Final Answer: \\boxed{2e8}", ground_truth=ground_truth, extra_info=None, **extra) == 0.0
+    assert compute_score_dense(data_source="d", solution_str=_SOL, ground_truth=ground_truth, extra_info={}, **extra) == pytest.approx(0.9)
+
+
+def test_verl_dict_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STUDYBENCH_REWARD_DICT", raising=False)
+    got = compute_score(data_source="d", solution_str=_SOL, ground_truth=_VERL_GT, extra_info=None, return_dict=True)
+    assert isinstance(got, dict) and set(got) == {"score", "acc", "reason", "answer_type", "extracted", "pred"}
+    assert got["score"] == 1.0 and got["acc"] == 1.0 and got["answer_type"] == "NV"
+    assert got["reason"].startswith("correct: numeric match") and got["extracted"] == got["pred"] == "3.0e8"
+    assert all(isinstance(x, (str, float)) for x in got.values())  # scalars verl can log
+    wrong = compute_score(data_source="d", solution_str="Final Answer: \\boxed{1}, \\boxed{3}", ground_truth="\\boxed{1}, \\boxed{2}",
+                          extra_info={"answer_type": "TUP", "type_sequence": "NV,NV"}, return_dict=True)
+    assert wrong["score"] == 0.0 and wrong["reason"].startswith("incorrect: slot 2") and wrong["extracted"] == "1 | 3"
+    dense = compute_score_dense("d", _SOL, _VERL_GT, return_dict=True)
+    assert dense["score"] == pytest.approx(0.9) and dense["acc"] == 1.0 and set(dense) == set(got)
+    assert compute_score("d", _SOL, _VERL_GT) == 1.0  # float unless asked
+    monkeypatch.setenv("STUDYBENCH_REWARD_DICT", "1")
+    assert compute_score(data_source="d", solution_str=_SOL, ground_truth=_VERL_GT, extra_info=None)["score"] == 1.0  # type: ignore[index]
+    assert compute_score("d", _SOL, _VERL_GT, return_dict=False) == 1.0
+
+
+def test_ground_truth_as_stored_by_parquet() -> None:
+    # parquet gives a list back for a list column, None for a missing unit; both are read
+    gt = {"answer": "\\boxed{1}, \\boxed{2}", "answer_type": "TUP", "type_sequence": ["NV", "NV"], "gold_unit": None}
+    assert compute_score("d", "Final Answer: \\boxed{1}, \\boxed{2}", gt) == 1.0
+    assert compute_score("d", "Final Answer: \\boxed{1}, \\boxed{2}", json.dumps(gt).encode()) == 1.0
+    gt_km = {"answer": "\\boxed{2.5}", "answer_type": "NV", "type_sequence": None, "gold_unit": "\\mathrm{km}"}
+    assert compute_score("d", "Final Answer: \\boxed{2500\\,\\mathrm{m}}", gt_km) == 1.0
+
+
+@pytest.mark.parametrize(
+    "ground_truth,extra,reason",
+    [
+        ("\\boxed{1}", None, "malformed ground truth: answer_type missing"),
+        ({"answer": "\\boxed{1}", "answer_type": None}, {}, "malformed ground truth: answer_type missing"),
+        ({"answer": "\\boxed{1}", "answer_type": "XX"}, None, "malformed ground truth: unknown answer_type"),
+        ({"answer": "\\boxed{1}", "answer_type": "TUP"}, None, "malformed ground truth: TUP needs a type_sequence"),
+        ({"answer": "", "answer_type": "NV"}, None, "malformed ground truth: answer missing"),
+        (None, None, "malformed ground truth: answer missing"),
+    ],
+)
+def test_malformed_ground_truth_is_named_and_logged_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, ground_truth: object, extra: object, reason: str
+) -> None:
+    monkeypatch.setattr(rewards_module, "_WARNED", set())
+    with caplog.at_level(logging.WARNING, logger="studybench.rewards"):
+        for _ in range(3):
+            got = compute_score(data_source="d", solution_str="Final Answer: \\boxed{1}", ground_truth=ground_truth,
+                                extra_info=extra, return_dict=True)
+            assert got["score"] == 0.0 and got["reason"] == reason  # type: ignore[index]
+            assert compute_score("d", "Final Answer: \\boxed{1}", ground_truth, extra) == 0.0
+    warnings = [r.getMessage() for r in caplog.records if r.name == "studybench.rewards"]
+    assert len(warnings) == 1 and reason in warnings[0]
+
+
+def test_trl_keyword_call_and_rows_without_gold() -> None:
+    n = 4
+    got = trl_reward(
+        prompts=["p"] * n,
+        completions=["Final Answer: \\boxed{B}", "Final Answer: \\boxed{A}", "Final Answer: \\boxed{B}", [{"role": "assistant", "content": "Final Answer: \\boxed{B}"}]],
+        completion_ids=[[1, 2]] * n,
+        trainer_state=object(),
+        answer=["\\boxed{B}", "\\boxed{B}", None, ""],
+        answer_type=["MC", "MC", None, None],
+        instruction=["x"] * n,
+        log_extra=None,
+    )
+    assert got == [1.0, 0.0, None, None]
+    dense = trl_reward_dense(completions=["Final Answer: \\boxed{B}", "y"], answer=[None, "\\boxed{B}"], answer_type=[None, "MC"],
+                             prompts=["p", "p"], trainer_state=None)
+    assert dense[0] is None and dense[1] == DENSE_WEIGHTS["no_answer"]

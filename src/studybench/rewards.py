@@ -2,14 +2,28 @@
 
 Two adapters share one lazily started :class:`studybench.verify.Verifier`:
 
-* :func:`compute_score` - verl's ``custom_reward_function`` signature
-  ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float``.
-  ``ground_truth`` is a dict (or its JSON text) with ``answer`` (the gold ``\\boxed{}`` string),
-  ``answer_type`` and optional ``type_sequence``; a plain gold string works when ``extra_info``
-  carries ``answer_type`` (and ``type_sequence``).
-* :func:`trl_reward` - a TRL ``GRPOTrainer`` reward function: ``trl_reward(completions, **kwargs)``
-  with the dataset columns ``answer``, ``answer_type`` and optional ``type_sequence`` passed as
-  lists; ``completions`` are strings or conversational message lists. Returns one float each.
+* :func:`compute_score` - verl's custom reward function (``reward.custom_reward_function.path`` /
+  ``name``; the older top-level ``custom_reward_function`` works too). verl 0.9 calls it by keyword,
+  ``compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=..., **extra)``,
+  and may pass more keywords (``reward_router_address``, ``reward_model_tokenizer``, ...): they
+  are accepted and ignored; positional calls work too. ``ground_truth`` is what the verl export
+  writes to ``reward_model.ground_truth``: a dict with ``answer`` (the gold, ``\\boxed{}`` per
+  slot), ``answer_type``, ``type_sequence`` (TUP / ALT) and ``gold_unit``; verl may hand it back as
+  the dict or as its JSON text, both work. A plain gold string works when ``extra_info`` carries
+  ``answer_type`` (and ``type_sequence``). It returns a float, or with ``return_dict=True`` (or
+  ``STUDYBENCH_REWARD_DICT=1`` in the environment, since verl users cannot add keywords) verl's
+  dict form: ``{"score": float, "acc": 1.0 or 0.0, "reason": str, "answer_type": str,
+  "extracted": str, "pred": str}`` - the same scalar keys for every row, so verl can log them.
+  ``reason`` is the verifier's reason or ``"malformed ground truth: answer_type missing"``
+  (``answer missing``, ``unknown answer_type``, ``bad type_sequence``, ``TUP needs a
+  type_sequence``); ``extracted`` is the predicted boxes joined by ``" | "`` and ``pred`` a copy
+  of it (verl's validation reports ``acc`` as its core metric and votes on ``pred`` for ``maj@n``).
+* :func:`trl_reward` - a TRL ``GRPOTrainer`` reward function (TRL 1.x): TRL passes ``prompts``,
+  ``completions``, ``completion_ids``, ``trainer_state`` and every dataset column as keyword lists;
+  the columns ``answer``, ``answer_type`` and optional ``type_sequence`` / ``gold_unit`` are read,
+  the rest ignored. ``completions`` are strings or conversational message lists. It returns one
+  float per completion, or ``None`` for a row without a gold (``answer`` empty or None, e.g. an
+  instruction without an answer), which TRL leaves out.
 
 Two rewards (both rule-only):
 
@@ -24,13 +38,16 @@ Two rewards (both rule-only):
 Choose the dense reward with :func:`compute_score_dense` / :func:`trl_reward_dense`, with
 ``extra_info={"reward": "dense"}`` (verl) or with ``STUDYBENCH_REWARD=dense``. ``ground_truth`` may
 carry ``gold_unit`` (the unit of a unitless gold). A reward call never raises: malformed ground
-truth or model text gives the lowest reward (0.0 binary, -0.5 dense), and symbolic work is bounded
-by the verifier's hard wall-clock timeout (``STUDYBENCH_REWARD_TIMEOUT`` seconds, default 5).
+truth or model text gives the lowest reward (0.0 binary, -0.5 dense), and each kind of malformed
+ground truth is logged once per process (``logging`` warning from ``studybench.rewards``) so that a
+broken dataset does not train on silent zeros. Symbolic work is bounded by the verifier's hard
+wall-clock timeout (``STUDYBENCH_REWARD_TIMEOUT`` seconds, default 5).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -224,30 +241,139 @@ def _variant(info: dict[str, Any], forced: str | None) -> str:
     return "dense" if str(v).strip().lower() == "dense" else "binary"
 
 
-def compute_score(data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None, *, variant: str | None = None, **kwargs: Any) -> float:
-    """verl custom reward function (rule-only). See the module docstring for ``ground_truth``;
-    ``extra_info={"reward": "dense"}`` (or ``STUDYBENCH_REWARD=dense``) selects the dense reward."""
-    info = extra_info if isinstance(extra_info, dict) else {}
-    fn = dense_reward_for if _variant(info, variant) == "dense" else reward_for
-    low = DENSE_WEIGHTS["no_answer"] if fn is dense_reward_for else 0.0
+_log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _warn_once(reason: str) -> None:
+    """Log a malformed-input reason once per process (a reward call never raises; this is the sign)."""
+    with _LOCK:
+        if reason in _WARNED:
+            return
+        _WARNED.add(reason)
+    _log.warning("studybench reward: %s; every such row scores the lowest reward (this warning is shown once)", reason)
+
+
+def _given(*values: Any) -> Any:
+    """The first value that is neither None nor a blank string (arrays count as given)."""
+    for v in values:
+        if v is not None and not (isinstance(v, str) and not v.strip()):
+            return v
+    return None
+
+
+def _ground_truth(ground_truth: Any, info: dict[str, Any]) -> tuple[str, Any, Any, Any] | str:
+    """``(answer, answer_type, type_sequence, gold_unit)`` from verl's ground truth, or why not.
+
+    ``ground_truth`` is a dict, its JSON text, or a plain gold string (types then from ``info``).
+    """
+    from studybench.records import AnswerType, parse_type_sequence
+
+    gt = ground_truth
+    if isinstance(gt, (bytes, bytearray)):
+        gt = gt.decode("utf-8", "replace")
+    if isinstance(gt, str) and gt.lstrip().startswith("{"):
+        try:
+            gt = json.loads(gt)
+        except ValueError:
+            pass
+    fields = gt if isinstance(gt, dict) else {"answer": gt}
+    answer = fields.get("answer")
+    at, ts, unit = (_given(fields.get(k), info.get(k)) for k in ("answer_type", "type_sequence", "gold_unit"))
+    ts = "" if ts is None else ts
+    if not isinstance(answer, str) or not answer.strip():
+        return "malformed ground truth: answer missing"
+    if at is None or (isinstance(at, str) and not at.strip()):
+        return "malformed ground truth: answer_type missing"
     try:
-        gt = ground_truth
-        if isinstance(gt, str) and gt.lstrip().startswith("{"):
-            try:
-                gt = json.loads(gt)
-            except ValueError:
-                pass
-        if isinstance(gt, dict):
-            return fn(solution_str, gt.get("answer"), gt.get("answer_type", info.get("answer_type")),
-                      gt.get("type_sequence", info.get("type_sequence", "")), gt.get("gold_unit", info.get("gold_unit")))
-        return fn(solution_str, gt, info.get("answer_type"), info.get("type_sequence", ""), info.get("gold_unit"))
-    except Exception:  # noqa: BLE001
-        return low
+        atype = AnswerType(str(getattr(at, "value", at)).strip().upper())
+    except ValueError:
+        return "malformed ground truth: unknown answer_type"
+    if not isinstance(ts, str):
+        try:
+            ts = [str(getattr(t, "value", t)) for t in ts]  # a list, or the array parquet gives back
+        except TypeError:
+            return "malformed ground truth: bad type_sequence"
+    try:
+        seq = parse_type_sequence(ts)
+    except ValueError:
+        return "malformed ground truth: bad type_sequence"
+    if atype.value in ("TUP", "ALT") and not seq:
+        return f"malformed ground truth: {atype.value} needs a type_sequence"
+    return answer, atype, seq, unit
 
 
-def compute_score_dense(data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None, **kwargs: Any) -> float:
-    """verl custom reward function with the dense reward (rule-only)."""
-    return compute_score(data_source, solution_str, ground_truth, extra_info, variant="dense")
+def _score(solution_str: Any, ground_truth: Any, info: dict[str, Any], dense: bool) -> dict[str, Any]:
+    """The reward and what explains it (the dict form of :func:`compute_score`). Never raises."""
+    low = DENSE_WEIGHTS["no_answer"] if dense else 0.0
+    out: dict[str, Any] = {"score": low, "acc": 0.0, "reason": "", "answer_type": "", "extracted": "", "pred": ""}
+    try:
+        gt = _ground_truth(ground_truth, info)
+        if isinstance(gt, str):
+            _warn_once(gt)
+            out["reason"] = gt
+            return out
+        answer, at, ts, unit = gt
+        out["answer_type"] = at.value
+        if not isinstance(solution_str, str):
+            out["reason"] = "bad input: solution_str is not a string"
+            return out
+        verdict = _verifier().verify_response(answer, solution_str, at, ts, gold_unit=unit)
+        out["acc"] = 1.0 if verdict.correct else 0.0
+        out["reason"] = verdict.reason
+        out["extracted"] = out["pred"] = " | ".join(verdict.extracted)
+        out["score"] = dense_reward_for(solution_str, answer, at, ts, unit) if dense else out["acc"]
+    except Exception as e:  # noqa: BLE001 - a reward must never raise inside a training loop
+        out["score"], out["acc"], out["reason"] = low, 0.0, f"internal error ({type(e).__name__})"
+    return out
+
+
+def compute_score(
+    data_source: Any = None,
+    solution_str: Any = None,
+    ground_truth: Any = None,
+    extra_info: Any = None,
+    *,
+    variant: str | None = None,
+    return_dict: bool | None = None,
+    **kwargs: Any,
+) -> float | dict[str, Any]:
+    """verl custom reward function (rule-only); called by keyword, extra keywords are ignored.
+
+    Args:
+        data_source: the row's data source (unused).
+        solution_str: the decoded response.
+        ground_truth: ``reward_model.ground_truth``: a dict with ``answer``, ``answer_type``,
+            ``type_sequence`` and ``gold_unit``, or its JSON text, or a plain gold string (then
+            ``extra_info`` must carry ``answer_type``).
+        extra_info: the row's ``extra_info``: ``{"reward": "dense"}`` selects the dense reward;
+            ``answer_type`` / ``type_sequence`` / ``gold_unit`` fill in what ``ground_truth`` lacks.
+        variant: ``"dense"`` or ``"binary"`` (overrides ``extra_info`` and ``STUDYBENCH_REWARD``).
+        return_dict: return the dict form (default: ``STUDYBENCH_REWARD_DICT=1``, else False).
+        **kwargs: whatever else verl passes (``reward_router_address``, ...): ignored.
+
+    Returns:
+        The reward, or with ``return_dict`` ``{"score", "acc", "reason", "answer_type",
+        "extracted", "pred"}``: ``acc`` 1.0 when the rule verifier accepts the answer, ``reason`` the
+        verifier's reason or ``"malformed ground truth: ..."``, ``extracted`` the predicted boxes
+        joined by ``" | "``. Never raises.
+    """
+    info = extra_info if isinstance(extra_info, dict) else {}
+    dense = _variant(info, variant) == "dense"
+    out = _score(solution_str, ground_truth, info, dense)
+    if return_dict is None:
+        return_dict = os.environ.get("STUDYBENCH_REWARD_DICT", "").strip().lower() in _TRUE
+    return out if return_dict else float(out["score"])
+
+
+def compute_score_dense(
+    data_source: Any = None, solution_str: Any = None, ground_truth: Any = None, extra_info: Any = None,
+    *, return_dict: bool | None = None, **kwargs: Any,
+) -> float | dict[str, Any]:
+    """verl custom reward function with the dense reward (rule-only); as :func:`compute_score`."""
+    return compute_score(data_source, solution_str, ground_truth, extra_info, variant="dense", return_dict=return_dict)
 
 
 def _text(completion: Any) -> Any:
@@ -261,29 +387,51 @@ def _text(completion: Any) -> Any:
     return None
 
 
-def _trl(completions: Sequence[Any], kwargs: dict[str, Any], dense: bool) -> list[float]:
-    fn = dense_reward_for if dense else reward_for
+def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
+    """A dataset column TRL passed as a keyword list (``[None] * n`` when absent)."""
+    col = kwargs.get(name)
+    if col is None:
+        return [None] * n
+    col = list(col)
+    return col + [None] * (n - len(col))
+
+
+def _trl(completions: Sequence[Any], kwargs: dict[str, Any], dense: bool) -> list[float | None]:
     low = DENSE_WEIGHTS["no_answer"] if dense else 0.0
-    answers = kwargs.get("answer") or []
-    types = kwargs.get("answer_type") or []
-    seqs = kwargs.get("type_sequence") or [""] * len(completions)
-    units = kwargs.get("gold_unit") or [None] * len(completions)
-    out: list[float] = []
+    n = len(completions)
+    if kwargs.get("answer") is None:
+        _warn_once("no 'answer' column reached the TRL reward function")
+        return [low] * n
+    answers, types, seqs, units = (_column(kwargs, k, n) for k in ("answer", "answer_type", "type_sequence", "gold_unit"))
+    out: list[float | None] = []
     for i, c in enumerate(completions):
-        try:
-            out.append(fn(_text(c), answers[i], types[i], seqs[i] if i < len(seqs) else "", units[i] if i < len(units) else None))
-        except Exception:  # noqa: BLE001
-            out.append(low)
+        answer = answers[i]
+        if answer is None or (isinstance(answer, str) and not answer.strip()):
+            out.append(None)  # no gold (e.g. an instruction without an answer): TRL ignores the row
+            continue
+        gt = {"answer": answer, "answer_type": types[i], "type_sequence": seqs[i], "gold_unit": units[i]}
+        out.append(float(_score(_text(c), gt, {}, dense)["score"]))
     return out
 
 
-def trl_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """TRL GRPO reward function: one binary reward per completion (dataset columns ``answer``,
-    ``answer_type``, optional ``type_sequence`` and ``gold_unit`` as kwargs);
-    ``STUDYBENCH_REWARD=dense`` switches to the dense reward."""
+def trl_reward(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+    """TRL ``GRPOTrainer`` reward function: one binary reward per completion.
+
+    Args:
+        completions: strings or conversational message lists (the last message's content is read).
+        **kwargs: TRL passes ``prompts``, ``completion_ids``, ``trainer_state`` and every dataset
+            column as a list; the columns ``answer``, ``answer_type`` and optional
+            ``type_sequence`` / ``gold_unit`` are read, the rest ignored.
+
+    Returns:
+        One reward per completion; ``None`` for a row without a gold (empty or missing
+        ``answer``), which TRL ignores. ``STUDYBENCH_REWARD=dense`` switches to the dense reward.
+        Without an ``answer`` column at all every row gets the lowest reward (and a warning is
+        logged once). Never raises.
+    """
     return _trl(completions, kwargs, _variant({}, None) == "dense")
 
 
-def trl_reward_dense(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """TRL GRPO reward function with the dense reward."""
+def trl_reward_dense(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+    """TRL GRPO reward function with the dense reward; otherwise as :func:`trl_reward`."""
     return _trl(completions, kwargs, True)

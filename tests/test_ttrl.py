@@ -1,0 +1,164 @@
+r"""TTRL pseudo-labels: majority vote clustered by the rule verifier (studybench.methods.ttrl)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from studybench.answers import extract_answers
+from studybench.methods import VoteResult, boxed_label, label_accuracy, majority_vote
+from studybench.records import AnswerType, gold_boxes
+from studybench.verify import Verifier
+
+
+@pytest.fixture(scope="module")
+def v() -> Iterator[Verifier]:
+    with Verifier(workers=2, timeout=20.0) as ver:
+        yield ver
+
+
+def fa(*boxes: str) -> str:
+    """A response whose final answer line holds these boxes."""
+    return "<think>work</think>Some steps.\nFinal Answer: " + ", ".join("\\boxed{" + b + "}" for b in boxes)
+
+
+def test_equivalent_numeric_forms_vote_together(v: Verifier) -> None:
+    responses = [fa("3\\times10^{8}"), fa("3e8"), fa("4e8"), fa("3.0 \\times 10^8"), fa("4\\times 10^{8}")]
+    r = majority_vote(responses, "NV", verifier=v)
+    assert isinstance(r, VoteResult)
+    assert [c.members for c in r.clusters] == [(0, 1, 3), (2, 4)]  # exact-string voting would split 3 ways
+    assert r.label == "\\boxed{3\\times10^{8}}" and r.slots == ("3\\times10^{8}",)
+    assert r.winner == 0 and r.share == pytest.approx(0.6) and r.vote_share == pytest.approx(0.6)
+    assert r.rewards == (1.0, 1.0, 0.0, 1.0, 0.0)
+    assert r.abstentions == 0 and r.n_votes == 5 and r.label_correct is None
+
+
+@pytest.mark.parametrize("first_with_unit", [True, False])
+def test_a_stated_unit_votes_with_the_bare_number(v: Verifier, first_with_unit: bool) -> None:
+    with_unit, bare = fa("3\\times10^8\\,\\mathrm{m/s}"), fa("3e8")
+    responses = [with_unit, bare, fa("3.0 \\times 10^8")] if first_with_unit else [bare, with_unit, fa("3.0 \\times 10^8")]
+    r = majority_vote(responses, "NV", verifier=v)
+    assert len(r.clusters) == 1 and r.clusters[0].members == (0, 1, 2)
+    assert r.rewards == (1.0, 1.0, 1.0)
+
+
+def test_symbolic_pair_votes_together(v: Verifier) -> None:
+    r = majority_vote([fa("k x"), fa("\\frac{mg}{k}"), fa("mg/k")], "EX", verifier=v)
+    assert [c.members for c in r.clusters] == [(0,), (1, 2)]
+    assert r.label == "\\boxed{\\frac{mg}{k}}" and r.rewards == (0.0, 1.0, 1.0)
+
+
+def test_ties_go_to_the_earliest_first_vote(v: Verifier) -> None:
+    a, b = fa("2"), fa("5")
+    r1 = majority_vote([a, b, b, a], "NV", verifier=v)
+    r2 = majority_vote([b, a, a, b], "NV", verifier=v)
+    assert r1.label == "\\boxed{2}" and r1.winner == 0 and r1.rewards == (1.0, 0.0, 0.0, 1.0)
+    assert r2.label == "\\boxed{5}" and r2.rewards == (1.0, 0.0, 0.0, 1.0)
+    assert majority_vote([a, b, b, a], "NV", verifier=v) == r1  # deterministic
+
+
+def test_all_empty_abstain(v: Verifier) -> None:
+    r = majority_vote(["", "<think>\\boxed{1}</think>", "no box here", None], "NV", gold="\\boxed{1}", verifier=v)
+    assert r.label is None and r.slots == () and r.clusters == () and r.winner is None
+    assert r.abstentions == 4 and r.n_votes == 0 and r.share == 0.0 and r.vote_share == 0.0
+    assert r.rewards == (0.0, 0.0, 0.0, 0.0) and r.label_correct is False
+    assert majority_vote([], "NV", verifier=v).n_responses == 0
+
+
+def test_abstentions_count_in_share_not_in_vote_share(v: Verifier) -> None:
+    r = majority_vote([fa("1"), "I give up", fa("1.0"), fa("7")], "NV", verifier=v)
+    assert r.abstentions == 1 and r.votes[1] is None
+    assert r.share == pytest.approx(2 / 4) and r.vote_share == pytest.approx(2 / 3)
+    assert r.rewards == (1.0, 0.0, 1.0, 0.0)
+
+
+def test_unparseable_votes_cluster_only_by_string(v: Verifier) -> None:
+    bad = "\\frac{a}{}"  # LaTeX that the verifier cannot read
+    r = majority_vote([fa("x^2"), fa(bad), fa(bad + " "), fa("x^{2}")], "EX", verifier=v)
+    assert [c.members for c in r.clusters] == [(0, 3), (1, 2)]
+    assert r.clusters[1].readable is False and r.clusters[0].readable is True
+    before = dict(v.stats)
+    r2 = majority_vote([fa(bad), fa("\\frac{b}{}"), fa("a +* b")], "EX", verifier=v)
+    assert v.stats["worker"] == before["worker"] and v.stats["fast"] == before["fast"]  # never compared
+    assert [c.members for c in r2.clusters] == [(0,), (1,), (2,)]
+
+
+def test_tuple_slots_must_all_agree_in_order(v: Verifier) -> None:
+    responses = [fa("1", "2"), fa("1.0", "3"), fa("1", "2.0"), fa("2", "1"), "Final Answer: \\boxed{1, 2}"]
+    r = majority_vote(responses, "TUP", "NV,NV", verifier=v)
+    assert [c.members for c in r.clusters] == [(0, 2, 4), (1,), (3,)]
+    assert r.label == "\\boxed{1}, \\boxed{2}" and r.rewards == (1.0, 0.0, 1.0, 0.0, 1.0)
+    assert r.votes[4] == ("1", "2")  # a tuple packed into one box is split into its slots
+
+
+def test_tuple_with_missing_slot_is_its_own_cluster(v: Verifier) -> None:
+    r = majority_vote([fa("1", "2"), "Final Answer: \\boxed{1}", "Final Answer: \\boxed{1}"], "TUP", "NV,NV", verifier=v)
+    assert [c.members for c in r.clusters] == [(0,), (1, 2)]
+    assert r.clusters[1].readable is False
+
+
+def test_alt_votes(v: Verifier) -> None:
+    gold = "\\boxed{\\frac{1}{2}}, \\boxed{0.5}"
+    r = majority_vote([fa("0.5"), fa("\\frac{1}{2}"), fa("3"), fa("1/2")], "ALT", "EX,NV", gold=gold, verifier=v)
+    assert [c.members for c in r.clusters] == [(0, 1, 3), (2,)]
+    assert r.label_correct is True and r.rewards == (1.0, 1.0, 0.0, 1.0)
+    wrong = majority_vote([fa("3"), fa("3.0"), fa("0.5")], "ALT", "EX,NV", gold=gold, verifier=v)
+    assert wrong.label == "\\boxed{3}" and wrong.label_correct is False
+
+
+def test_label_correct_against_gold(v: Verifier) -> None:
+    gold = "\\boxed{3\\times10^{8}\\,\\mathrm{m/s}}"
+    assert majority_vote([fa("3e8"), fa("3e8"), fa("2e8")], "NV", gold=gold, verifier=v).label_correct is True
+    assert majority_vote([fa("2e8"), fa("2e8"), fa("3e8")], "NV", gold=gold, verifier=v).label_correct is False
+    # a gold unit for a unitless gold is used for the label check too
+    r = majority_vote([fa("300000\\,\\mathrm{km/s}")], "NV", gold="\\boxed{3e8}", gold_unit="\\mathrm{m/s}", verifier=v)
+    assert r.label_correct is True
+
+
+def test_label_accuracy_batch(v: Verifier) -> None:
+    items = [
+        ([fa("3e8"), fa("3\\times10^8")], "NV", "", "\\boxed{3e8}"),
+        ([fa("5"), fa("5"), fa("3e8")], "NV", "", "\\boxed{3e8}"),
+        (["nothing"], "NV", "", "\\boxed{1}"),
+        ([fa("B"), fa("b")], "MC", "", "\\boxed{B}", None),
+    ]
+    acc = label_accuracy(items, verifier=v)
+    assert (acc.items, acc.labelled, acc.correct) == (4, 3, 2)
+    assert acc.accuracy == pytest.approx(0.5)
+    assert acc.mean_vote_share == pytest.approx((1.0 + 2 / 3 + 1.0) / 3)
+    assert [r.label_correct for r in acc.results] == [True, False, False, True]
+    with pytest.raises(ValueError, match="item 1"):
+        label_accuracy([items[0], ([fa("1")], "TUP", "", "\\boxed{1}")], verifier=v)
+    with pytest.raises(ValueError, match="item 0: expected"):
+        label_accuracy([([fa("1")], "NV")], verifier=v)
+
+
+def test_bad_types_raise_clean_errors(v: Verifier) -> None:
+    with pytest.raises(ValueError, match="unknown answer_type 'XX'"):
+        majority_vote([fa("1")], "XX", verifier=v)
+    with pytest.raises(ValueError, match="TUP needs a type_sequence"):
+        majority_vote([fa("1")], AnswerType.TUP, verifier=v)
+
+
+@pytest.mark.parametrize(
+    "slots",
+    [
+        ("3\\times10^{8}\\,\\mathrm{m/s}",),
+        ("\\text{the {inner} block}",),
+        ("\\frac{1}{2}", "\\{1, 2\\}", "\\text{blue, not red}"),
+        ("x = \\left\\{ a \\right\\}", "{{nested}}"),
+    ],
+)
+def test_label_round_trips_through_extraction(slots: tuple[str, ...]) -> None:
+    label = boxed_label(slots)
+    assert extract_answers(label, len(slots)) == list(slots)
+    at, ts = (AnswerType.TUP, [AnswerType.EX] * len(slots)) if len(slots) > 1 else (AnswerType.EX, [])
+    assert gold_boxes(label, at, ts) == list(slots)
+
+
+def test_vote_label_round_trips_with_text_and_braces(v: Verifier) -> None:
+    responses = [fa("\\text{red {dwarf}}", "\\{1, 2\\}"), fa("\\text{red {dwarf}}", "\\{1, 2\\}"), fa("\\text{blue}", "\\{3\\}")]
+    r = majority_vote(responses, "TUP", "QL,EX", verifier=v)
+    assert r.rewards == (1.0, 1.0, 0.0)
+    assert r.label is not None and extract_answers(r.label, 2) == list(r.slots) == ["\\text{red {dwarf}}", "\\{1, 2\\}"]
