@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,12 @@ from studybench.answers import strip_reasoning
 from studybench.datasets import Dataset
 from studybench.files import MAX_TEXT_BYTES, InputFileError, decode_utf8, jsonl_lines, read_user_bytes
 from studybench.records import Parent, SubProblemRef
+from studybench.tokens import count_tokens
 
 __all__ = [
     "ANSWER_FORMAT",
     "DEFAULT_SYSTEM_PROMPT",
+    "PLAYBOOK_MAX_TOKENS",
     "GUIDANCE_HEADING",
     "INSTRUCTION",
     "PLACEHOLDER",
@@ -40,6 +43,7 @@ __all__ = [
     "ArtefactError",
     "GuidanceKey",
     "build_messages",
+    "clean_ace_playbook",
     "guidance_coverage",
     "load_artefacts",
     "messages_digest",
@@ -79,6 +83,9 @@ GUIDANCE_NOTE = (
     "The guidance above is a hint drawn from textbook material. It is not the answer: you must still "
     "derive the result yourself and box your final answer as instructed."
 )
+
+PLAYBOOK_MAX_TOKENS = 12_000
+"""Default cap on a playbook's size, in built-in tokens (:mod:`studybench.tokens`): the paper's cap."""
 
 GuidanceKey = tuple[str, str, str, str]
 """(source, year, source_problem_id, problem_id), all strings."""
@@ -218,17 +225,57 @@ def _key_part(v: Any) -> str:
     return str(v).strip()
 
 
+_ACE_BULLET = re.compile(r"^\s*(?:[-*+]\s+)?\[([^\]\s]+)\]\s*helpful=(\d+)\s*harmful=(\d+)\s*::\s?(.*)$")
+_HEADER = re.compile(r"^\s{0,3}(#{1,6})\s")
+
+
+def clean_ace_playbook(text: str) -> str:
+    """A playbook as the model should see it: ACE's bullet ids and counters removed.
+
+    ACE (Agentic Context Engineering) writes Markdown sections (``## STRATEGIES & INSIGHTS``, ...) whose
+    bullets read ``[str-00001] helpful=3 harmful=0 :: text``. Each becomes ``- text``; headers and other
+    lines are kept; a section left with no content (up to the next header of its level or above) is
+    dropped; runs of blank lines shrink to one. A text with no ACE bullet is returned unchanged.
+
+    Args:
+        text: the playbook file's text.
+
+    Returns:
+        The cleaned playbook.
+    """
+    lines = text.splitlines()
+    if not any(_ACE_BULLET.match(line) for line in lines):
+        return text
+    lines = [f"- {m.group(4).strip()}" if (m := _ACE_BULLET.match(line)) else line.rstrip() for line in lines]
+    levels = [len(m.group(1)) if (m := _HEADER.match(line)) else 0 for line in lines]
+    keep = [True] * len(lines)
+    for h, level in enumerate(levels):
+        if level:
+            end = next((j for j in range(h + 1, len(lines)) if 0 < levels[j] <= level), len(lines))
+            keep[h] = any(lines[j].strip() and not levels[j] for j in range(h + 1, end))
+    out: list[str] = []
+    for line, kept in zip(lines, keep, strict=True):
+        if kept and (line.strip() or (out and out[-1].strip())):
+            out.append(line)
+    return "\n".join(out).strip() + "\n"
+
+
 def load_artefacts(
     system_prompt: Path | None = None,
     playbook: Path | None = None,
     guidance: Path | None = None,
+    playbook_max_tokens: int | None = PLAYBOOK_MAX_TOKENS,
 ) -> Artefacts:
     """Read artefact files given on the command line.
+
+    An ACE playbook is cleaned with :func:`clean_ace_playbook` (the digest stays the file's sha256).
 
     Args:
         system_prompt: file replacing the system message.
         playbook: file appended to the default system message.
         guidance: JSON or JSONL file of hints (see :data:`GuidanceKey`).
+        playbook_max_tokens: the most built-in tokens (:func:`studybench.tokens.count_tokens`) the
+            cleaned playbook may hold; ``None`` or 0: no cap.
 
     Returns:
         The artefacts, with the sha256 of each file's bytes.
@@ -236,7 +283,7 @@ def load_artefacts(
     Raises:
         ArtefactError: a missing or unreadable file, one that is not a regular file (named pipe,
             device, directory) or over 10 MiB, not UTF-8 or empty, a malformed guidance record, or
-            both a system prompt and a playbook.
+            both a system prompt and a playbook, a playbook over ``playbook_max_tokens``.
     """
     digests: dict[str, str] = {}
     sp = pb = None
@@ -246,6 +293,13 @@ def load_artefacts(
         sp = sp.strip()
     if playbook is not None:
         pb, digests["playbook"] = _read_text(playbook, "playbook")
+        pb = clean_ace_playbook(pb)
+        n = count_tokens(pb) if playbook_max_tokens else 0
+        if playbook_max_tokens and n > playbook_max_tokens:
+            raise ArtefactError(
+                f"playbook file {playbook}: {n:,} tokens (built-in count, ids and counters removed) is over the "
+                f"cap of {playbook_max_tokens:,}; raise it with --playbook-max-tokens N (0: no cap)"
+            )
     if guidance is not None:
         raw, digests["guidance"] = _read_text(guidance, "guidance")
         gd = _load_guidance(raw, guidance)

@@ -16,6 +16,8 @@ command                            module                                       
                                                                                 :func:`studybench.llm_judge.clear_cache`
 ``label``                          :mod:`studybench.cli.label`                  :func:`studybench.store.set_labels`
 ``export attempts``                :mod:`studybench.cli.export`                 :func:`studybench.analysis.attempts.attempt_rows`
+``export chunks``                  :mod:`studybench.cli.export`                 :func:`studybench.build.chunks.export_chunks`
+``artefact evoskill``              :mod:`studybench.cli.artefact`               :func:`studybench.methods.artefacts.evoskill_prompt`
 =================================  ===========================================  ==============================
 
 Options several commands share are declared once in :mod:`studybench.cli.common`; every ``--help``
@@ -29,6 +31,7 @@ from typing import Annotated
 import typer
 
 from studybench import __version__
+from studybench.cli.artefact import artefact_app
 from studybench.cli.audit import audit_app
 from studybench.cli.cache import cache_app
 from studybench.cli.common import out_console
@@ -70,6 +73,7 @@ app.add_typer(corpus_app, name="corpus")
 app.add_typer(audit_app, name="audit")
 app.add_typer(cache_app, name="cache")
 app.add_typer(export_app, name="export")
+app.add_typer(artefact_app, name="artefact")
 
 
 def _print_version(value: bool) -> None:

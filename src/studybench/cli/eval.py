@@ -92,7 +92,8 @@ def eval_cmd(
     max_consecutive_failures: Annotated[int, typer.Option("--max-consecutive-failures", help="Stop the run (saving what is done; re-run to resume) after this many request attempts in a row got no answer from the endpoint and none for 10 s; 0: never stop.")] = 8,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key (never stored).")] = "OPENAI_API_KEY",
     system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File replacing the system message (GEPA, EvoSkill).")] = None,
-    playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE).")] = None,
+    playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE; its bullet ids and helpful/harmful counters are removed).")] = None,
+    playbook_max_tokens: Annotated[int, typer.Option("--playbook-max-tokens", help="Refuse a playbook over this many tokens (built-in count; 0: no cap).")] = 12_000,
     guidance: Annotated[Path | None, typer.Option("--guidance", help="JSON/JSONL hints joined on (source, year, source_problem_id, problem_id).")] = None,
     ignore_unmatched_guidance: Annotated[
         bool, typer.Option("--ignore-unmatched-guidance", help="Run even when --guidance entries match no sub-problem (default: an error naming them; list the keys with `studybench data ids`).")
@@ -149,7 +150,7 @@ def eval_cmd(
             repetition_penalty=repetition_penalty, max_tokens=max_tokens, context_budget=context_budget,
             **({} if min_completion_tokens is None else {"min_completion_tokens": min_completion_tokens}), thinking=thinking, concurrency=concurrency,
             request_timeout=request_timeout, max_retries=max_retries, max_consecutive_failures=max_consecutive_failures,
-            system_prompt=system_prompt, playbook=playbook,
+            system_prompt=system_prompt, playbook=playbook, playbook_max_tokens=playbook_max_tokens,
             guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
             retry_timeouts=retry_timeouts, labels=parse_labels(label),

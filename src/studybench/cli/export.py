@@ -1,7 +1,8 @@
-"""``studybench export ...``: a run's data in other shapes (:mod:`studybench.analysis.attempts`).
+"""``studybench export ...``: a run's data and the book corpus in other shapes.
 
 ``export attempts RUN_DIR`` writes the run as one tidy table, one row per parent x sub-problem x seed
-x attempt, with the verdicts that count (what the report scores).
+x attempt, with the verdicts that count (what the report scores) (:mod:`studybench.analysis.attempts`).
+``export chunks --books DIR`` cuts the redacted corpus into token chunks (:mod:`studybench.build.chunks`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from studybench.cli.common import console, fail, fail_write, plural
 __all__ = ["export_app"]
 
 export_app = typer.Typer(
-    help="Export a run's data: `attempts` (one tidy table of every attempt, CSV / Parquet / JSON Lines).",
+    help="Export data: `attempts` (a run as one tidy table of every attempt, CSV / Parquet / JSON Lines), "
+    "`chunks` (the redacted book corpus cut into token chunks, JSON Lines, e.g. for Bonito).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -62,3 +64,59 @@ def attempts_cmd(
     except OSError as e:
         fail_write(e, path, resumable=False)
     console.print(f"wrote {plural(len(rows), 'row')} ({len(rows[0]) if rows else 0} columns) to {escape(str(path))}", soft_wrap=True)
+
+
+@export_app.command("chunks")
+def chunks_cmd(
+    books: Annotated[Path, typer.Option("--books", help="Books directory DIR/<source>/<chapter>/clean.redacted.md (after `studybench corpus redact`).")],
+    out: Annotated[Path, typer.Option("--out", help="JSON Lines file to write; its manifest goes beside it as STEM.manifest.json.")] = Path("chunks.jsonl"),
+    size: Annotated[int, typer.Option("--size", help="Most tokens per chunk (2048: Bonito's input size in the paper).")] = 2048,
+    overlap: Annotated[int, typer.Option("--overlap", help="Tokens each chunk repeats from the previous one of its chapter.")] = 0,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="builtin (an offline approximation, default), a tokenizer.json, a local folder or a Hugging Face name.")] = None,
+    allow_unredacted: Annotated[bool, typer.Option("--allow-unredacted", help="Chunk clean.md (else full.md) where clean.redacted.md is missing; such rows say redacted: false.")] = False,
+    include_answers: Annotated[bool, typer.Option("--include-answers", help="Keep answer folders (solution manuals, hints), left out by default.")] = False,
+) -> None:
+    """Cut every chapter's clean.redacted.md into chunks of at most --size tokens, one JSON object per
+    chunk: book, chapter, chunk, file, start, end (character offsets into the file's text), n_tokens,
+    redacted, text, and context (the same text: Bonito's input column).
+
+    A chunk ends at a paragraph break when one lies in its last 15% of tokens. Chapters without
+    clean.redacted.md are refused unless --allow-unredacted; answer folders are left out unless
+    --include-answers. Without --out the file is chunks.jsonl in the current directory."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from studybench.build.chunks import export_chunks, manifest_path
+    from studybench.build.corpus import CorpusError
+    from studybench.tokens import TokenizerError
+
+    if size < 1:
+        fail(f"--size must be >= 1, got {size}")
+    if not 0 <= overlap < size:
+        fail(f"--overlap must be >= 0 and smaller than --size ({size}), got {overlap}")
+    if out.is_dir():
+        fail(f"--out {out} is a directory; give a file")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task: list[int] = []
+
+        def report(label: str, done: int, total: int) -> None:
+            if not task:
+                task.append(bar.add_task("chunking", total=total))
+            bar.update(task[0], completed=done, description=f"chunking {escape(label)}")
+
+        try:
+            m = export_chunks(books, out, size=size, overlap=overlap, tokenizer=tokenizer,
+                              allow_unredacted=allow_unredacted, include_answers=include_answers, progress=report)
+        except (CorpusError, TokenizerError, ValueError) as e:
+            fail(str(e))
+        except OSError as e:
+            fail_write(e, out, resumable=False)
+    console.print(
+        f"wrote {plural(m['chunks'], 'chunk')} ({m['tokens']:,} tokens, {m['tokenizer']} tokenizer) from "
+        f"{plural(m['chapters'], 'chapter')} of {plural(m['books'], 'book')} to {escape(str(out))}; "
+        f"manifest {escape(str(manifest_path(out)))}", soft_wrap=True)
+    if m["answer_folders_skipped"]:
+        console.print(f"left out {plural(m['answer_folders_skipped'], 'answer folder')} (--include-answers keeps them)", soft_wrap=True)
+    if m["unredacted_chapters"]:
+        console.print(f"[yellow]warning:[/yellow] {plural(len(m['unredacted_chapters']), 'chapter')} not redacted "
+                      "(rows marked redacted: false)", soft_wrap=True)

@@ -282,7 +282,7 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
     ds = _load(spec)
     parents = select_parents(ds, spec.limit, spec.parent_slice)
     try:
-        art = load_artefacts(spec.system_prompt, spec.playbook, spec.guidance)
+        art = load_artefacts(spec.system_prompt, spec.playbook, spec.guidance, spec.playbook_max_tokens)
     except ArtefactError as e:
         raise EvalError(str(e), "artefacts") from None
     coverage = guidance_coverage(art, ds, parents) if art.guidance else None

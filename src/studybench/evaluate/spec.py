@@ -85,6 +85,7 @@ class EvalSpec(BaseModel):
         max_consecutive_failures: stop the run (saving what is done) after this many turns in a row
             failed because the endpoint could not be reached; 0: never stop.
         system_prompt, playbook, guidance: method artefact files (GEPA/EvoSkill, ACE, hints).
+        playbook_max_tokens: the most built-in tokens the (cleaned) playbook may hold; 0: no cap.
         ignore_unmatched_guidance: run even when guidance entries match no sub-problem of the test
             set (by default such entries are an error naming each with its nearest real keys).
         k: attempts per parent and seed (Par@k, Sub@k).
@@ -131,6 +132,7 @@ class EvalSpec(BaseModel):
     max_consecutive_failures: int = Field(8, ge=0, le=1_000_000)
     system_prompt: Path | None = None
     playbook: Path | None = None
+    playbook_max_tokens: int = Field(12_000, ge=0, le=10_000_000)
     guidance: Path | None = None
     ignore_unmatched_guidance: bool = False
     k: int = Field(8, ge=1, le=100_000)
