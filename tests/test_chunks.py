@@ -185,3 +185,14 @@ def test_no_chapters_and_bogus_tokenizer_are_clear_errors(tmp_path: Path, monkey
     res = _invoke("export", "chunks", "--books", books, "--allow-unredacted", "--out", tmp_path / "c.jsonl",
                   "--tokenizer", "no-such-org/no-such-tok")
     assert res.exit_code == 2 and "--tokenizer no-such-org/no-such-tok" in res.output  # type: ignore[attr-defined]
+
+
+def test_books_default_to_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    books = _books(tmp_path)
+    monkeypatch.delenv("STUDYBENCH_BOOKS", raising=False)
+    res = _invoke("export", "chunks", "--out", tmp_path / "c.jsonl")
+    assert res.exit_code == 2 and "STUDYBENCH_BOOKS" in res.output
+    monkeypatch.setenv("STUDYBENCH_BOOKS", str(books))
+    res = _invoke("export", "chunks", "--out", tmp_path / "c.jsonl", "--allow-unredacted")
+    assert res.exit_code == 0, res.output
+    assert _rows(tmp_path / "c.jsonl")

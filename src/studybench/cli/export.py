@@ -7,6 +7,7 @@ x attempt, with the verdicts that count (what the report scores) (:mod:`studyben
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -68,7 +69,7 @@ def attempts_cmd(
 
 @export_app.command("chunks")
 def chunks_cmd(
-    books: Annotated[Path, typer.Option("--books", help="Books directory DIR/<source>/<chapter>/clean.redacted.md (after `studybench corpus redact`).")],
+    books: Annotated[Path | None, typer.Option("--books", help="Books directory DIR/<source>/<chapter>/clean.redacted.md (after `studybench corpus redact`; default $STUDYBENCH_BOOKS).")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON Lines file to write; its manifest goes beside it as STEM.manifest.json.")] = Path("chunks.jsonl"),
     size: Annotated[int, typer.Option("--size", help="Most tokens per chunk (2048: Bonito's input size in the paper).")] = 2048,
     overlap: Annotated[int, typer.Option("--overlap", help="Tokens each chunk repeats from the previous one of its chapter.")] = 0,
@@ -89,6 +90,10 @@ def chunks_cmd(
     from studybench.build.corpus import CorpusError
     from studybench.tokens import TokenizerError
 
+    if books is None:
+        if not os.environ.get("STUDYBENCH_BOOKS"):
+            fail("--books DIR is required (or set $STUDYBENCH_BOOKS)")
+        books = Path(os.environ["STUDYBENCH_BOOKS"])
     if size < 1:
         fail(f"--size must be >= 1, got {size}")
     if not 0 <= overlap < size:
