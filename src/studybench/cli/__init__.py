@@ -16,6 +16,7 @@ command                            module                                       
                                                                                 :func:`studybench.llm_judge.clear_cache`
 ``label``                          :mod:`studybench.cli.label`                  :func:`studybench.store.set_labels`
 ``export attempts``                :mod:`studybench.cli.export`                 :func:`studybench.analysis.attempts.attempt_rows`
+``gepa optimize``                  :mod:`studybench.cli.gepa`                   :func:`studybench.methods.gepa.optimize`
 =================================  ===========================================  ==============================
 
 Options several commands share are declared once in :mod:`studybench.cli.common`; every ``--help``
@@ -37,6 +38,7 @@ from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
 from studybench.cli.eval import eval_cmd
 from studybench.cli.export import export_app
+from studybench.cli.gepa import gepa_app
 from studybench.cli.guidance_gap import guidance_gap_cmd
 from studybench.cli.helptext import use_readable_help
 from studybench.cli.label import label_cmd
@@ -70,6 +72,7 @@ app.add_typer(corpus_app, name="corpus")
 app.add_typer(audit_app, name="audit")
 app.add_typer(cache_app, name="cache")
 app.add_typer(export_app, name="export")
+app.add_typer(gepa_app, name="gepa")
 
 
 def _print_version(value: bool) -> None:
