@@ -221,7 +221,7 @@ def test_optimize_finds_the_phrase_snapshots_and_resumes_without_redoing_the_see
     assert (run_dir / "snapshots" / "best_at_5.md").read_text() == DEFAULT_SYSTEM_PROMPT + "\n"
     rec = json.loads((run_dir / "gepa_run.json").read_text())
     assert rec["invocations"] == 2 and rec["rollouts"] == second.rollouts and rec["best"]["score"] == 1.0
-    assert rec["task_model"]["model"] == "task-m" and rec["reflection_model"]["model"] == "refl-m"
+    assert rec["gepa_version"] and rec["task_model"]["model"] == "task-m" and rec["reflection_model"]["model"] == "refl-m"
     assert any(line.startswith("resuming GEPA") for line in lines)
     # another seed prompt in the same run directory is refused, naming the flag
     with start_stub_server(magic_reply) as srv, pytest.raises(GepaError, match="another --seed-prompt"):

@@ -98,6 +98,15 @@ def require_gepa() -> Any:
     return gepa
 
 
+def _gepa_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gepa")
+    except PackageNotFoundError:
+        return None
+
+
 def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run ``coro`` to completion, also when an event loop runs already (then on a worker thread)."""
     try:
@@ -689,7 +698,7 @@ def optimize(
                              temperature=reflection_temperature, max_tokens=reflection_max_tokens,
                              request_timeout=request_timeout, max_retries=max_retries)
     record: dict[str, Any] = {
-        "method": "gepa", "gepa_version": getattr(gepa, "__version__", None), "status": "running",
+        "method": "gepa", "gepa_version": _gepa_version(), "status": "running",
         "fingerprint": fingerprint,
         "task_model": {**{k: backend.describe()[k] for k in ("model", "base_url", "sampling", "api_key_env")},
                        "concurrency": concurrency},
