@@ -7,7 +7,7 @@ command                            module                                       
 ``judge``, ``consistency``,        :mod:`studybench.cli.runs`                   :func:`studybench.evaluate.add_llm_verdicts`,
 ``report``                                                                      :func:`studybench.analysis.consistency.write_consistency`,
                                                                                 :func:`studybench.report.write_report`
-``data fetch|check``               :mod:`studybench.cli.data`                   :mod:`studybench.fetch`, :mod:`studybench.checks`
+``data fetch|check|ids|stats``     :mod:`studybench.cli.data`                   :mod:`studybench.fetch`, :mod:`studybench.checks`, :func:`studybench.build.stats.data_stats`
 ``guidance-gap``                   :mod:`studybench.cli.guidance_gap`           :func:`studybench.analysis.guidance_gap.guidance_gap`
 ``verify``, ``verify-file``        :mod:`studybench.cli.verify`                 :class:`studybench.verify.Verifier`
 ``corpus ...``                     :mod:`studybench.cli.corpus`                 :mod:`studybench.build`
@@ -18,6 +18,7 @@ command                            module                                       
 ``export attempts``                :mod:`studybench.cli.export`                 :func:`studybench.analysis.attempts.attempt_rows`
 ``export chunks``                  :mod:`studybench.cli.export`                 :func:`studybench.build.chunks.export_chunks`
 ``artefact evoskill``              :mod:`studybench.cli.artefact`               :func:`studybench.methods.artefacts.evoskill_prompt`
+``gepa optimize``                  :mod:`studybench.cli.gepa`                   :func:`studybench.methods.gepa.optimize`
 =================================  ===========================================  ==============================
 
 Options several commands share are declared once in :mod:`studybench.cli.common`; every ``--help``
@@ -40,6 +41,7 @@ from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
 from studybench.cli.eval import eval_cmd
 from studybench.cli.export import export_app
+from studybench.cli.gepa import gepa_app
 from studybench.cli.guidance_gap import guidance_gap_cmd
 from studybench.cli.helptext import use_readable_help
 from studybench.cli.label import label_cmd
@@ -74,6 +76,7 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(cache_app, name="cache")
 app.add_typer(export_app, name="export")
 app.add_typer(artefact_app, name="artefact")
+app.add_typer(gepa_app, name="gepa")
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,762 @@
+"""GEPA (reflective prompt evolution) with the StudyBench protocol as its adapter (paper appendix J).
+
+GEPA evolves one text component, the **system prompt** (``{"system_prompt": text}``). Each data
+instance is one parent built from the Instructions with Answer (:func:`gepa_datasets`): a single-turn
+record is a single-question parent, a multi-sub chain a parent whose sub-problems are asked in order
+with the model's **own** earlier replies in the conversation (:func:`studybench.protocol.build_messages`).
+
+* :class:`StudyBenchAdapter` implements GEPA's adapter protocol. A parent's score is the **fraction
+  of its sub-problems answered correctly** (Sub-style: a smoother signal than all-or-nothing, and
+  equal to it for single-question parents). Answers are scored by the rule verifier, optionally by
+  the LLM judge on rule rejections; a failed request is an incorrect turn whose error is recorded.
+* :func:`make_reflective_dataset <StudyBenchAdapter.make_reflective_dataset>` gives the reflection
+  model, per parent: the problem (user turns), the model's answer (extracted boxes, the tail of the
+  reply) and feedback (``Correct.`` or ``Incorrect: expected \\boxed{...}; the verifier said: ...``).
+* :func:`optimize` runs GEPA in a run directory: GEPA's own state (``gepa_state.bin``: resumable; a
+  pickle, so resume only run directories you made), ``best_system_prompt.md`` (what
+  ``studybench eval --system-prompt`` takes), ``snapshots/best_at_<N>.md`` every ``snapshot_every``
+  rollouts, ``gepa_run.json`` (settings without secrets, scores, rollouts used) and ``gepa_log.txt``.
+
+A *rollout* is one parent evaluated once (GEPA's metric call). ``max_metric_calls`` is the budget of
+the whole run directory: running again with a larger budget continues where the last run stopped.
+The ``gepa`` package is imported only when needed (``pip install "studybench[gepa]"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from studybench.answers import strip_reasoning
+from studybench.evaluate import is_unreachable_error, request_seed
+from studybench.files import atomic_write_text
+from studybench.instructions import (
+    InstructionError,
+    InstructionLayer,
+    find_instruction_files,
+    instruction_parents,
+    load_instructions,
+)
+from studybench.llm_judge import LLMJudge, llm_judge_inputs
+from studybench.models import ChatBackend, ChatRequest, SamplingParams
+from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages
+from studybench.records import Parent, SubProblemRef
+
+__all__ = [
+    "BEST_PROMPT_FILE",
+    "COMPONENT",
+    "GEPA_INSTALL_HINT",
+    "RUN_FILE",
+    "GepaError",
+    "GepaRunResult",
+    "ReflectionLM",
+    "StudyBenchAdapter",
+    "gepa_datasets",
+    "optimize",
+    "require_gepa",
+]
+
+COMPONENT = "system_prompt"
+"""The one component GEPA evolves."""
+BEST_PROMPT_FILE = "best_system_prompt.md"
+RUN_FILE = "gepa_run.json"
+GEPA_INSTALL_HINT = 'pip install "studybench[gepa]"'
+
+_PROBLEM_CHARS = 3000
+_TAIL_CHARS = 1200
+_BOX_CHARS = 300
+_REASON_CHARS = 400
+_REFLECTION_FAILURES = 3
+
+_T = TypeVar("_T")
+
+
+class GepaError(RuntimeError):
+    """GEPA cannot run or stopped: a missing package, unusable data, a run directory of another run,
+    an endpoint that does not answer. The message says what to do."""
+
+
+def require_gepa() -> Any:
+    """The ``gepa`` package.
+
+    Raises:
+        GepaError: it is not installed (the message names ``pip install "studybench[gepa]"``).
+    """
+    try:
+        import gepa
+    except ImportError:
+        raise GepaError(f"GEPA needs the gepa package: {GEPA_INSTALL_HINT}") from None
+    return gepa
+
+
+def _gepa_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gepa")
+    except PackageNotFoundError:
+        return None
+
+
+def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` to completion, also when an event loop runs already (then on a worker thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1, thread_name_prefix="studybench-gepa") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _head(text: str, n: int) -> str:
+    text = text.strip()
+    return text if len(text) <= n else f"{text[:n]} [... {len(text) - n} more characters]"
+
+
+def _tail(text: str, n: int) -> str:
+    text = text.strip()
+    return text if len(text) <= n else f"[... {len(text) - n} characters before] {text[-n:]}"
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+def _exercise(p: Parent) -> tuple[str, str, str]:
+    """The textbook exercise a parent comes from (a single-turn record and a chain of the same one match)."""
+    spid = p.source_problem_id.split("#", 1)[0]
+    chapter = str(getattr(p, "source_chapter", "") or "")
+    if chapter and spid.startswith(chapter + "/"):
+        spid = spid[len(chapter) + 1:]
+    return (p.source, chapter, spid)
+
+
+def gepa_datasets(
+    source: str | os.PathLike[str] | Sequence[InstructionLayer],
+    val_size: int = 32,
+    seed: int = 0,
+    limit: int | None = None,
+) -> tuple[list[Parent], list[Parent]]:
+    """GEPA's training and validation parents from the Instructions with Answer.
+
+    Args:
+        source: a ``train_data/`` directory (its single-turn and multi-sub layers, full or ``.head``
+            copies), or loaded layers.
+        val_size: validation parents (the paper: 32).
+        seed: seeds the split.
+        limit: use at most this many parents in all (a seeded sample of exercises), for quick runs.
+
+    Returns:
+        (trainset, valset). Split by exercise: every parent of one textbook exercise (its single-turn
+        record and its multi-sub chain) lands on the same side; the validation set is filled with
+        whole exercises, in a seeded order, up to ``val_size`` parents.
+
+    Raises:
+        GepaError: no with-answer layer in the directory, an unreadable layer, or fewer than
+            ``val_size + 1`` parents.
+    """
+    if val_size < 1:
+        raise GepaError(f"val_size must be >= 1, got {val_size}")
+    if limit is not None and limit < 2:
+        raise GepaError(f"limit must be >= 2, got {limit}")
+    if isinstance(source, (str, os.PathLike)):
+        files = {k: p for k, p in find_instruction_files(source).items() if k != "without_answer"}
+        if not files:
+            raise GepaError(f"{source}: no Instructions with Answer (verifiable_instr.json or "
+                            "verifiable_instr_multi_subs.json, or their .head.json copies)")
+        try:
+            layers: Sequence[InstructionLayer] = [load_instructions(p, kind) for kind, p in files.items()]
+        except InstructionError as e:
+            raise GepaError(str(e)) from None
+    else:
+        layers = [lay for lay in source if lay.kind != "without_answer"]
+    groups: dict[tuple[str, str, str], list[Parent]] = {}
+    for layer in layers:
+        for p in instruction_parents(layer)[0]:
+            groups.setdefault(_exercise(p), []).append(p)
+    order = sorted(groups)
+    random.Random(seed).shuffle(order)
+    if limit is not None:
+        kept, n = [], 0
+        for key in order:
+            if n + len(groups[key]) <= limit:
+                kept.append(key)
+                n += len(groups[key])
+        order = kept
+    total = sum(len(groups[k]) for k in order)
+    if total <= val_size:
+        raise GepaError(f"{total} parents are not enough for a validation set of {val_size} and a training set: "
+                        "lower --val-size" + (" or raise --limit" if limit is not None else ""))
+    train: list[Parent] = []
+    val: list[Parent] = []
+    for key in order:
+        g = groups[key]
+        (val if len(val) + len(g) <= val_size else train).extend(g)
+    return train, val
+
+
+# ------------------------------------------------------------------------------------------ adapter
+
+
+@dataclass
+class _Turn:
+    ref: SubProblemRef
+    completion: str
+    error: str | None
+    extracted: list[str] | None = None
+    correct: bool = False
+    reason: str = ""
+
+
+class StudyBenchAdapter:
+    """GEPA's adapter for the StudyBench protocol (see the module docstring).
+
+    Args:
+        backend: the task model (:class:`~studybench.models.openai_backend.OpenAIBackend` or any
+            :class:`~studybench.models.ChatBackend`); closed after every evaluation's event loop and
+            usable again.
+        verifier: the rule verifier (anything with ``verify_responses``, e.g. one shared
+            :class:`studybench.verify.Verifier`; its owner closes it).
+        judge: the LLM judge asked about rule rejections (``None``: rule verifier only).
+        concurrency: most turns in flight.
+        seed: seeds each request's sampling seed (per parent and turn).
+
+    Attributes:
+        rollouts: parents evaluated so far by this adapter (GEPA's metric calls).
+        failed_requests: turns whose request failed (scored incorrect).
+        last_error: the last such failure.
+    """
+
+    propose_new_texts = None  # GEPA's default reflective proposer
+
+    def __init__(self, backend: ChatBackend, verifier: Any, *, judge: LLMJudge | None = None,
+                 concurrency: int = 16, seed: int = 0) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.backend = backend
+        self.verifier = verifier
+        self.judge = judge
+        self.concurrency = concurrency
+        self.seed = seed
+        self.rollouts = 0
+        self.failed_requests = 0
+        self.last_error: str | None = None
+
+    # -- evaluate ------------------------------------------------------------------------------------
+
+    def evaluate(self, batch: list[Parent], candidate: dict[str, str], capture_traces: bool = False) -> Any:
+        """Run the multi-turn protocol on ``batch`` with ``candidate``'s system prompt and score it.
+
+        Args:
+            batch: parents.
+            candidate: ``{"system_prompt": text}``.
+            capture_traces: also return per-parent trajectories (for the reflective dataset).
+
+        Returns:
+            A ``gepa`` ``EvaluationBatch``: outputs ``{"parent", "score", "correct", "failed"}``,
+            scores (fraction of a parent's sub-problems correct), trajectories when asked.
+
+        Raises:
+            GepaError: every request of the batch got no answer from the endpoint (a systemic failure,
+                which stops the run; what was saved resumes).
+        """
+        from gepa.core.adapter import EvaluationBatch
+
+        if not batch:
+            return EvaluationBatch(outputs=[], scores=[], trajectories=[] if capture_traces else None)
+        prompt = candidate[COMPONENT]
+        chains = _run_sync(self._rollouts(batch, prompt))
+        self.rollouts += len(batch)
+        turns = [t for chain in chains for t in chain]
+        if turns and all(t.error and is_unreachable_error(t.error) for t in turns):
+            raise GepaError(f"the task model's endpoint did not answer any of {len(turns)} requests "
+                            f"({turns[-1].error}); the run is saved: run the same command again to resume")
+        outputs, scores, trajectories = [], [], []
+        for parent, chain in zip(batch, chains, strict=True):
+            score = sum(t.correct for t in chain) / len(chain)
+            scores.append(score)
+            outputs.append({"parent": parent.uid, "score": score, "correct": [t.correct for t in chain],
+                            "failed": sum(1 for t in chain if t.error)})
+            if capture_traces:
+                trajectories.append({"parent": parent.uid, "score": score, "turns": [_trace(t) for t in chain]})
+        return EvaluationBatch(outputs=outputs, scores=scores, trajectories=trajectories if capture_traces else None)
+
+    async def _rollouts(self, batch: list[Parent], prompt: str) -> list[list[_Turn]]:
+        art = Artefacts(system_prompt=prompt)
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def chain(parent: Parent) -> list[_Turn]:
+            previous: list[str | None] = []
+            out: list[_Turn] = []
+            for i, sub in enumerate(parent.subs()):
+                ref = SubProblemRef(parent, i, sub)
+                msgs = build_messages(ref, previous, art)
+                async with sem:
+                    res = await self.backend.complete(
+                        ChatRequest(msgs, request_seed(self.seed, 0, parent.uid, i), ref, i))
+                if res.error:
+                    self.failed_requests += 1
+                    self.last_error = res.error
+                out.append(_Turn(ref, res.completion or "", res.error))
+                previous.append(None if res.error else res.completion)
+            return out
+
+        try:
+            chains = await asyncio.gather(*(chain(p) for p in batch))
+            turns = [t for c in chains for t in c if not t.error]
+            items = [(t.ref.sub.answer, t.completion, t.ref.sub.answer_type, t.ref.sub.type_sequence) for t in turns]
+            verdicts = await asyncio.to_thread(self.verifier.verify_responses, items) if items else []
+            for t, (preds, v) in zip(turns, verdicts, strict=True):
+                t.extracted, t.correct, t.reason = list(preds), bool(v.correct), str(v.reason)
+            for c in chains:
+                for t in c:
+                    if t.error:
+                        t.reason = f"incorrect: the request failed ({t.error})"
+            if self.judge is not None:
+                await self._judge([t for t in turns if not t.correct])
+            return chains
+        finally:
+            await self.backend.aclose()
+            if self.judge is not None:
+                await self.judge.aclose()
+
+    async def _judge(self, rejected: list[_Turn]) -> None:
+        assert self.judge is not None
+        judge = self.judge
+        verdicts = await asyncio.gather(*(judge.judge(llm_judge_inputs(t.ref, t.completion, t.extracted or []))
+                                          for t in rejected))
+        for t, v in zip(rejected, verdicts, strict=True):
+            if v.correct:
+                t.correct, t.reason = True, f"accepted by the LLM judge ({t.reason})"
+            elif v.verdict == "FALSE":
+                t.reason = f"{t.reason}; the LLM judge agreed: {v.justification}".strip()
+
+    # -- reflective dataset ---------------------------------------------------------------------------
+
+    def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
+                                components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """What the reflection model reads about each parent of a minibatch.
+
+        Args:
+            candidate: the candidate evaluated.
+            eval_batch: the result of :meth:`evaluate` with ``capture_traces=True``.
+            components_to_update: the components to propose new texts for.
+
+        Returns:
+            ``{component: [{"Inputs": {...}, "Generated Outputs": ..., "Feedback": ...}, ...]}``, one
+            record per parent: the problem (each sub-problem's text), the model's final answers and
+            the end of its reply, and per sub-problem ``Correct.`` or ``Incorrect: expected
+            \\boxed{...}; the verifier said: ...``.
+
+        Raises:
+            GepaError: ``eval_batch`` has no trajectories.
+        """
+        if eval_batch.trajectories is None:
+            raise GepaError("make_reflective_dataset needs an evaluation with capture_traces=True")
+        records = [_reflective_record(tr) for tr in eval_batch.trajectories]
+        return {c: records for c in components_to_update}
+
+
+def _trace(t: _Turn) -> dict[str, Any]:
+    """The small, picklable trajectory of one turn."""
+    sub, parent = t.ref.sub, t.ref.parent
+    text = sub.problem.strip()
+    if t.ref.index == 0 and parent.stem.strip() and parent.stem.strip() != text:
+        text = f"{parent.stem.strip()}\n\n{text}"
+    reply = strip_reasoning(t.completion) if t.completion else ""
+    return {"sub_id": sub.problem_id, "problem": _head(text, _PROBLEM_CHARS), "gold": sub.answer.strip(),
+            "extracted": [_head(x, _BOX_CHARS) for x in (t.extracted or [])], "reply_tail": _tail(reply, _TAIL_CHARS),
+            "correct": t.correct, "reason": _head(t.reason, _REASON_CHARS), "error": t.error}
+
+
+def _feedback(turn: Mapping[str, Any]) -> str:
+    if turn["correct"]:
+        return "Correct."
+    if turn["error"]:
+        return f"Incorrect: expected {turn['gold']}; the request failed, so no answer was given ({_head(turn['error'], 200)})."
+    return f"Incorrect: expected {turn['gold']}; the verifier said: {turn['reason']}"
+
+
+def _answer(turn: Mapping[str, Any]) -> str:
+    if turn["error"]:
+        return "(no reply: the request failed)"
+    boxes = ", ".join(f"\\boxed{{{x}}}" for x in turn["extracted"]) or "(no final answer found)"
+    return f"Final answer(s): {boxes}\nEnd of the reply: {turn['reply_tail'] or '(empty)'}"
+
+
+def _reflective_record(trajectory: Mapping[str, Any]) -> dict[str, Any]:
+    turns = trajectory["turns"]
+    if len(turns) == 1:
+        t = turns[0]
+        return {"Inputs": {"Problem": t["problem"]}, "Generated Outputs": _answer(t), "Feedback": _feedback(t)}
+    n = len(turns)
+    return {
+        "Inputs": {"Problem": f"A problem in {n} sub-questions, asked one per turn; the assistant sees its own "
+                              "earlier replies.",
+                   **{f"Sub-question {k}": t["problem"] for k, t in enumerate(turns, 1)}},
+        "Generated Outputs": {f"Sub-question {k}": _answer(t) for k, t in enumerate(turns, 1)},
+        "Feedback": "\n".join(f"Sub-question {k}: {_feedback(t)}" for k, t in enumerate(turns, 1))
+                    + f"\nScore: {sum(t['correct'] for t in turns)}/{n} sub-questions correct.",
+    }
+
+
+# --------------------------------------------------------------------------------- reflection model
+
+
+class ReflectionLM:
+    """GEPA's reflection model (a callable prompt -> text) at an OpenAI-compatible endpoint.
+
+    Args:
+        model: model name.
+        base_url: endpoint such as ``http://127.0.0.1:8001/v1``.
+        api_key_env: environment variable holding its API key.
+        temperature, max_tokens: sampling (``None``: the server's default).
+        request_timeout, max_retries: as :class:`~studybench.models.openai_backend.OpenAIBackend`.
+
+    Attributes:
+        calls, failures: requests made; those that failed after the retries.
+        streak: failures in a row (:func:`optimize` stops after three).
+    """
+
+    def __init__(self, model: str, base_url: str | None, *, api_key_env: str = "OPENAI_API_KEY",
+                 temperature: float | None = None, max_tokens: int | None = None,
+                 request_timeout: float = 600.0, max_retries: int = 6) -> None:
+        from studybench.models.openai_backend import OpenAIBackend
+
+        self.backend = OpenAIBackend(model, base_url, SamplingParams(temperature=temperature, max_tokens=max_tokens),
+                                     concurrency=4, request_timeout=request_timeout, max_retries=max_retries,
+                                     api_key_env=api_key_env)
+        self.calls = self.failures = self.streak = 0
+        self.last_error: str | None = None
+
+    def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
+        """The reply's text (reasoning removed).
+
+        Raises:
+            GepaError: the request failed after the retries (GEPA skips that proposal).
+        """
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        self.calls += 1
+        res = _run_sync(self._ask(messages))
+        if res.error:
+            self.failures += 1
+            self.streak += 1
+            self.last_error = res.error
+            raise GepaError(f"the reflection model failed: {res.error}")
+        self.streak = 0
+        return strip_reasoning(res.completion or "")
+
+    async def _ask(self, messages: list[dict[str, Any]]) -> Any:
+        try:
+            return await self.backend.complete(ChatRequest(messages, None, None, 0))
+        finally:
+            await self.backend.aclose()
+
+    def describe(self) -> dict[str, Any]:
+        """Model, endpoint (credentials removed), sampling; never the key."""
+        d = self.backend.describe()
+        return {k: d[k] for k in ("model", "base_url", "sampling", "api_key_env")}
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+@dataclass
+class GepaRunResult:
+    """The outcome of :func:`optimize`.
+
+    Attributes:
+        run_dir: the run directory.
+        best_prompt: the best system prompt found (by mean validation score).
+        best_score: its mean validation score (fraction of sub-problems correct per parent, averaged).
+        seed_score: the seed prompt's mean validation score.
+        rollouts: metric calls used by the run directory so far (all invocations).
+        candidates: prompts evaluated on the validation set.
+        resumed: this invocation continued a saved run.
+        stopped: why the run stopped before its budget (``None``: the budget was used).
+        train_size, val_size: parents in each set.
+    """
+
+    run_dir: Path
+    best_prompt: str
+    best_score: float
+    seed_score: float
+    rollouts: int
+    candidates: int
+    resumed: bool
+    stopped: str | None
+    train_size: int
+    val_size: int
+
+    @property
+    def best_path(self) -> Path:
+        """``RUN_DIR/best_system_prompt.md``."""
+        return self.run_dir / BEST_PROMPT_FILE
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _prompt_file_text(prompt: str) -> str:
+    return prompt if prompt.endswith("\n") else prompt + "\n"
+
+
+class _Tracker:
+    """GEPA callbacks: progress lines, the best prompt file, and snapshots every ``every`` rollouts."""
+
+    def __init__(self, run_dir: Path, policy: Any, every: int, resumed: bool, log: Callable[[str], None]) -> None:
+        self.run_dir, self.policy, self.every, self.resumed, self.log = run_dir, policy, every, resumed, log
+        self.last: int | None = None
+        self.best_sha: str | None = None
+        self.state: Any = None
+
+    def _check(self, state: Any) -> None:
+        total = int(state.total_num_evals)
+        if self.last is None:
+            self.last = total if self.resumed else 0
+        idx = self.policy.get_best_program(state)
+        prompt = state.program_candidates[idx][COMPONENT]
+        if _sha(prompt) != self.best_sha:
+            atomic_write_text(self.run_dir / BEST_PROMPT_FILE, _prompt_file_text(prompt))
+            self.best_sha = _sha(prompt)
+        if self.every > 0:
+            for m in range((self.last // self.every + 1) * self.every, total + 1, self.every):
+                atomic_write_text(self.run_dir / "snapshots" / f"best_at_{m}.md", _prompt_file_text(prompt))
+        self.last = max(self.last, total)
+
+    def on_iteration_start(self, event: Mapping[str, Any]) -> None:
+        self.state = event["state"]
+        self._check(self.state)
+
+    def on_budget_updated(self, event: Mapping[str, Any]) -> None:
+        if self.state is not None:  # a snapshot holds the best prompt as the budget passes its multiple
+            self._check(self.state)
+
+    def on_iteration_end(self, event: Mapping[str, Any]) -> None:
+        self._check(event["state"])
+
+    def on_optimization_end(self, event: Mapping[str, Any]) -> None:
+        self._check(event["final_state"])
+
+    def on_valset_evaluated(self, event: Mapping[str, Any]) -> None:
+        best = " (best so far)" if event.get("is_best_program") else ""
+        self.log(f"candidate {event['candidate_idx']}: validation score {event['average_score']:.3f} "
+                 f"over {event['num_examples_evaluated']} parents{best}")
+
+
+class _Log:
+    """GEPA's logger: every line to ``gepa_log.txt`` and to ``log``."""
+
+    def __init__(self, path: Path, log: Callable[[str], None]) -> None:
+        self.path, self._log = path, log
+
+    def log(self, message: str, *args: Any, **kwargs: Any) -> None:
+        text = " ".join(str(x) for x in (message, *args))
+        with self.path.open("a", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(text.rstrip("\n") + "\n")
+        self._log(text)
+
+
+def _policy(resumed: bool) -> Any:
+    """GEPA's full-validation policy that, on resume, does not evaluate the seed prompt again (gepa
+    0.1.4 evaluates it on the whole validation set before loading the saved state, then discards it)."""
+    from gepa.strategies.eval_policy import FullEvaluationPolicy
+
+    class _Policy(FullEvaluationPolicy):  # type: ignore[misc]
+        def get_seed_eval_batch(self, loader: Any) -> list[Any]:
+            return [] if resumed else list(loader.all_ids())
+
+    return _Policy()
+
+
+def _check_resume(run_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        before = old["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise GepaError(f"{path}: unreadable; this run directory cannot be resumed (use a new --run-dir)") from None
+    names = {"model": "--model", "val": "the validation set (--train-dir, --val-size, --seed, --limit)",
+             "seed_prompt_sha256": "--seed-prompt"}
+    for key, what in names.items():
+        if before.get(key) != fingerprint.get(key):
+            raise GepaError(f"run directory {run_dir} holds a GEPA run with another {what}; "
+                            "give the same settings to resume it, or use a new --run-dir")
+    return dict(old)
+
+
+def optimize(
+    *,
+    model: str,
+    base_url: str,
+    reflection_model: str,
+    run_dir: str | os.PathLike[str],
+    max_metric_calls: int,
+    reflection_base_url: str | None = None,
+    train_dir: str | os.PathLike[str] | None = None,
+    datasets: tuple[list[Parent], list[Parent]] | None = None,
+    val_size: int = 32,
+    seed: int = 0,
+    limit: int | None = None,
+    seed_prompt: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    reflection_api_key_env: str = "OPENAI_API_KEY",
+    concurrency: int = 16,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    reflection_max_tokens: int | None = None,
+    reflection_temperature: float | None = None,
+    request_timeout: float = 600.0,
+    max_retries: int = 6,
+    minibatch_size: int = 3,
+    candidate_selection: str = "pareto",
+    snapshot_every: int = 100,
+    judge: LLMJudge | None = None,
+    verify_workers: int | None = None,
+    verify_timeout: float = 5.0,
+    log: Callable[[str], None] | None = None,
+) -> GepaRunResult:
+    """Evolve the system prompt with GEPA; resumable from ``run_dir`` (see the module docstring).
+
+    Args:
+        model, base_url, api_key_env: the task model at an OpenAI-compatible endpoint (the key is read
+            from the named environment variable, never stored).
+        reflection_model, reflection_base_url, reflection_api_key_env: the reflection model
+            (endpoint default: ``base_url``).
+        run_dir: the run directory (created; an existing one is resumed).
+        max_metric_calls: rollout budget of the whole run directory (a parent evaluated once is one).
+        train_dir: a ``train_data/`` directory for :func:`gepa_datasets` (default ``$STUDYBENCH_DATA/train``).
+        datasets: (trainset, valset) given directly instead.
+        val_size, seed, limit: see :func:`gepa_datasets`; ``seed`` also seeds GEPA and sampling.
+        seed_prompt: the system prompt to start from (default: the protocol's).
+        concurrency: turns in flight.
+        max_tokens, temperature: the task model's sampling (``None``: the server's default).
+        reflection_max_tokens, reflection_temperature: the reflection model's.
+        request_timeout, max_retries: per request, both models.
+        minibatch_size: parents per reflection minibatch.
+        candidate_selection: ``pareto``, ``current_best``, ``epsilon_greedy`` or ``top_k_pareto``.
+        snapshot_every: write ``snapshots/best_at_<N>.md`` each time the rollouts pass a multiple of
+            this (0: never).
+        judge: LLM judge for rule rejections (``None``: rule verifier only).
+        verify_workers, verify_timeout: the rule verifier's worker processes and per-check timeout.
+        log: receives progress lines (default: none; they are always written to ``gepa_log.txt``).
+
+    Returns:
+        The best prompt, its and the seed's validation scores, rollouts used.
+
+    Raises:
+        GepaError: gepa is not installed; no data; the run directory holds another run; an endpoint
+            stopped answering (what was saved resumes).
+        OSError: a file of the run directory could not be written.
+    """
+    require_gepa()
+    import gepa
+
+    from studybench.models.openai_backend import OpenAIBackend
+    from studybench.verify import Verifier
+
+    if max_metric_calls < 1:
+        raise GepaError(f"max_metric_calls must be >= 1, got {max_metric_calls}")
+    if snapshot_every < 0:
+        raise GepaError(f"snapshot_every must be >= 0, got {snapshot_every}")
+    out = (lambda _m: None) if log is None else log
+    rd = Path(run_dir)
+    if datasets is None:
+        if train_dir is None:
+            env = os.environ.get("STUDYBENCH_DATA")
+            if not env:
+                raise GepaError("no training data: give --train-dir DIR (a train_data/ directory) or set STUDYBENCH_DATA")
+            train_dir = Path(env) / "train"
+        trainset, valset = gepa_datasets(train_dir, val_size=val_size, seed=seed, limit=limit)
+    else:
+        trainset, valset = datasets
+    if not trainset or not valset:
+        raise GepaError("GEPA needs a non-empty training set and validation set")
+    seed_text = (seed_prompt if seed_prompt is not None else DEFAULT_SYSTEM_PROMPT).strip()
+    if not seed_text:
+        raise GepaError("the seed prompt is empty")
+    fingerprint = {"model": model, "val": _sha(json.dumps([p.uid for p in valset])),
+                   "seed_prompt_sha256": _sha(seed_text)}
+    resumed = (rd / "gepa_state.bin").is_file()
+    previous = _check_resume(rd, fingerprint) if resumed else None
+    rd.mkdir(parents=True, exist_ok=True)
+    backend = OpenAIBackend(model, base_url, SamplingParams(temperature=temperature, max_tokens=max_tokens),
+                            concurrency=concurrency, request_timeout=request_timeout, max_retries=max_retries,
+                            api_key_env=api_key_env)
+    reflector = ReflectionLM(reflection_model, reflection_base_url or base_url, api_key_env=reflection_api_key_env,
+                             temperature=reflection_temperature, max_tokens=reflection_max_tokens,
+                             request_timeout=request_timeout, max_retries=max_retries)
+    record: dict[str, Any] = {
+        "method": "gepa", "gepa_version": _gepa_version(), "status": "running",
+        "fingerprint": fingerprint,
+        "task_model": {**{k: backend.describe()[k] for k in ("model", "base_url", "sampling", "api_key_env")},
+                       "concurrency": concurrency},
+        "reflection_model": reflector.describe(),
+        "judge": None if judge is None else judge.describe(),
+        "data": {"train_dir": None if train_dir is None else str(train_dir), "train_parents": len(trainset),
+                 "val_parents": len(valset), "val_size": val_size, "seed": seed, "limit": limit,
+                 "val_ids": [p.uid for p in valset]},
+        "budget": {"max_metric_calls": max_metric_calls, "snapshot_every": snapshot_every,
+                   "minibatch_size": minibatch_size, "candidate_selection": candidate_selection},
+        "seed_prompt": seed_text,
+        "invocations": int((previous or {}).get("invocations", 0)) + 1,
+        "rollouts": (previous or {}).get("rollouts", 0),
+    }
+    atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    policy = _policy(resumed)
+    tracker = _Tracker(rd, policy, snapshot_every, resumed, out)
+    logger = _Log(rd / "gepa_log.txt", out)
+    out(("resuming" if resumed else "starting") + f" GEPA in {rd}: {len(trainset)} training and {len(valset)} "
+        f"validation parents, budget {max_metric_calls} rollouts")
+
+    def reflection_dead(_state: Any) -> bool:
+        return reflector.streak >= _REFLECTION_FAILURES
+
+    with Verifier(workers=verify_workers, timeout=verify_timeout) as verifier:
+        adapter = StudyBenchAdapter(backend, verifier, judge=judge, concurrency=concurrency, seed=seed)
+        try:
+            result = gepa.optimize(
+                seed_candidate={COMPONENT: seed_text}, trainset=trainset, valset=valset, adapter=adapter,
+                reflection_lm=reflector, candidate_selection_strategy=candidate_selection,  # type: ignore[arg-type]
+                reflection_minibatch_size=minibatch_size, max_metric_calls=max_metric_calls,
+                stop_callbacks=[reflection_dead], logger=logger, run_dir=str(rd), callbacks=[tracker],
+                track_best_outputs=False, seed=seed, raise_on_exception=True, val_evaluation_policy=policy,
+            )
+        except GepaError:
+            record["status"] = "stopped"
+            atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+            raise
+    best = result.best_idx
+    best_prompt = result.candidates[best][COMPONENT]
+    atomic_write_text(rd / BEST_PROMPT_FILE, _prompt_file_text(best_prompt))
+    stopped = None
+    if reflection_dead(None):
+        stopped = (f"the reflection model failed {reflector.streak} times in a row ({reflector.last_error}); "
+                   "the run is saved: run the same command again to resume")
+    rollouts = int(result.total_metric_calls or 0)
+    record.update({
+        "status": "stopped" if stopped else "done",
+        "rollouts": rollouts,
+        "candidates": len(result.candidates),
+        "seed_score": result.val_aggregate_scores[0],
+        "best": {"score": result.val_aggregate_scores[best], "candidate": best, "sha256": _sha(best_prompt)},
+        "failed_requests": adapter.failed_requests + int((previous or {}).get("failed_requests", 0)),
+        "reflection": {"calls": reflector.calls, "failures": reflector.failures},
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    })
+    atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    return GepaRunResult(run_dir=rd, best_prompt=best_prompt, best_score=result.val_aggregate_scores[best],
+                         seed_score=result.val_aggregate_scores[0], rollouts=rollouts,
+                         candidates=len(result.candidates), resumed=resumed, stopped=stopped,
+                         train_size=len(trainset), val_size=len(valset))
