@@ -49,7 +49,7 @@ def optimize_cmd(
     reflection_base_url: Annotated[str | None, typer.Option("--reflection-base-url", rich_help_panel=_R, help="Reflection endpoint (default: --base-url).")] = None,
     api_key_env: Annotated[str, typer.Option("--api-key-env", rich_help_panel=_T, help="Environment variable holding the task endpoint's API key (never stored).")] = "OPENAI_API_KEY",
     reflection_api_key_env: Annotated[str, typer.Option("--reflection-api-key-env", rich_help_panel=_R, help="Environment variable holding the reflection endpoint's API key.")] = "OPENAI_API_KEY",
-    train_dir: Annotated[Path | None, typer.Option("--train-dir", help="The instruction layers (train_data/; default $STUDYBENCH_DATA/train).")] = None,
+    train_dir: Annotated[Path | None, typer.Option("--train-dir", help="The instruction layers (default: train/ in $STUDYBENCH_DATA or the `data fetch --train` cache).")] = None,
     val_size: Annotated[int, typer.Option("--val-size", help="Validation parents (split by exercise).")] = 32,
     limit: Annotated[int | None, typer.Option("--limit", help="Use at most this many parents in all (quick runs).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the split, GEPA and sampling.")] = 0,

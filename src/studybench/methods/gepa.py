@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from studybench.answers import strip_reasoning
+from studybench.datasets import DatasetError, resolve_train_dir
 from studybench.evaluate import is_unreachable_error, request_seed
 from studybench.files import atomic_write_text
 from studybench.instructions import (
@@ -636,7 +637,7 @@ def optimize(
             (endpoint default: ``base_url``).
         run_dir: the run directory (created; an existing one is resumed).
         max_metric_calls: rollout budget of the whole run directory (a parent evaluated once is one).
-        train_dir: a ``train_data/`` directory for :func:`gepa_datasets` (default ``$STUDYBENCH_DATA/train``).
+        train_dir: a ``train_data/`` directory for :func:`gepa_datasets` (default: :func:`studybench.datasets.resolve_train_dir`).
         datasets: (trainset, valset) given directly instead.
         val_size, seed, limit: see :func:`gepa_datasets`; ``seed`` also seeds GEPA and sampling.
         seed_prompt: the system prompt to start from (default: the protocol's).
@@ -673,11 +674,10 @@ def optimize(
     out = (lambda _m: None) if log is None else log
     rd = Path(run_dir)
     if datasets is None:
-        if train_dir is None:
-            env = os.environ.get("STUDYBENCH_DATA")
-            if not env:
-                raise GepaError("no training data: give --train-dir DIR (a train_data/ directory) or set STUDYBENCH_DATA")
-            train_dir = Path(env) / "train"
+        try:
+            train_dir = resolve_train_dir(train_dir)
+        except DatasetError as e:
+            raise GepaError(str(e)) from None
         trainset, valset = gepa_datasets(train_dir, val_size=val_size, seed=seed, limit=limit)
     else:
         trainset, valset = datasets
