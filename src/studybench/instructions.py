@@ -368,8 +368,8 @@ def instruction_parents(layer: InstructionLayer) -> tuple[list[Parent], list[str
 
     Returns:
         (parents in file order, notes): the notes count records left out: golds the verifier cannot
-        use (a chain is cut before such a record), and chains whose first sub-problems are not in
-        the file (a ``.head.json`` copy).
+        use (a chain is cut before such a record; the records after it in the chain are counted
+        apart), and chains whose first sub-problems are not in the file (a ``.head.json`` copy).
 
     Raises:
         InstructionError: ``layer`` has no answers (``without_answer``).
@@ -378,23 +378,29 @@ def instruction_parents(layer: InstructionLayer) -> tuple[list[Parent], list[str
         raise InstructionError(f"{layer.path}: Instructions without Answer have no gold answers to score")
     bad = {i for i, _ in layer.gold_problems()}
     chains: list[list[Instruction]] = []
-    orphans = 0
+    orphans = cut = 0
     prev: Instruction | None = None
+    dropped: Instruction | None = None  # the last record of a chain cut by an unusable gold
     for i, rec in enumerate(layer.records):
         if rec.sub_index == 0:
             chains.append([rec])
         elif chains and prev is not None and chains[-1][-1] is prev and _extends(rec, prev):
             chains[-1].append(rec)
         else:
-            orphans += 1
+            if dropped is not None and _extends(rec, dropped):
+                cut += 1
+                dropped = rec
+            else:
+                orphans += 1
+                dropped = None
             prev = None
             continue
-        prev = rec
+        prev, dropped = rec, None
         if i in bad:  # an unusable gold ends its chain here; the turns before it still count
             chains[-1].pop()
             if not chains[-1]:
                 chains.pop()
-            prev = None
+            prev, dropped = None, rec
     seen: dict[tuple[str, str], int] = {}
     for c in chains:
         key = (c[0].metadata.source, c[0].metadata.source_problem_id)
@@ -422,6 +428,8 @@ def instruction_parents(layer: InstructionLayer) -> tuple[list[Parent], list[str
     notes = []
     if bad:
         notes.append(f"{len(bad)} record(s) left out: gold answer the verifier cannot use")
+    if cut:
+        notes.append(f"{cut} record(s) left out: they follow an unusable gold answer in their chain")
     if orphans:
         notes.append(f"{orphans} record(s) left out: their earlier sub-problems are not in the file"
                      + (" (a .head.json copy)" if layer.head else ""))

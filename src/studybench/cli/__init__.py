@@ -17,6 +17,7 @@ command                            module                                       
 ``label``                          :mod:`studybench.cli.label`                  :func:`studybench.store.set_labels`
 ``export attempts``                :mod:`studybench.cli.export`                 :func:`studybench.analysis.attempts.attempt_rows`
 ``export chunks``                  :mod:`studybench.cli.export`                 :func:`studybench.build.chunks.export_chunks`
+``export verl|trl|csv``            :mod:`studybench.cli.export`                 :mod:`studybench.methods.exports`
 ``artefact evoskill``              :mod:`studybench.cli.artefact`               :func:`studybench.methods.artefacts.evoskill_prompt`
 ``gepa optimize``                  :mod:`studybench.cli.gepa`                   :func:`studybench.methods.gepa.optimize`
 =================================  ===========================================  ==============================
