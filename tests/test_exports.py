@@ -17,7 +17,6 @@ from studybench.instructions import InstructionError
 from studybench.methods.exports import (
     CSV_COLUMNS,
     ExportError,
-    default_train_dir,
     export_csv,
     export_trl,
     export_verl,
@@ -331,10 +330,11 @@ def test_load_layers_errors(tmp_path: Path, train_dir: Path, monkeypatch: pytest
     with pytest.raises(ExportError, match="verifiable_instr_multi_subs.json"):
         load_layers(empty, ["multi_sub"])
     monkeypatch.delenv("STUDYBENCH_DATA", raising=False)
-    with pytest.raises(ExportError, match=r"\$STUDYBENCH_DATA is not set"):
-        default_train_dir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(ExportError, match="data fetch --train"):
+        load_layers(None, ["single"])
     monkeypatch.setenv("STUDYBENCH_DATA", str(tmp_path))
-    assert default_train_dir() == train_dir
+    assert load_layers(None, ["single"])[0].path.parent == train_dir
     (train_dir / "verifiable_instr.json").write_text("[5]", encoding="utf-8")
     with pytest.raises(InstructionError, match="record 0"):
         load_layers(None, ["single"])

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from studybench import __version__
-from studybench.datasets import DATA_ENV
+from studybench.datasets import DatasetError, resolve_train_dir
 from studybench.files import atomic_write_text, dumps_json
 from studybench.instructions import (
     LAYER_FILES,
@@ -66,7 +66,6 @@ __all__ = [
     "DEFAULT_LAYERS",
     "ExportError",
     "ExportResult",
-    "default_train_dir",
     "exercise_key",
     "export_csv",
     "export_trl",
@@ -125,30 +124,11 @@ class ExportResult:
         return sum(n for (s, _), n in self.counts.items() if s == split)
 
 
-def default_train_dir() -> Path:
-    """``$STUDYBENCH_DATA/train``.
-
-    Returns:
-        The directory.
-
-    Raises:
-        ExportError: ``$STUDYBENCH_DATA`` is not set, or the directory does not exist.
-    """
-    root = os.environ.get(DATA_ENV, "").strip()
-    if not root:
-        raise ExportError(f"no --train-dir given and ${DATA_ENV} is not set; pass --train-dir DIR "
-                          f"(the directory holding {LAYER_FILES['single']})")
-    d = Path(root) / "train"
-    if not d.is_dir():
-        raise ExportError(f"{d}: no such directory (${DATA_ENV}/train); pass --train-dir DIR")
-    return d
-
-
 def load_layers(train_dir: str | os.PathLike[str] | None, layers: Sequence[str]) -> list[InstructionLayer]:
     """Load the named instruction layers from a ``train_data/`` directory (paper appendix J).
 
     Args:
-        train_dir: the directory (``None``: :func:`default_train_dir`).
+        train_dir: the directory (``None``: :func:`studybench.datasets.resolve_train_dir`'s search).
         layers: layer kinds (``single``, ``multi_sub``, ``without_answer``), in output order.
 
     Returns:
@@ -158,7 +138,13 @@ def load_layers(train_dir: str | os.PathLike[str] | None, layers: Sequence[str])
         ExportError: an unknown or repeated layer, a missing directory or layer file.
         InstructionError: a layer file that cannot be used (names file, record, field).
     """
-    d = default_train_dir() if train_dir is None else Path(train_dir)
+    if train_dir is None:
+        try:
+            d = resolve_train_dir()
+        except DatasetError as e:
+            raise ExportError(str(e)) from None
+    else:
+        d = Path(train_dir)
     if not d.is_dir():
         raise ExportError(f"{d}: no such directory (the instruction files' train_data/ directory)")
     if not layers:
