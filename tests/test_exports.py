@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import require_data_file, require_extra
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -26,7 +27,6 @@ from studybench.methods.exports import (
 )
 from studybench.protocol import ANSWER_FORMAT, DEFAULT_SYSTEM_PROMPT
 from studybench.rewards import compute_score, trl_reward
-from tests._support import require_data_file, require_extra
 
 SUFFIX = "\n\n" + ANSWER_FORMAT
 

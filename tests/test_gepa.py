@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests._support import require_data_file, require_extra
+from _support import require_data_file, require_extra
 
 require_extra("gepa", "gepa", module_level=True)
 

@@ -19,9 +19,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from _support import require_extra, required_extras
 from typer.testing import CliRunner
-
-from tests._support import require_extra, required_extras
 
 require_extra("analysis", "jinja2", "matplotlib", module_level=True)
 

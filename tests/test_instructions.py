@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import require_data_file
 
 from studybench.instructions import (
     InstructionError,
@@ -15,7 +16,6 @@ from studybench.instructions import (
     instruction_parents,
     load_instructions,
 )
-from tests._support import require_data_file
 
 
 def _train_dir() -> Path:
