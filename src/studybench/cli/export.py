@@ -131,7 +131,7 @@ def chunks_cmd(
 
 
 _LAYERS_HELP = "Comma list of instruction layers: single, multi_sub (and without_answer where accepted)."
-_TRAIN_DIR_HELP = "The instruction files' directory (default: $STUDYBENCH_DATA/train)."
+_TRAIN_DIR_HELP = "The instruction files' directory (default: train/ in $STUDYBENCH_DATA or the `data fetch --train` cache)."
 
 
 def _training_layers(train_dir: Path | None, layers: str) -> list:
