@@ -247,6 +247,15 @@ def test_trl_without_answer_rows(tmp_path: Path, train_dir: Path) -> None:
     rows = [r for s in dd.values() for r in s if r["layer"] == "without_answer"]
     assert len(rows) == 6 and all(r["answer"] == "" and r["answer_type"] == "" for r in rows)
     assert res.counts.get(("train", "without_answer"), 0) + res.counts.get(("validation", "without_answer"), 0) == 6
+    # TRL's call on a mixed batch: rows without a gold get None (TRL leaves them out), the others a float
+    every = [r for s in dd.values() for r in s]
+    mixed = [r for r in every if r["layer"] == "single"][:6] + rows
+    assert {r["layer"] for r in mixed} == {"single", "without_answer"}
+    cols = {c: [r[c] for r in mixed] for c in mixed[0] if c != "prompt"}
+    comps = [[{"role": "assistant", "content": "Final Answer: " + (r["answer"] or "\\boxed{1}")}] for r in mixed]
+    got = trl_reward(prompts=[r["prompt"] for r in mixed], completions=comps, completion_ids=None, trainer_state=None, **cols)
+    assert [g is None for g in got] == [r["layer"] == "without_answer" for r in mixed]
+    assert all(g == 1.0 for g in got if g is not None)
     # a second export replaces the first; a directory that is not an export is never replaced
     export_trl(tmp_path / "t", load_layers(train_dir, ["single"]))
     assert datasets.load_from_disk(str(tmp_path / "t"))["train"].unique("layer") == ["single"]
