@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "InputFileError",
     "JsonlLog",
+    "atomic_write_lines",
     "atomic_write_text",
     "decode_utf8",
     "dumps_json",
@@ -222,12 +223,26 @@ def atomic_write_text(path: Path, text: str) -> None:
     Raises:
         OSError: the file cannot be written (e.g. ``ENOSPC``: the disk is full); ``filename`` is ``path``.
     """
+    atomic_write_lines(path, (text,))
+
+
+def atomic_write_lines(path: Path, chunks: Iterable[str]) -> None:
+    """Stream ``chunks`` (strings, written as they come) to ``path`` via a temporary file and ``os.replace``.
+
+    For output too large to hold in memory (JSON Lines). As :func:`atomic_write_text`: lone
+    surrogates become backslash escapes; on failure (also an exception from ``chunks``) the temporary
+    file is removed and ``path`` is untouched.
+
+    Raises:
+        OSError: the file cannot be written; ``filename`` is ``path``.
+    """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with _naming(path, tmp):
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
-                f.write(text)
+            with open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
+                for chunk in chunks:
+                    f.write(chunk)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)

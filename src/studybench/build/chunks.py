@@ -30,7 +30,6 @@ Answer folders (solution manuals, see :attr:`Chapter.answer_folder`) are left ou
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from studybench.build.corpus import CLEAN, FULL, REDACTED, Chapter, CorpusError, scan_books
-from studybench.files import InputFileError, atomic_write_text, decode_utf8, dumps_json, read_user_bytes
+from studybench.files import (
+    InputFileError,
+    atomic_write_lines,
+    atomic_write_text,
+    decode_utf8,
+    dumps_json,
+    read_user_bytes,
+)
 from studybench.tokens import Tokenizer, load_tokenizer
 
 __all__ = [
@@ -177,25 +183,6 @@ def _read_chapter(path: Path) -> tuple[str, str]:
     return text, hashlib.sha256(data).hexdigest()
 
 
-def _write_jsonl(path: Path, rows: Iterator[dict[str, Any]]) -> None:
-    """Stream rows to a temporary file beside ``path``, then rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as f:
-            for row in rows:
-                f.write(dumps_json(row, indent=None) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def export_chunks(
     books: Path,
     out: Path,
@@ -256,7 +243,7 @@ def export_chunks(
             if progress:
                 progress(ch.label, done, len(plan))
 
-    _write_jsonl(out, rows())
+    atomic_write_lines(out, (dumps_json(row, indent=None) + "\n" for row in rows()))
     manifest = {
         "tokenizer": tok.name,
         "size": size,

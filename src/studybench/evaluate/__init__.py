@@ -38,6 +38,7 @@ from studybench.evaluate.run import (
     run_dataset,
     run_eval,
     run_plan,
+    run_sync,
 )
 from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
 from studybench.evaluate.spec import EvalError, EvalSpec, parse_parent_slice, select_parents
@@ -70,5 +71,6 @@ __all__ = [
     "run_dataset",
     "run_eval",
     "run_plan",
+    "run_sync",
     "select_parents",
 ]

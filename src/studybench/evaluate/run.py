@@ -68,6 +68,7 @@ __all__ = [
     "run_dataset",
     "run_eval",
     "run_plan",
+    "run_sync",
 ]
 
 
@@ -94,7 +95,7 @@ def default_run_dir(spec: EvalSpec, split_name: str, backend: ChatBackend | None
 _T = TypeVar("_T")
 
 
-def _run(coro: Coroutine[Any, Any, _T]) -> _T:
+def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run a coroutine to completion from synchronous code.
 
     Also when an event loop is running already (a Jupyter notebook): then the coroutine runs on a
@@ -472,7 +473,7 @@ def run_plan(
             try:
                 if not spec.only_verify:
                     assert plan.backend is not None
-                    result.generation = _run(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
+                    result.generation = run_sync(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
                                                             concurrency=spec.concurrency, progress=progress,
                                                             on_error=on_turn_error,
                                                             max_consecutive_failures=spec.max_consecutive_failures))
@@ -496,7 +497,7 @@ def run_plan(
                             await judge.aclose()
 
                     try:
-                        result.llm = _run(llm())
+                        result.llm = run_sync(llm())
                     except LLMJudgeConfigError:
                         # the new judge refuses every request: the run keeps the judge it had (or none)
                         old = plan.previous.active_judge if plan.previous is not None else None
@@ -510,7 +511,7 @@ def run_plan(
             finally:
                 store.close()
     finally:
-        _run(_close(plan.backend, plan.judge if judge_open else None))
+        run_sync(_close(plan.backend, plan.judge if judge_open else None))
     return result
 
 
@@ -773,7 +774,7 @@ def add_llm_verdicts(
                         judge_open = False
                         await llm_judge.aclose()
 
-                llm_stats = _run(llm())
+                llm_stats = run_sync(llm())
                 settings = rule_settings(rule_timeout)
                 verifier_info = (man.verifier or VerifierInfo(**settings)).model_copy(
                     update={"version": settings["version"], "timeout": settings["timeout"]})
@@ -787,5 +788,5 @@ def add_llm_verdicts(
                 store.close()
     finally:
         if judge_open:
-            _run(_close(llm_judge))
+            run_sync(_close(llm_judge))
     return JudgeRunResult(store.root, llm_judge.describe(), rule, llm_stats, rep, notes, warnings)

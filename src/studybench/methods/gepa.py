@@ -30,15 +30,14 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from studybench.answers import strip_reasoning
 from studybench.datasets import DatasetError, resolve_train_dir
-from studybench.evaluate import is_unreachable_error, request_seed
+from studybench.evaluate import is_unreachable_error, request_seed, run_sync
 from studybench.files import atomic_write_text
 from studybench.instructions import (
     InstructionError,
@@ -106,16 +105,6 @@ def _gepa_version() -> str | None:
         return version("gepa")
     except PackageNotFoundError:
         return None
-
-
-def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Run ``coro`` to completion, also when an event loop runs already (then on a worker thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(1, thread_name_prefix="studybench-gepa") as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _head(text: str, n: int) -> str:
@@ -274,7 +263,7 @@ class StudyBenchAdapter:
         if not batch:
             return EvaluationBatch(outputs=[], scores=[], trajectories=[] if capture_traces else None)
         prompt = candidate[COMPONENT]
-        chains = _run_sync(self._rollouts(batch, prompt))
+        chains = run_sync(self._rollouts(batch, prompt))
         self.rollouts += len(batch)
         turns = [t for chain in chains for t in chain]
         if turns and all(t.error and is_unreachable_error(t.error) for t in turns):
@@ -446,7 +435,7 @@ class ReflectionLM:
         """
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
         self.calls += 1
-        res = _run_sync(self._ask(messages))
+        res = run_sync(self._ask(messages))
         if res.error:
             self.failures += 1
             self.streak += 1
