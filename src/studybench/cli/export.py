@@ -202,15 +202,21 @@ def _run_export(fn, out: Path, **kw) -> object:  # noqa: ANN001, ANN003
         fail_write(e, out, resumable=False)
 
 
+_ValFraction = Annotated[float, typer.Option("--val-fraction", help="Exercises held out for validation, in [0, 1).")]
+_Seed = Annotated[int, typer.Option("--seed", help="Seed of the train / validation split.")]
+_SystemPrompt = Annotated[Path | None, typer.Option("--system-prompt", help="File whose text is the system message (default: StudyBench's).")]
+_NoSystemPrompt = Annotated[bool, typer.Option("--no-system-prompt", help="No system message.")]
+
+
 @export_app.command("verl")
 def verl_cmd(
     out: Annotated[Path, typer.Option("--out", help="Directory for train.parquet, validation.parquet and export.json.")],
     layers: Annotated[str, typer.Option("--layers", help=_LAYERS_HELP)] = "single,multi_sub",
     train_dir: Annotated[Path | None, typer.Option("--train-dir", help=_TRAIN_DIR_HELP)] = None,
-    val_fraction: Annotated[float, typer.Option("--val-fraction", help="Exercises held out for validation, in [0, 1).")] = 0.05,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the train / validation split.")] = 0,
-    system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File whose text is the system message (default: StudyBench's).")] = None,
-    no_system_prompt: Annotated[bool, typer.Option("--no-system-prompt", help="No system message.")] = False,
+    val_fraction: _ValFraction = 0.05,
+    seed: _Seed = 0,
+    system_prompt: _SystemPrompt = None,
+    no_system_prompt: _NoSystemPrompt = False,
 ) -> None:
     """Write the Instructions with Answer as verl RL parquet (train / validation, split by exercise).
 
@@ -232,10 +238,10 @@ def trl_cmd(
     out: Annotated[Path, typer.Option("--out", help="Directory for the DatasetDict (datasets.load_from_disk).")],
     layers: Annotated[str, typer.Option("--layers", help=_LAYERS_HELP)] = "single,multi_sub",
     train_dir: Annotated[Path | None, typer.Option("--train-dir", help=_TRAIN_DIR_HELP)] = None,
-    val_fraction: Annotated[float, typer.Option("--val-fraction", help="Exercises held out for validation, in [0, 1).")] = 0.05,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the train / validation split.")] = 0,
-    system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File whose text is the system message (default: StudyBench's).")] = None,
-    no_system_prompt: Annotated[bool, typer.Option("--no-system-prompt", help="No system message.")] = False,
+    val_fraction: _ValFraction = 0.05,
+    seed: _Seed = 0,
+    system_prompt: _SystemPrompt = None,
+    no_system_prompt: _NoSystemPrompt = False,
     with_without_answer: Annotated[bool, typer.Option("--with-without-answer", help="Add the Instructions without Answer (empty gold columns; the reward function gives them no reward).")] = False,
 ) -> None:
     """Save the Instructions with Answer as a Hugging Face DatasetDict for TRL (conversational prompt-only).
