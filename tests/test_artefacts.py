@@ -103,6 +103,9 @@ def test_evoskill_refusals(tmp_path: Path) -> None:
     (tmp_path / "none").mkdir()
     res = _invoke("artefact", "evoskill", tmp_path / "none", "-o", tmp_path / "p.md")
     assert res.exit_code == 2 and "no skills" in res.output  # type: ignore[attr-defined]
+    # a natural slip: the folder of one skill instead of the skills folder
+    res = _invoke("artefact", "evoskill", _skills(tmp_path / "one") / "buoyancy", "-o", tmp_path / "p.md")
+    assert res.exit_code == 2 and "one skill's folder (it holds SKILL.md); give the folder above it" in res.output  # type: ignore[attr-defined]
     only_meta = tmp_path / "meta"
     _skill(only_meta, "skill-creator", "skill-creator", "x", "y")
     res = _invoke("artefact", "evoskill", only_meta, "-o", tmp_path / "p.md")

@@ -332,7 +332,7 @@ def test_csv_bad_fractions(tmp_path: Path, train_dir: Path) -> None:
 def test_load_layers_errors(tmp_path: Path, train_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ExportError, match="unknown layer 'bogus'"):
         load_layers(train_dir, ["single", "bogus"])
-    with pytest.raises(ExportError, match="no such directory"):
+    with pytest.raises(ExportError, match=r"no such directory \(expected the folder of the instruction layers, train/"):
         load_layers(tmp_path / "nope", ["single"])
     empty = tmp_path / "empty"
     empty.mkdir()

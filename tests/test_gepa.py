@@ -225,6 +225,9 @@ def test_optimize_finds_the_phrase_snapshots_and_resumes_without_redoing_the_see
     # another seed prompt in the same run directory is refused, naming the flag
     with start_stub_server(magic_reply) as srv, pytest.raises(GepaError, match="another --seed-prompt"):
         _run(srv, train, run_dir, 40, seed_prompt="Something else.")
+    # so is another validation set, in a message that reads as English
+    with start_stub_server(magic_reply) as srv, pytest.raises(GepaError, match=r"run with another validation set \(--train-dir"):
+        _run(srv, write_layers(tmp_path / "other", singles=7, chains=1), run_dir, 40)
 
 
 def test_cli_optimize_then_eval_with_the_evolved_prompt(tmp_path: Path) -> None:

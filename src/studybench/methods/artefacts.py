@@ -123,6 +123,9 @@ def read_skills(skills_dir: Path, exclude: Iterable[str] = STOCK_SKILLS) -> list
         if not fields.get("name"):
             raise ArtefactInputError(f"{path}: front matter has no 'name'")
         out.append(Skill(folder.name, fields["name"], fields.get("description", ""), body.strip()))
+    if not out and not found and (skills_dir / "SKILL.md").is_file():
+        raise ArtefactInputError(f"{skills_dir}: this is one skill's folder (it holds SKILL.md); give the folder "
+                                 f"above it, SKILLS_DIR/<skill-name>/SKILL.md ({skills_dir.resolve().parent})")
     if not out:
         left = f" ({found} left out by --exclude / the stock list)" if found else ""
         raise ArtefactInputError(f"{skills_dir}: no skills (no <skill-name>/SKILL.md{left})")

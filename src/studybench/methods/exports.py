@@ -125,7 +125,7 @@ class ExportResult:
 
 
 def load_layers(train_dir: str | os.PathLike[str] | None, layers: Sequence[str]) -> list[InstructionLayer]:
-    """Load the named instruction layers from a ``train_data/`` directory (paper appendix J).
+    """Load the named instruction layers from a ``train/`` directory (paper appendix J).
 
     Args:
         train_dir: the directory (``None``: :func:`studybench.datasets.resolve_train_dir`'s search).
@@ -146,7 +146,8 @@ def load_layers(train_dir: str | os.PathLike[str] | None, layers: Sequence[str])
     else:
         d = Path(train_dir)
     if not d.is_dir():
-        raise ExportError(f"{d}: no such directory (the instruction files' train_data/ directory)")
+        raise ExportError(f"--train-dir {d}: no such directory (expected the folder of the instruction layers, "
+                          "train/ beside the test sets, holding verifiable_instr.json)")
     if not layers:
         raise ExportError(f"no layers asked; choose from {', '.join(LAYER_KINDS)}")
     unknown = [x for x in layers if x not in LAYER_KINDS]

@@ -577,11 +577,11 @@ def _check_resume(run_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any] 
         before = old["fingerprint"]
     except (OSError, ValueError, KeyError, TypeError):
         raise GepaError(f"{path}: unreadable; this run directory cannot be resumed (use a new --run-dir)") from None
-    names = {"model": "--model", "val": "the validation set (--train-dir, --val-size, --seed, --limit)",
-             "seed_prompt_sha256": "--seed-prompt"}
+    names = {"model": "another --model", "val": "another validation set (--train-dir, --val-size, --seed, --limit)",
+             "seed_prompt_sha256": "another --seed-prompt"}
     for key, what in names.items():
         if before.get(key) != fingerprint.get(key):
-            raise GepaError(f"run directory {run_dir} holds a GEPA run with another {what}; "
+            raise GepaError(f"run directory {run_dir} holds a GEPA run with {what}; "
                             "give the same settings to resume it, or use a new --run-dir")
     return dict(old)
 
