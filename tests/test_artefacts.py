@@ -80,6 +80,17 @@ def _skills(tmp_path: Path) -> Path:
     return root
 
 
+def test_evoskill_base_meta_skills_are_left_out(tmp_path: Path) -> None:
+    # EvoSkill ships .claude/skills/brainstorming and .claude/skills/skill-creator with the agent; neither is evolved
+    root = _skills(tmp_path)
+    _skill(root, "brainstorming", "brainstorming", "Use before answering any task.", "BRAINSTORMING BODY")
+    prompt, skills = evoskill_prompt(root)
+    assert [s.folder for s in skills] == ["buoyancy", "units-check"] and "BRAINSTORMING BODY" not in prompt
+    out = tmp_path / "all.md"
+    res = _invoke("artefact", "evoskill", root, "-o", out, "--include-all")
+    assert res.exit_code == 0 and "BRAINSTORMING BODY" in out.read_text()  # type: ignore[attr-defined]
+
+
 def test_evoskill_prompt_inlines_skills_sorted_without_meta_skills(tmp_path: Path) -> None:
     prompt, skills = evoskill_prompt(_skills(tmp_path))
     assert [s.folder for s in skills] == ["buoyancy", "units-check"]
