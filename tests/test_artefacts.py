@@ -40,6 +40,12 @@ def test_ace_bullets_lose_ids_and_counters_and_empty_sections_go() -> None:
     assert clean_ace_playbook(ACE) == CLEAN
 
 
+def test_ace_bullets_as_ace_parses_them() -> None:
+    # ACE's parser (playbook_utils.parse_playbook_line) takes any id without "]" and optional spaces
+    text = "## OTHERS\n[misc 7] helpful=1 harmful=0 :: spaced id\n[err-00002]helpful=0 harmful=2::  tight\n"
+    assert clean_ace_playbook(text) == "## OTHERS\n- spaced id\n- tight\n"
+
+
 def test_plain_playbook_is_unchanged() -> None:
     plain = "## Tips\n- [note] keep units: helpful advice\n\n## Empty\n"
     assert clean_ace_playbook(plain) == plain
