@@ -40,6 +40,12 @@ def test_ace_bullets_lose_ids_and_counters_and_empty_sections_go() -> None:
     assert clean_ace_playbook(ACE) == CLEAN
 
 
+def test_ace_bullets_as_ace_parses_them() -> None:
+    # ACE's parser (playbook_utils.parse_playbook_line) takes any id without "]" and optional spaces
+    text = "## OTHERS\n[misc 7] helpful=1 harmful=0 :: spaced id\n[err-00002]helpful=0 harmful=2::  tight\n"
+    assert clean_ace_playbook(text) == "## OTHERS\n- spaced id\n- tight\n"
+
+
 def test_plain_playbook_is_unchanged() -> None:
     plain = "## Tips\n- [note] keep units: helpful advice\n\n## Empty\n"
     assert clean_ace_playbook(plain) == plain
@@ -78,6 +84,17 @@ def _skills(tmp_path: Path) -> Path:
     _skill(root, "buoyancy", "buoyancy", "Archimedes problems.", "Balance weight against displaced fluid.")
     _skill(root, "skill-creator", "skill-creator", "Create new skills.", "STOCK META SKILL BODY")
     return root
+
+
+def test_evoskill_base_meta_skills_are_left_out(tmp_path: Path) -> None:
+    # EvoSkill ships .claude/skills/brainstorming and .claude/skills/skill-creator with the agent; neither is evolved
+    root = _skills(tmp_path)
+    _skill(root, "brainstorming", "brainstorming", "Use before answering any task.", "BRAINSTORMING BODY")
+    prompt, skills = evoskill_prompt(root)
+    assert [s.folder for s in skills] == ["buoyancy", "units-check"] and "BRAINSTORMING BODY" not in prompt
+    out = tmp_path / "all.md"
+    res = _invoke("artefact", "evoskill", root, "-o", out, "--include-all")
+    assert res.exit_code == 0 and "BRAINSTORMING BODY" in out.read_text()  # type: ignore[attr-defined]
 
 
 def test_evoskill_prompt_inlines_skills_sorted_without_meta_skills(tmp_path: Path) -> None:

@@ -171,6 +171,27 @@ def test_verl_rows_score_with_compute_score(tmp_path: Path, train_dir: Path, g: 
     assert score(wrong) == 0.0
 
 
+def test_verl_rows_as_verl_reads_them(tmp_path: Path, train_dir: Path) -> None:
+    # verl 0.9 (verl/utils/dataset/rl_dataset.py) loads the parquet with datasets.load_dataset("parquet"),
+    # batches non-tensor columns as numpy object arrays, and its naive reward manager calls the reward
+    # with reward_model["ground_truth"] and an extra_info to which it adds num_turns / rollout_reward_scores
+    _need_train()
+    import datasets
+    import numpy as np
+
+    export_verl(tmp_path / "v", load_layers(train_dir, ["single", "multi_sub"]))
+    ds = datasets.load_dataset("parquet", data_files=str(tmp_path / "v" / "train.parquet"))["train"]
+    rows = [ds[i] for i in range(len(ds))]
+    batch = {k: np.fromiter((r[k] for r in rows), dtype=object, count=len(rows)) for k in ("data_source", "reward_model", "extra_info")}
+    for i in range(len(rows)):
+        gt = batch["reward_model"][i]["ground_truth"]
+        info = batch["extra_info"][i]
+        info["num_turns"], info["rollout_reward_scores"] = None, {}
+        got = compute_score(data_source=batch["data_source"][i], solution_str="Final Answer: " + gt["answer"],
+                            ground_truth=gt, extra_info=info, return_dict=True)
+        assert got["score"] == 1.0, (i, gt, got)  # type: ignore[index]
+
+
 def test_verl_system_prompt_options(tmp_path: Path, train_dir: Path) -> None:
     _need_train()
     _, rows = _verl(tmp_path / "n", train_dir, system_prompt=None)

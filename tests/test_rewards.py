@@ -219,3 +219,28 @@ def test_trl_keyword_call_and_rows_without_gold() -> None:
     dense = trl_reward_dense(completions=["Final Answer: \\boxed{B}", "y"], answer=[None, "\\boxed{B}"], answer_type=[None, "MC"],
                              prompts=["p", "p"], trainer_state=None)
     assert dense[0] is None and dense[1] == DENSE_WEIGHTS["no_answer"]
+
+
+@pytest.mark.parametrize(
+    "reward_kwargs,want_dict,want_score",
+    [
+        ({"return_dict": True}, True, 1.0),
+        ({"return_dict": "true"}, True, 1.0),
+        ({"return_dict": "false"}, False, 1.0),  # a string from the command line, not a truthy object
+        ({"return_dict": "0"}, False, 1.0),
+        ({"variant": "DENSE", "return_dict": True}, True, 0.9),  # any case
+        ({"variant": "Dense"}, False, 0.9),
+    ],
+)
+def test_verl_reward_kwargs(monkeypatch: pytest.MonkeyPatch, reward_kwargs: dict[str, object], want_dict: bool,
+                            want_score: float) -> None:
+    # verl (0.9: verl/trainer/ppo/reward.py get_custom_reward_fn) merges
+    # reward.custom_reward_function.reward_kwargs into every keyword call, the config's keys winning
+    monkeypatch.delenv("STUDYBENCH_REWARD_DICT", raising=False)
+    monkeypatch.delenv("STUDYBENCH_REWARD", raising=False)
+    call = {"data_source": "studybench/single", "solution_str": _SOL, "ground_truth": _VERL_GT,
+            "extra_info": {"index": 0, "num_turns": None, "rollout_reward_scores": {}}}
+    got = compute_score(**{**call, **reward_kwargs})  # type: ignore[arg-type]
+    assert isinstance(got, dict) is want_dict
+    score = got["score"] if isinstance(got, dict) else got
+    assert score == pytest.approx(want_score)

@@ -225,15 +225,18 @@ def _key_part(v: Any) -> str:
     return str(v).strip()
 
 
-_ACE_BULLET = re.compile(r"^\s*(?:[-*+]\s+)?\[([^\]\s]+)\]\s*helpful=(\d+)\s*harmful=(\d+)\s*::\s?(.*)$")
+_ACE_BULLET = re.compile(r"^\s*(?:[-*+]\s+)?\[([^\]]+)\]\s*helpful=(\d+)\s*harmful=(\d+)\s*::\s*(.*)$")
 _HEADER = re.compile(r"^\s{0,3}(#{1,6})\s")
 
 
 def clean_ace_playbook(text: str) -> str:
     """A playbook as the model should see it: ACE's bullet ids and counters removed.
 
-    ACE (Agentic Context Engineering) writes Markdown sections (``## STRATEGIES & INSIGHTS``, ...) whose
-    bullets read ``[str-00001] helpful=3 harmful=0 :: text``. Each becomes ``- text``; headers and other
+    ACE (Agentic Context Engineering) writes Markdown sections (``## STRATEGIES & INSIGHTS``,
+    ``## FORMULAS & CALCULATIONS``, ``## CODE SNIPPETS & TEMPLATES``, ``## COMMON MISTAKES TO AVOID``,
+    ``## PROBLEM-SOLVING HEURISTICS``, ``## CONTEXT CLUES & INDICATORS``, ``## OTHERS``) whose bullets
+    read ``[sai-00001] helpful=3 harmful=0 :: text`` (an id is a section slug and a global number; any
+    text without ``]`` is read as an id, as ACE's own parser does). Each becomes ``- text``; headers and other
     lines are kept; a section left with no content (up to the next header of its level or above) is
     dropped; runs of blank lines shrink to one. A text with no ACE bullet is returned unchanged.
 

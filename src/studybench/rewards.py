@@ -10,9 +10,9 @@ Two adapters share one lazily started :class:`studybench.verify.Verifier`:
   writes to ``reward_model.ground_truth``: a dict with ``answer`` (the gold, ``\\boxed{}`` per
   slot), ``answer_type``, ``type_sequence`` (TUP / ALT) and ``gold_unit``; verl may hand it back as
   the dict or as its JSON text, both work. A plain gold string works when ``extra_info`` carries
-  ``answer_type`` (and ``type_sequence``). It returns a float, or with ``return_dict=True`` (or
-  ``STUDYBENCH_REWARD_DICT=1`` in the environment, since verl users cannot add keywords) verl's
-  dict form: ``{"score": float, "acc": 1.0 or 0.0, "reason": str, "answer_type": str,
+  ``answer_type`` (and ``type_sequence``). It returns a float, or with ``return_dict=True`` (in verl:
+  ``+reward.custom_reward_function.reward_kwargs.return_dict=true``, which verl merges into every
+  call; or ``STUDYBENCH_REWARD_DICT=1`` in the environment) verl's dict form: ``{"score": float, "acc": 1.0 or 0.0, "reason": str, "answer_type": str,
   "extracted": str, "pred": str}`` - the same scalar keys for every row, so verl can log them.
   ``reason`` is the verifier's reason or ``"malformed ground truth: answer_type missing"``
   (``answer missing``, ``unknown answer_type``, ``bad type_sequence``, ``TUP needs a
@@ -235,9 +235,7 @@ def dense_reward_for(response: Any, answer: Any, answer_type: Any, type_sequence
 
 
 def _variant(info: dict[str, Any], forced: str | None) -> str:
-    if forced:
-        return forced
-    v = info.get("reward") or os.environ.get("STUDYBENCH_REWARD", "binary")
+    v = forced or info.get("reward") or os.environ.get("STUDYBENCH_REWARD", "binary")
     return "dense" if str(v).strip().lower() == "dense" else "binary"
 
 
@@ -337,7 +335,7 @@ def compute_score(
     extra_info: Any = None,
     *,
     variant: str | None = None,
-    return_dict: bool | None = None,
+    return_dict: bool | str | None = None,
     **kwargs: Any,
 ) -> float | dict[str, Any]:
     """verl custom reward function (rule-only); called by keyword, extra keywords are ignored.
@@ -350,8 +348,11 @@ def compute_score(
             ``extra_info`` must carry ``answer_type``).
         extra_info: the row's ``extra_info``: ``{"reward": "dense"}`` selects the dense reward;
             ``answer_type`` / ``type_sequence`` / ``gold_unit`` fill in what ``ground_truth`` lacks.
-        variant: ``"dense"`` or ``"binary"`` (overrides ``extra_info`` and ``STUDYBENCH_REWARD``).
-        return_dict: return the dict form (default: ``STUDYBENCH_REWARD_DICT=1``, else False).
+        variant: ``"dense"`` or ``"binary"``, any case (overrides ``extra_info`` and
+            ``STUDYBENCH_REWARD``).
+        return_dict: return the dict form (default: ``STUDYBENCH_REWARD_DICT=1``, else False); a
+            string counts as true only when it reads ``1``, ``true``, ``yes`` or ``on``. verl users
+            set keywords with ``reward.custom_reward_function.reward_kwargs``.
         **kwargs: whatever else verl passes (``reward_router_address``, ...): ignored.
 
     Returns:
@@ -363,14 +364,15 @@ def compute_score(
     info = extra_info if isinstance(extra_info, dict) else {}
     dense = _variant(info, variant) == "dense"
     out = _score(solution_str, ground_truth, info, dense)
-    if return_dict is None:
-        return_dict = os.environ.get("STUDYBENCH_REWARD_DICT", "").strip().lower() in _TRUE
-    return out if return_dict else float(out["score"])
+    flag: Any = os.environ.get("STUDYBENCH_REWARD_DICT", "") if return_dict is None else return_dict
+    if isinstance(flag, str):  # verl's reward_kwargs may carry the text "false"
+        flag = flag.strip().lower() in _TRUE
+    return out if flag else float(out["score"])
 
 
 def compute_score_dense(
     data_source: Any = None, solution_str: Any = None, ground_truth: Any = None, extra_info: Any = None,
-    *, return_dict: bool | None = None, **kwargs: Any,
+    *, return_dict: bool | str | None = None, **kwargs: Any,
 ) -> float | dict[str, Any]:
     """verl custom reward function with the dense reward (rule-only); as :func:`compute_score`."""
     return compute_score(data_source, solution_str, ground_truth, extra_info, variant="dense", return_dict=return_dict)

@@ -1,8 +1,8 @@
 """The redacted book corpus cut into fixed-size token chunks (``studybench export chunks``).
 
 Each chapter's training file ``DIR/<source>/<chapter>/clean.redacted.md`` (written by ``corpus
-redact``) is tokenized and cut into windows of at most ``size`` tokens (default 2,048, Bonito's input
-size in the StudyBench paper). A window ends at a paragraph boundary (a blank line) when one lies in
+redact``) is tokenized and cut into windows of at most ``size`` tokens (default 2,048, the chunk size
+the StudyBench paper gave Bonito; Bonito itself sets no chunk length). A window ends at a paragraph boundary (a blank line) when one lies in
 its last :data:`PARAGRAPH_WINDOW` share, else at the token boundary; consecutive windows may share
 ``overlap`` tokens. Whitespace-only windows are dropped.
 
@@ -19,7 +19,8 @@ One JSON object per chunk (JSON Lines):
 ``n_tokens``    tokens of the chunk, by the chapter's tokenization (never more than ``size``)
 ``redacted``    false only for chapters taken unredacted under ``allow_unredacted``
 ``text``        the chunk
-``context``     the same text again: Bonito's input column is named ``context``
+``context``     the same text again, for ``Bonito.generate_tasks(dataset, context_col="context", ...)``
+                (Bonito takes the column's name as an argument and calls it ``context`` in its output)
 ==============  =====================================================================
 
 A sidecar ``<out stem>.manifest.json`` records the tokenizer, size, overlap and each file's sha256.

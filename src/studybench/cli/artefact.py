@@ -31,7 +31,7 @@ def evoskill_cmd(
     skills_dir: Annotated[Path, typer.Argument(help="EvoSkill's skills folder: SKILLS_DIR/<skill-name>/SKILL.md.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="System prompt file to write (for `eval --system-prompt`).")],
     exclude: Annotated[list[str] | None, typer.Option("--exclude", help="Skill folder to leave out (repeatable), besides the stock ones.")] = None,
-    include_all: Annotated[bool, typer.Option("--include-all", help="Keep the agent's stock meta-skills (skill-creator, template-skill, template).")] = False,
+    include_all: Annotated[bool, typer.Option("--include-all", help="Keep the agent's stock meta-skills (brainstorming, skill-creator, template-skill, template).")] = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Refuse a prompt over this many tokens (built-in count; 0: no cap).")] = 12_000,
 ) -> None:
     """Inline every SKILL.md of an EvoSkill skills folder (sorted by folder; name, description, body)

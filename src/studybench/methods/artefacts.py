@@ -1,6 +1,7 @@
 """Artefacts of self-evolution methods turned into what ``studybench eval`` takes.
 
-EvoSkill evolves a skills folder in the Claude Agent Skills layout::
+EvoSkill evolves a skills folder (``.claude/skills/`` in its project) in the Claude Agent Skills
+layout::
 
     SKILLS_DIR/<skill-name>/SKILL.md       YAML front matter (name, description), then the body
     SKILLS_DIR/<skill-name>/<other files>  optional (scripts, references): not inlined
@@ -32,8 +33,11 @@ __all__ = [
     "read_skills",
 ]
 
-STOCK_SKILLS = ("skill-creator", "template-skill", "template")
-"""Skill folders shipped with the agent (meta-skills for writing skills), left out by default."""
+STOCK_SKILLS = ("brainstorming", "skill-creator", "template-skill", "template")
+"""Skill folders shipped with the agent, not evolved, left out by default: EvoSkill's base
+meta-skills in ``.claude/skills/`` (``brainstorming``, which its skill proposer runs first, and
+``skill-creator``, which its skill generator reads) and the skill templates of Anthropic's skills
+repository (``template-skill``, ``template``)."""
 
 EVOSKILL_HEADER = (
     "You are an expert physicist. Solve physics problems carefully and rigorously.\n\n"

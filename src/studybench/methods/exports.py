@@ -7,8 +7,11 @@ Paper appendix J. Three shapes of the same records (:mod:`studybench.instruction
   :func:`studybench.rewards.compute_score`.
 * :func:`export_trl` - a Hugging Face ``DatasetDict`` (``train`` / ``validation``) in TRL's
   conversational prompt-only format with the gold columns :func:`studybench.rewards.trl_reward` reads.
-* :func:`export_csv` - the agent-loop CSV EvoSkill uses: ``question``, ``answer``, ``answer_type``,
-  ``type_sequence``, ``split`` (train / val / test, split per source).
+* :func:`export_csv` - an agent-loop CSV: ``question``, ``answer``, ``answer_type``,
+  ``type_sequence``, ``split`` (train / val / test, split per source), ``source``, ... EvoSkill reads
+  the columns its ``.evoskill/config.toml`` names (``question_column``, ``ground_truth_column``:
+  here ``answer``, ``category_column``: e.g. ``source``) and makes its own split per category
+  (``train_ratio`` / ``val_ratio``); it does not read ``split``.
 
 **Prompts** (verl, TRL). The system message is :data:`studybench.protocol.DEFAULT_SYSTEM_PROMPT`
 (or a given text, or none); then the record's conversation as the file holds it - for a multi-sub
@@ -490,7 +493,7 @@ def export_trl(out_dir: str | os.PathLike[str], layers: Sequence[InstructionLaye
 
 def export_csv(out_file: str | os.PathLike[str], layers: Sequence[InstructionLayer], *,
                fractions: Sequence[float] = DEFAULT_CSV_FRACTIONS, seed: int = 0) -> ExportResult:
-    """Write the agent-loop CSV (EvoSkill's layout; paper appendix J).
+    """Write the agent-loop CSV (paper appendix J; EvoSkill reads it with ``ground_truth_column = "answer"``).
 
     Columns :data:`CSV_COLUMNS`: ``question`` (:func:`render_question`), ``answer`` (the gold
     ``\\boxed{}`` string), ``answer_type``, ``type_sequence`` (comma string), ``split`` (``train``,

@@ -2,9 +2,15 @@ r"""TTRL pseudo-labels: a majority vote over sampled responses, clustered by the
 
 Test-time RL (TTRL) samples several responses per problem, takes the majority answer as a
 pseudo-label and rewards each response 1.0 when its answer agrees with that label. Upstream TTRL
-votes on exact extracted strings, so ``3\times10^{8}`` and ``3e8`` split the vote; here answers are
-clustered by the rule verifier's equivalence (:class:`studybench.verify.Verifier`), so equal answers
-in other forms (numbers within tolerance, units, symbolic rewrites) vote together.
+(``verl/utils/reward_score/ttrl/ttt_metrics.py``) extracts each answer with the Qwen math parser (the
+last ``boxed``, else "the answer is ...", else the last number; normalised by ``strip_string``),
+counts the strings with a ``Counter`` (ties: the first seen), so ``3\times10^{8}`` and ``3e8`` split
+the vote, and then grades every response against the winning string with its math-equivalence
+grader; a response without a box still votes (its last number, or the empty string). Here answers
+are clustered by the rule verifier's equivalence (:class:`studybench.verify.Verifier`), so equal
+answers in other forms (numbers within tolerance, units, symbolic rewrites) vote together, and a
+response without a box abstains. :attr:`VoteResult.share` is upstream's ``majority_ratio`` (the
+winning count over all responses) and :func:`label_accuracy` its ``label_accuracy``.
 
 :func:`majority_vote` votes for one problem and returns a :class:`VoteResult`;
 :func:`label_accuracy` votes for many problems and reports TTRL's label accuracy
