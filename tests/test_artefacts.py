@@ -110,10 +110,14 @@ def test_evoskill_cli_output_is_an_eval_system_prompt(tmp_path: Path) -> None:
     res = _invoke("artefact", "evoskill", _skills(tmp_path), "-o", out)
     assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
     assert "wrote 2 skills (buoyancy, units-check)" in res.output  # type: ignore[attr-defined]
+    assert "left out: skill-creator" in res.output and "--include-all keeps" in res.output  # type: ignore[attr-defined]
     art = load_artefacts(system_prompt=out)
     assert art.system_message().startswith("You are an expert physicist") and "## Skill: units-check" in art.system_message()
     res = _invoke("artefact", "evoskill", tmp_path / "skills", "-o", out, "--include-all", "--exclude", "buoyancy")
     assert res.exit_code == 0 and "skill-creator" in out.read_text() and "## Skill: buoyancy" not in out.read_text()  # type: ignore[attr-defined]
+    assert "left out" not in res.output and "warning" not in res.output  # type: ignore[attr-defined]
+    res = _invoke("artefact", "evoskill", tmp_path / "skills", "-o", out, "--exclude", "buoyancyy")  # a typo is said, not ignored
+    assert res.exit_code == 0 and "--exclude buoyancyy: no such skill folder" in " ".join(res.output.split())  # type: ignore[attr-defined]
 
 
 def test_evoskill_refusals(tmp_path: Path) -> None:

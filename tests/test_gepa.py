@@ -271,3 +271,15 @@ def test_cli_without_an_endpoint_is_a_usage_error(tmp_path: Path) -> None:
                         "--run-dir", str(tmp_path / "run"), "--max-metric-calls", "10"],
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 2 and "--base-url is required" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_missing_train_dir_is_a_usage_error(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from studybench.cli import app
+
+    res = CliRunner().invoke(app, ["gepa", "optimize", "--model", "m", "--reflection-model", "r", "--base-url",
+                                   "http://127.0.0.1:9/v1", "--run-dir", str(tmp_path / "run"), "--max-metric-calls", "10",
+                                   "--train-dir", str(tmp_path / "nope")], catch_exceptions=False)
+    assert res.exit_code == 2 and "--train-dir" in res.output and "not a directory" in res.output
+    assert not (tmp_path / "run").exists()

@@ -96,7 +96,7 @@ def scan_books(root: Path) -> dict[str, list[Chapter]]:
     """
     root = Path(root)
     if not root.is_dir():
-        raise CorpusError(f"--books {root}: not a directory (expected DIR/<source>/<chapter>/full.md)")
+        raise CorpusError(f"--books {root}: not a directory (expected DIR/<source>/<chapter>/ holding full.md, clean.md or clean.redacted.md)")
     out: dict[str, list[Chapter]] = {}
     for src in sorted(filter(_visible, root.iterdir())):
         chapters = []

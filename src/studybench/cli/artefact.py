@@ -53,3 +53,11 @@ def evoskill_cmd(
         fail_write(e, out, resumable=False)
     names = ", ".join(s.folder for s in skills)
     console.print(f"wrote {plural(len(skills), 'skill')} ({escape(names)}) to {escape(str(out))}", soft_wrap=True)
+    folders = {p.name for p in skills_dir.iterdir() if p.is_dir()}
+    stock = sorted(folders & set(STOCK_SKILLS)) if not include_all else []
+    if stock:
+        console.print(f"left out: {escape(', '.join(stock))} (the agent's stock meta-skills; --include-all keeps them)", soft_wrap=True)
+    unmatched = sorted(set(exclude or []) - folders)
+    if unmatched:
+        console.print(f"[yellow]warning:[/yellow] --exclude {escape(', '.join(unmatched))}: no such skill folder in "
+                      f"{escape(str(skills_dir))}", soft_wrap=True)

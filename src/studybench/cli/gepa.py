@@ -90,6 +90,8 @@ def optimize_cmd(
                              ("--snapshot-every", snapshot_every, 0)):
         if value < low:
             fail(f"{flag} must be >= {low}, got {value}")
+    if train_dir is not None and not train_dir.is_dir():
+        fail(f"--train-dir {train_dir}: not a directory (expected the folder of the instruction layers, train/ beside the test sets)")
     prompt = None
     if seed_prompt is not None:
         try:
