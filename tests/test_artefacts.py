@@ -164,3 +164,27 @@ def test_eval_playbook_max_tokens_option(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "over the cap of 10" in " ".join(res.output.split())  # type: ignore[attr-defined]
     res = _invoke(*common, "--out", tmp_path / "r2")
     assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+
+
+def test_evoskill_control_characters_in_names_never_reach_the_terminal(tmp_path: Path) -> None:
+    d = tmp_path / "skills"
+    for name in ("a\x1b[31mred", "[bold]b"):
+        (d / name).mkdir(parents=True)
+        (d / name / "SKILL.md").write_text("---\nname: x\ndescription: y\n---\nbody\n", encoding="utf-8")
+    res = _invoke("artefact", "evoskill", d, "-o", tmp_path / "p.md")
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    assert "\x1b" not in res.output and "a\\x1b[31mred" in res.output and "[bold]b" in res.output  # type: ignore[attr-defined]
+
+
+def test_evoskill_fifo_skill_refused_not_skipped(tmp_path: Path) -> None:
+    import os
+
+    d = tmp_path / "skills"
+    (d / "ok").mkdir(parents=True)
+    (d / "ok" / "SKILL.md").write_text("---\nname: ok\n---\nbody\n", encoding="utf-8")
+    (d / "pipe").mkdir()
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    os.mkfifo(d / "pipe" / "SKILL.md")
+    with pytest.raises(ArtefactInputError, match="pipe"):
+        evoskill_prompt(d, [], None)

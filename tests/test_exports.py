@@ -392,3 +392,71 @@ def test_real_files_export(tmp_path: Path) -> None:
     assert res.left_out == {"single": 1, "multi_sub": 0}
     assert res.total == 866 + len(layers[1])
     assert any("record 297" in w for w in res.warnings)
+
+
+# ---- hostile input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fractions", [(float("nan"), 0.5, 0.5), (0.5, float("nan"), 0.5), (float("inf"), 0.0, 0.0)])
+def test_csv_non_finite_fractions_refused(tmp_path: Path, train_dir: Path, fractions: tuple[float, ...]) -> None:
+    # NaN passed the "sum to 1" check (every comparison with NaN is false) and crashed in split_counts
+    with pytest.raises(ExportError, match="fractions must be"):
+        export_csv(tmp_path / "x.csv", load_layers(train_dir, ["single"]), fractions=fractions)
+    res = CliRunner().invoke(app, ["export", "csv", "--out", str(tmp_path / "x.csv"), "--train-dir", str(train_dir),
+                                   "--fractions", ",".join(map(str, fractions))])
+    assert res.exit_code == 2 and "fractions must be" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("val_fraction", [0.0, 0.05])
+def test_trl_empty_split_saved(tmp_path: Path, val_fraction: float) -> None:
+    # one exercise (or --val-fraction 0): the validation split is empty; from_list([]) lost the columns
+    # and save_to_disk failed with a datasets traceback
+    _need_train()
+    import datasets
+
+    d = tmp_path / "train"
+    d.mkdir()
+    (d / "verifiable_instr.json").write_text(json.dumps([_single("BookA", "P1", 0)] * 3), encoding="utf-8")
+    res = export_trl(tmp_path / "t", load_layers(d, ["single"]), val_fraction=val_fraction)
+    dd = datasets.load_from_disk(str(tmp_path / "t"))
+    assert len(dd["train"]) == res.total == 3 and len(dd["validation"]) == 0
+    assert dd["validation"].column_names == dd["train"].column_names
+
+
+def test_verl_out_not_a_fresh_directory(tmp_path: Path, train_dir: Path) -> None:
+    _need_train()
+    layers = load_layers(train_dir, ["single"])
+    f = tmp_path / "file"
+    f.write_text("x", encoding="utf-8")
+    with pytest.raises(ExportError, match="exists and is not a directory"):
+        export_verl(f, layers)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "train.parquet").write_text("someone else's", encoding="utf-8")
+    with pytest.raises(ExportError, match="not a previous verl export"):
+        export_verl(other, layers)
+    assert (other / "train.parquet").read_text(encoding="utf-8") == "someone else's"
+    res = CliRunner().invoke(app, ["export", "verl", "--out", str(other), "--train-dir", str(train_dir)])
+    assert res.exit_code == 2 and "not a previous verl export" in res.output
+    export_verl(tmp_path / "v", layers)  # a previous export is replaced
+    export_verl(tmp_path / "v", layers)
+    (tmp_path / "empty").mkdir()
+    export_verl(tmp_path / "empty", layers)
+
+
+def test_nul_and_escape_in_text_round_trip(tmp_path: Path) -> None:
+    _need_train()
+    import pyarrow.parquet as pq
+
+    d = tmp_path / "train"
+    d.mkdir()
+    recs = [_single("BookA", f"P{k}", 0, q=f"a\x00b \x1b[31m{k}") for k in range(4)]
+    (d / "verifiable_instr.json").write_text(json.dumps(recs), encoding="utf-8")
+    layers = load_layers(d, ["single"])
+    export_verl(tmp_path / "v", layers)
+    rows = pq.read_table(tmp_path / "v" / "train.parquet").to_pylist()
+    assert all("a\x00b \x1b[31m" in r["prompt"][-1]["content"] for r in rows)
+    export_csv(tmp_path / "x.csv", layers)
+    with open(tmp_path / "x.csv", encoding="utf-8", newline="") as fh:
+        qs = [r["question"] for r in csv.DictReader(fh)]
+    assert sorted(qs) == [f"a\x00b \x1b[31m{k}" for k in range(4)]

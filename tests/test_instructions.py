@@ -209,3 +209,60 @@ def test_bad_single_gold_left_out(tmp_path: Path) -> None:
     parents, notes = instruction_parents(layer)
     assert [x.source_problem_id for x in parents] == ["A", "C"]
     assert notes == ["1 record(s) left out: gold answer the verifier cannot use"]
+
+
+# ---- hostile input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("escape,field", [
+    ("\\ud800", "messages[0].content"),
+    ("\\udfff tail", "messages[0].content"),
+])
+def test_lone_surrogate_named(tmp_path: Path, escape: str, field: str) -> None:
+    # a JSON escape can smuggle an unpaired surrogate into a str: no parquet / CSV / hash can write it later
+    p = tmp_path / "verifiable_instr.json"
+    p.write_text(json.dumps([_rec(), _rec(q="QQQ")]).replace("QQQ", escape), encoding="utf-8")
+    with pytest.raises(InstructionError) as e:
+        load_instructions(p)
+    msg = str(e.value)
+    assert f"record 1 (source_problem_id=P1.1): field {field}: a lone surrogate" in msg
+    msg.encode("utf-8")  # the message itself is printable
+
+
+def test_lone_surrogate_in_id_and_key_named(tmp_path: Path) -> None:
+    p = tmp_path / "verifiable_instr.json"
+    p.write_text(json.dumps([_rec(spid="SSS")]).replace("SSS", "\\ud83d"), encoding="utf-8")
+    with pytest.raises(InstructionError, match="field metadata.source_problem_id: a lone surrogate") as e:
+        load_instructions(p)
+    str(e.value).encode("utf-8")
+    p.write_text(json.dumps([{**_rec(), "KKK": 1}]).replace("KKK", "\\udc00"), encoding="utf-8")
+    with pytest.raises(InstructionError, match=r"field \(key\): a lone surrogate"):
+        load_instructions(p)
+
+
+def test_surrogate_pair_is_fine(tmp_path: Path) -> None:
+    p = tmp_path / "verifiable_instr.json"
+    p.write_text(json.dumps([_rec(q="smile \U0001f600")]), encoding="utf-8")  # ensure_ascii: a \\ud83d\\ude00 pair
+    assert load_instructions(p).records[0].question == "smile \U0001f600"
+
+
+@pytest.mark.parametrize("text", ['[{"n": ' + "1" * 5000 + "}]", json.dumps(_rec()) + "\n" + "[" + "9" * 5000 + "]\n"])
+def test_huge_integer_is_named_not_called_invalid_json(tmp_path: Path, text: str) -> None:
+    p = tmp_path / "verifiable_instr.json"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(InstructionError, match="an integer with more than .* digits") as e:
+        load_instructions(p)
+    assert "not valid JSON" not in str(e.value)
+
+
+def test_repeated_ids_linear(tmp_path: Path) -> None:
+    # thousands of records sharing one id used to probe ch01/P1#2, #3, ... from 2 each time: quadratic
+    from _support import assert_linear
+
+    layers = {}
+    for n in (500, 4000):
+        layers[n] = load_instructions(_write(tmp_path, [_rec(spid="P1") for _ in range(n)], f"verifiable_instr{n}.json"))
+    parents, _ = instruction_parents(layers[4000])
+    ids = [x.source_problem_id for x in parents]
+    assert ids[:3] == ["ch01/P1", "ch01/P1#2", "ch01/P1#3"] and len(set(ids)) == 4000
+    assert_linear(lambda n: instruction_parents(layers[n]), 500, factor=8)

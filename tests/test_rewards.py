@@ -244,3 +244,43 @@ def test_verl_reward_kwargs(monkeypatch: pytest.MonkeyPatch, reward_kwargs: dict
     assert isinstance(got, dict) is want_dict
     score = got["score"] if isinstance(got, dict) else got
     assert score == pytest.approx(want_score)
+
+
+# ---- hostile input: a reward never raises ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns,completions,want", [
+    ({"answer": 5}, ["\\boxed{1}"], [0.0]),  # a column that is not a list
+    ({"answer": "\\boxed{1}", "answer_type": "NV"}, ["\\boxed{1}", "\\boxed{1}"], [0.0, 0.0]),  # not read per character
+    ({"answer": ["\\boxed{1}"], "answer_type": 7}, ["\\boxed{1}"], [0.0]),
+    ({"answer": ["\\boxed{1}"], "answer_type": ["NV"]}, None, []),
+    ({"answer": ["\\boxed{1}"], "answer_type": ["NV"]}, 5, []),
+    ({"answer": ["\\boxed{1}", "\\boxed{2}"], "answer_type": ["NV", "NV"]}, ["\\boxed{1}"], [1.0]),  # column longer
+])
+def test_trl_reward_malformed_columns_never_raise(columns: dict[str, object], completions: object,
+                                                  want: list[float]) -> None:
+    assert trl_reward(completions=completions, **columns) == want  # type: ignore[arg-type]
+
+
+_DEEP = '{"answer": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize("solution,ground_truth,extra_info", [
+    ("\\boxed{1}", _DEEP, None),
+    ("\\boxed{1}", "{" + '"a":{' * 50_000 + "}" * 50_001, None),
+    ("\\boxed{1}", '{"answer": "\\\\boxed{1}", "answer_type": "NV", "n": ' + "9" * 5000 + "}", None),
+    ("\\boxed{1}", {"answer": ["\\boxed{1}"], "answer_type": "NV"}, None),
+    ("\\boxed{1}", {"answer": "\\boxed{1}", "answer_type": ["NV"]}, None),
+    ("\\boxed{1}", {"answer": "\\boxed{1}", "answer_type": "TUP", "type_sequence": {"a": 1}}, None),
+    ("\\boxed{1}", {"answer": "\\boxed{1}", "answer_type": "NV"}, ["not", "a", "dict"]),
+    ("\\boxed{1}", {"answer": "\\boxed{1}", "answer_type": "NV"}, {"reward": object(), "gold_unit": [1]}),
+    (None, {"answer": "\\boxed{1}", "answer_type": "NV"}, None),
+    (b"\\boxed{1}", {"answer": "\\boxed{1}", "answer_type": "NV"}, None),
+    ("\\boxed{\ud800}", {"answer": "\\boxed{\ud800}", "answer_type": "EX"}, None),
+    ("{" * 10_000 + "\\boxed{1" * 1000, {"answer": "\\boxed{1}", "answer_type": "NV"}, None),
+])
+def test_compute_score_hostile_input_never_raises(solution: object, ground_truth: object, extra_info: object) -> None:
+    for fn in (compute_score, compute_score_dense):
+        assert isinstance(fn(solution_str=solution, ground_truth=ground_truth, extra_info=extra_info), float)
+        d = fn(solution_str=solution, ground_truth=ground_truth, extra_info=extra_info, return_dict=True)
+        assert isinstance(d, dict) and set(d) >= {"score", "acc", "reason"} and d["acc"] in (0.0, 1.0)

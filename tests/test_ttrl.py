@@ -162,3 +162,15 @@ def test_vote_label_round_trips_with_text_and_braces(v: Verifier) -> None:
     r = majority_vote(responses, "TUP", "QL,EX", verifier=v)
     assert r.rewards == (1.0, 1.0, 0.0)
     assert r.label is not None and extract_answers(r.label, 2) == list(r.slots) == ["\\text{red {dwarf}}", "\\{1, 2\\}"]
+
+
+def test_lone_surrogate_in_a_response_votes(v: Verifier) -> None:
+    # "\ud800" cannot be encoded for the verifier's workers: it used to raise UnicodeEncodeError
+    r = majority_vote(["Final Answer: \\boxed{x\ud800}", "Final Answer: \\boxed{x\ud800}", "\\boxed{2}"], "EX", verifier=v)
+    assert r.label == "\\boxed{x?}" and r.rewards == (1.0, 1.0, 0.0)
+
+
+def test_hostile_responses_do_not_raise(v: Verifier) -> None:
+    r = majority_vote(["{" * 10_000 + "\\boxed{1}" + "}" * 10_000, "Final Answer: \\boxed{1", None, 5, b"\\boxed{1}",
+                       ["\\boxed{1}"]], "nv", verifier=v)
+    assert r.label == "\\boxed{1}" and r.abstentions == 5

@@ -28,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -252,6 +254,33 @@ def _kind_of(path: Path, records: list[Any]) -> LayerKind:
     return "single"
 
 
+_BIG_INT = f"an integer with more than {sys.get_int_max_str_digits()} digits (not a usable value)"
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _surrogate_at(raw: Any) -> str | None:
+    """The path of the first string (key or value) in ``raw`` holding a lone surrogate, else ``None``."""
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return where or "(record)"
+        elif isinstance(v, dict):
+            for k, x in reversed(list(v.items())):
+                name = f"{where}.{k}" if where else str(k)
+                try:
+                    str(k).encode("utf-8")
+                except UnicodeEncodeError:
+                    return f"{where}.(key)" if where else "(key)"
+                stack.append((name, x))
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{j}]", x) for j, x in reversed(list(enumerate(v))))
+    return None
+
+
 def _loc(err: dict[str, Any]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(err["loc"]))
 
@@ -282,14 +311,18 @@ def load_instructions(path: str | os.PathLike[str], kind: LayerKind | None = Non
         obj: Any = json.loads(text)
     except RecursionError:
         raise InstructionError(f"{p}: JSON nested too deeply") from None
-    except ValueError:
+    except json.JSONDecodeError:
         obj = []
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     obj.append(json.loads(line))
-                except (ValueError, RecursionError):
+                except (json.JSONDecodeError, RecursionError):
                     raise InstructionError(f"{p}: line {n}: not valid JSON (expected a JSON list or JSON Lines)") from None
+                except ValueError:  # an integer past Python's digit limit
+                    raise InstructionError(f"{p}: line {n}: {_BIG_INT}") from None
+    except ValueError:  # valid JSON, but an integer past Python's digit limit
+        raise InstructionError(f"{p}: {_BIG_INT}") from None
     if isinstance(obj, dict) and isinstance(obj.get("data"), list):
         obj = obj["data"]
     if not isinstance(obj, list):
@@ -298,12 +331,17 @@ def load_instructions(path: str | os.PathLike[str], kind: LayerKind | None = Non
     if layer_kind not in LAYER_KINDS:
         raise InstructionError(f"kind must be one of {', '.join(LAYER_KINDS)}, got {layer_kind!r}")
     records: list[Instruction] = []
+    maybe_surrogates = _SURROGATE_ESCAPE.search(text) is not None
     for i, raw in enumerate(obj):
         if not isinstance(raw, dict):
             raise InstructionError(f"{p}: record {i}: expected an object, got {type(raw).__name__}")
         meta = raw.get("metadata")
         spid = meta.get("source_problem_id") if isinstance(meta, dict) else None
-        who = f"{p}: record {i}" + (f" (source_problem_id={spid})" if isinstance(spid, (str, int)) else "")
+        spid = str(spid).encode("utf-8", "backslashreplace").decode() if isinstance(spid, (str, int)) else None
+        who = f"{p}: record {i}" + (f" (source_problem_id={spid})" if spid is not None else "")
+        if maybe_surrogates and (where := _surrogate_at(raw)):
+            raise InstructionError(f"{who}: field {where}: a lone surrogate (an unpaired \\uD800-\\uDFFF escape): "
+                                   "not text that can be written out")
         try:
             rec = Instruction.model_validate(raw)
         except ValidationError as e:
@@ -407,15 +445,19 @@ def instruction_parents(layer: InstructionLayer) -> tuple[list[Parent], list[str
         seen[key] = seen.get(key, 0) + 1
     parents: list[Parent] = []
     taken: set[tuple[str, str]] = set()
+    last_n: dict[tuple[str, str], int] = {}  # the last suffix tried per ident: linear, not quadratic, in repeats
     for c in chains:
         m, r = c[0].metadata, c[0]
         uid = m.source_problem_id
         if seen[(m.source, uid)] > 1:
             ident = f"{m.source_chapter}/{uid}" if m.source_chapter else uid
-            uid, n = ident, 1
+            uid, n = ident, last_n.get((m.source, ident), 1)
+            if n > 1:
+                uid = f"{ident}#{n}"
             while (m.source, uid) in taken:
                 n += 1
                 uid = f"{ident}#{n}"
+            last_n[(m.source, ident)] = n
         taken.add((m.source, uid))
         if len(c) == 1 and layer.kind == "single":
             parent = Parent(source=m.source, source_problem_id=uid, problem=r.question, solution=r.solution,

@@ -52,7 +52,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "DENSE_WEIGHTS",
@@ -389,22 +389,38 @@ def _text(completion: Any) -> Any:
     return None
 
 
-def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
-    """A dataset column TRL passed as a keyword list (``[None] * n`` when absent)."""
+def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any] | None:
+    """A dataset column TRL passed as a keyword list (``[None] * n`` when absent; ``None`` when it is
+    not a list: a string would otherwise be read one character per row)."""
     col = kwargs.get(name)
     if col is None:
         return [None] * n
-    col = list(col)
+    if isinstance(col, (str, bytes, bytearray, dict)):
+        return None
+    try:
+        col = list(col)[:n]
+    except TypeError:
+        return None
     return col + [None] * (n - len(col))
 
 
 def _trl(completions: Sequence[Any], kwargs: dict[str, Any], dense: bool) -> list[float | None]:
     low = DENSE_WEIGHTS["no_answer"] if dense else 0.0
+    try:
+        completions = list(completions)
+    except TypeError:
+        _warn_once("the TRL reward function got completions that are not a list")
+        return []
     n = len(completions)
     if kwargs.get("answer") is None:
         _warn_once("no 'answer' column reached the TRL reward function")
         return [low] * n
-    answers, types, seqs, units = (_column(kwargs, k, n) for k in ("answer", "answer_type", "type_sequence", "gold_unit"))
+    cols = {k: _column(kwargs, k, n) for k in ("answer", "answer_type", "type_sequence", "gold_unit")}
+    for k, col in cols.items():
+        if col is None:
+            _warn_once(f"the {k!r} column reached the TRL reward function as a {type(kwargs[k]).__name__}, not a list")
+            return [low] * n
+    answers, types, seqs, units = (cast(list[Any], c) for c in cols.values())
     out: list[float | None] = []
     for i, c in enumerate(completions):
         answer = answers[i]

@@ -51,7 +51,8 @@ def evoskill_cmd(
         atomic_write_text(out, prompt)
     except OSError as e:
         fail_write(e, out, resumable=False)
-    names = ", ".join(s.folder for s in skills)
+    # a folder name may hold ANSI escapes or other control characters: shown as \xNN, never sent to the terminal
+    names = ", ".join("".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in s.folder) for s in skills)
     console.print(f"wrote {plural(len(skills), 'skill')} ({escape(names)}) to {escape(str(out))}", soft_wrap=True)
     folders = {p.name for p in skills_dir.iterdir() if p.is_dir()}
     stock = sorted(folders & set(STOCK_SKILLS)) if not include_all else []

@@ -114,7 +114,7 @@ def read_skills(skills_dir: Path, exclude: Iterable[str] = STOCK_SKILLS) -> list
     found = 0
     for folder in sorted(p for p in skills_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
         path = folder / "SKILL.md"
-        if not path.is_file():
+        if not (path.exists() or path.is_symlink()):  # a FIFO, a directory, a dangling link: refused below, not skipped
             continue
         found += 1
         if folder.name in skip:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import math
 import os
 import shutil
 from collections import Counter
@@ -383,7 +384,8 @@ def export_verl(out_dir: str | os.PathLike[str], layers: Sequence[InstructionLay
         Rows per split and layer, records left out, warnings.
 
     Raises:
-        ExportError: a without-answer layer, a bad fraction.
+        ExportError: a without-answer layer, a bad fraction, an ``out_dir`` that is a file, or a
+            non-empty directory that is not a previous export (no ``export.json``).
         ImportError: pyarrow is missing (the ``train`` extra).
         OSError: a file cannot be written.
     """
@@ -392,6 +394,10 @@ def export_verl(out_dir: str | os.PathLike[str], layers: Sequence[InstructionLay
     import pyarrow.parquet as pq
 
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} exists and is not a directory; give a directory for the parquet files")
+    if out.is_dir() and not (out / "export.json").is_file() and any(out.iterdir()):
+        raise ExportError(f"{out} is not empty and is not a previous verl export (no export.json); give a new directory")
     result = ExportResult(out=out)
     splits = _two_way(_usable(layers, result, need_answer=True, what="verl"), val_fraction, seed, result)
     out.mkdir(parents=True, exist_ok=True)
@@ -469,14 +475,17 @@ def export_trl(out_dir: str | os.PathLike[str], layers: Sequence[InstructionLaye
     features = _trl_features()
     dd = datasets.DatasetDict({split: datasets.Dataset.from_list([
         {"prompt": prompt_messages(rec, system_prompt), **_gold(rec), "layer": layer.kind, "record": i, **_meta(rec),
-         "sub_index": rec.sub_index} for layer, i, rec in items], features=features) for split, items in splits.items()})
+         "sub_index": rec.sub_index} for layer, i, rec in items], features=features) if items
+        # from_list([]) loses the columns and save_to_disk then fails: an empty split needs them spelled out
+        else datasets.Dataset.from_dict({k: [] for k in features}, features=features) for split, items in splits.items()})
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     old = out.with_name(f".{out.name}.old-{os.getpid()}")
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
-        dd.save_to_disk(str(tmp))
+        # an empty split saved with datasets' default (0 shards) cannot be loaded back: one shard each
+        dd.save_to_disk(str(tmp), num_shards={split: 1 for split, ds in dd.items() if len(ds) == 0} or None)
         atomic_write_text(tmp / "export.json", _sidecar(result, "trl", seed, {"train": 1 - val_fraction, "validation": val_fraction},
                                                         {"system_prompt": system_prompt or "", "answer_format": ANSWER_FORMAT,
                                                          "with_without_answer": with_without_answer}))
@@ -517,7 +526,7 @@ def export_csv(out_file: str | os.PathLike[str], layers: Sequence[InstructionLay
         OSError: the file cannot be written.
     """
     fr = tuple(float(f) for f in fractions)
-    if len(fr) != 3 or any(f < 0 for f in fr) or abs(sum(fr) - 1) > 1e-6:
+    if len(fr) != 3 or not all(math.isfinite(f) and f >= 0 for f in fr) or abs(sum(fr) - 1) > 1e-6:
         raise ExportError(f"fractions must be three non-negative numbers (train, val, test) summing to 1, got {','.join(map(str, fractions))}")
     out = Path(out_file)
     result = ExportResult(out=out)

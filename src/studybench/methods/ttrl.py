@@ -185,6 +185,11 @@ def _types(answer_type: Any, type_sequence: Any) -> tuple[AnswerType, list[Answe
 def _extract(response: Any, at: AnswerType, ts: list[AnswerType]) -> tuple[tuple[str, ...] | None, bool]:
     """A response's vote (stripped slots, or None for an abstention) and whether its shape is right."""
     n = len(ts) if at in (AnswerType.TUP, AnswerType.ALT) else 1
+    if isinstance(response, str) and not response.isascii():
+        try:
+            response.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate cannot reach the verifier's workers: it becomes "?"
+            response = response.encode("utf-8", "replace").decode("utf-8")
     boxes = [b.strip() for b in extract_answers(response, n)] if isinstance(response, str) else []
     if not any(boxes):
         return None, False
