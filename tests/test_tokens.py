@@ -101,3 +101,22 @@ def test_a_file_that_is_not_a_tokenizer_json(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(TokenizerError, match="not a tokenizer.json"):
         load_tokenizer(str(bad))
+
+
+def test_spans_keep_a_few_bytes_a_token() -> None:
+    # a chapter may hold millions of one-character tokens: a list of tuples took ~130 bytes each
+    import tracemalloc
+
+    from studybench.tokens import Spans
+
+    text = "$^" * 500_000
+    tracemalloc.start()
+    try:
+        spans = token_spans(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(spans, Spans) and len(spans) == 1_000_000
+    assert peak < 20 * len(spans), f"{peak / len(spans):.0f} bytes a token"
+    assert spans[0] == (0, 1) and spans[-1] == (999_999, 1_000_000) and spans[1:3] == [(1, 2), (2, 3)]
+    assert spans == list(spans) and count_tokens(text) == len(spans)

@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "BUILTIN",
     "WORD_PIECE",
+    "Spans",
     "Tokenizer",
     "TokenizerError",
     "count_tokens",
@@ -57,6 +61,49 @@ _BUILTIN_RE = re.compile(
 )
 
 
+class Spans(Sequence[tuple[int, int]]):
+    """Covering token spans, stored as their end offsets: 8 bytes a token, not a list of tuples.
+
+    Indexing gives ``(start, end)`` (a token starts where the previous one ended, the first at 0);
+    a slice gives a list. Equal to a list of the same spans.
+    """
+
+    __slots__ = ("_ends",)
+
+    def __init__(self, ends: Iterable[int] = ()) -> None:
+        self._ends = array("q", ends)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self._ends)))]
+        n = len(self._ends)
+        k = i + n if i < 0 else i
+        if not 0 <= k < n:
+            raise IndexError("token index out of range")
+        return (self._ends[k - 1] if k else 0, self._ends[k])
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        prev = 0
+        for end in self._ends:
+            yield (prev, end)
+            prev = end
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Spans):
+            return self._ends == other._ends
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == len(self) and all(a == tuple(b) for a, b in zip(self, other, strict=False))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Spans({list(self)!r})"
+
+
 class TokenizerError(ValueError):
     """A tokenizer that cannot be loaded; the message says why and what to do."""
 
@@ -71,37 +118,40 @@ class Tokenizer:
     """
 
     name: str
-    spans: Callable[[str], list[tuple[int, int]]]
+    spans: Callable[[str], Sequence[tuple[int, int]]]
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text``."""
+        """Number of tokens in ``text`` (the built-in tokenizer counts without keeping the spans)."""
+        if self.spans is _builtin_spans:
+            return sum(1 for _ in _BUILTIN_RE.finditer(text))
         return len(self.spans(text))
 
 
-def _builtin_spans(text: str) -> list[tuple[int, int]]:
-    return [m.span() for m in _BUILTIN_RE.finditer(text)]
+def _builtin_spans(text: str) -> Spans:
+    return Spans(m.end() for m in _BUILTIN_RE.finditer(text))
 
 
-def _covering(ends: list[int], n: int) -> list[tuple[int, int]]:
+def _covering(ends: Iterable[int], n: int) -> Spans:
     """Contiguous spans from token end offsets (made non-decreasing, the last one stretched to ``n``)."""
-    out: list[tuple[int, int]] = []
+    out = array("q")
     prev = 0
     for end in ends:
-        end = min(max(end, prev), n)
-        out.append((prev, end))
-        prev = end
+        prev = min(max(int(end), prev), n)
+        out.append(prev)
     if out:
-        out[-1] = (out[-1][0], n)
+        out[-1] = n
     elif n:
-        out.append((0, n))
-    return out
+        out.append(n)
+    spans = Spans()
+    spans._ends = out  # noqa: SLF001 - our own class
+    return spans
 
 
-def _offsets_spans(offsets: Callable[[str], list[tuple[int, int]]]) -> Callable[[str], list[tuple[int, int]]]:
-    def spans(text: str) -> list[tuple[int, int]]:
+def _offsets_spans(offsets: Callable[[str], list[tuple[int, int]]]) -> Callable[[str], Spans]:
+    def spans(text: str) -> Spans:
         if not text:
-            return []
-        return _covering([int(e) for _, e in offsets(text)], len(text))
+            return Spans()
+        return _covering((e for _, e in offsets(text)), len(text))
 
     return spans
 
@@ -151,15 +201,19 @@ def _from_tiktoken(encoding: str) -> Tokenizer:
     except Exception as e:
         raise TokenizerError(f"--tokenizer tiktoken:{encoding}: cannot load the encoding ({_first_line(e)})") from None
 
-    def spans(text: str) -> list[tuple[int, int]]:
+    def spans(text: str) -> Spans:
         if not text:
-            return []
+            return Spans()
         ids = enc.encode(text, disallowed_special=())
-        ends, pos = [], 0
-        for tid in ids:  # a token's bytes may end inside a character: its end rounds down
-            pos += len(enc.decode_single_token_bytes(tid))
-            ends.append(len(text.encode("utf-8")[:pos].decode("utf-8", errors="ignore")))
-        return _covering(ends, len(text))
+        char_ends = array("q", accumulate(len(c.encode("utf-8", "surrogatepass")) for c in text))
+
+        def ends() -> Iterator[int]:
+            pos = 0
+            for tid in ids:  # a token's bytes may end inside a character: its end rounds down
+                pos += len(enc.decode_single_token_bytes(tid))
+                yield bisect_right(char_ends, pos)
+
+        return _covering(ends(), len(text))
 
     return Tokenizer(f"tiktoken:{encoding}", spans)
 
@@ -202,7 +256,7 @@ def _resolve(tokenizer: Tokenizer | str | None) -> Tokenizer:
     return tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
 
 
-def token_spans(text: str, tokenizer: Tokenizer | str | None = None) -> list[tuple[int, int]]:
+def token_spans(text: str, tokenizer: Tokenizer | str | None = None) -> Spans:
     """Character spans of the tokens of ``text``.
 
     Args:
@@ -210,7 +264,8 @@ def token_spans(text: str, tokenizer: Tokenizer | str | None = None) -> list[tup
         tokenizer: a :class:`Tokenizer`, a name for :func:`load_tokenizer`, or ``None`` (built-in).
 
     Returns:
-        ``(start, end)`` per token, in order, covering ``text`` without gaps or overlaps.
+        ``(start, end)`` per token, in order, covering ``text`` without gaps or overlaps (a
+        :class:`Spans`: a sequence that keeps 8 bytes a token).
 
     Raises:
         TokenizerError: ``tokenizer`` is a name that cannot be loaded.

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +91,7 @@ def _paragraph_boundary(text: str, pos: int) -> bool:
     return _after_blank_line(text, pos) or _BLANK_AHEAD.match(text, pos) is not None
 
 
-def chunk_text(text: str, spans: list[tuple[int, int]], size: int = DEFAULT_CHUNK_TOKENS, overlap: int = 0) -> list[Chunk]:
+def chunk_text(text: str, spans: Sequence[tuple[int, int]], size: int = DEFAULT_CHUNK_TOKENS, overlap: int = 0) -> list[Chunk]:
     """Cut a tokenized text into windows of at most ``size`` tokens.
 
     Args:
