@@ -43,6 +43,11 @@ winning count over all responses) and :func:`label_accuracy` its ``label_accurac
   (abstentions get 0.0). **Label correctness** (TTRL's label accuracy), when a gold is given:
   whether the verifier accepts the pseudo-label against the gold.
 
+**Cost.** Each readable vote is compared (one batched verifier call) with the representatives of
+the clusters made so far, so ``n`` responses cost about ``n * c`` comparisons for ``c`` clusters:
+few when the samples mostly agree, but up to ``n * (n - 1)`` when every answer differs (64 samples:
+about 4,000; 1,000 samples: about a million). Keep ``n`` at TTRL's usual sizes.
+
 Symbolic work runs only in the verifier's worker processes, under its hard timeout; pass one
 :class:`~studybench.verify.Verifier` to reuse it, else the process-wide default one is used.
 """
