@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from studybench.verify.definitions import substitute_definitions
+
 __all__ = ["IDENTITIES", "reconcile"]
 
 Builder = Callable[[Callable[[str], Any]], Any]
@@ -73,6 +75,7 @@ def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any]
     if IDENTITIES is None:
         IDENTITIES = _ids()
     applied: list[str] = []
+    gold, pred = substitute_definitions(gold, pred, aliases)  # the item's own definitions, if any
 
     def sym(key: str) -> Any:
         return sympy.Symbol(aliases.alias(key)[len("\\mathrm{") : -1])

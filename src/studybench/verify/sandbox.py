@@ -49,10 +49,15 @@ class WorkerDied(Exception):
     """The worker exited unexpectedly (e.g. hit its memory limit)."""
 
 
-def _task_verdict(gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any = None) -> Any:
+def _task_verdict(gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any = None, defs: Any = ()) -> Any:
     from studybench.verify.rules import full_verdict
 
-    return full_verdict(gold, pred, at, ts, gold_unit)
+    v = full_verdict(gold, pred, at, ts, gold_unit)
+    if defs:  # the item's definitions (studybench.verify.definitions), tried when the plain verdict is incorrect
+        from studybench.verify.definitions import definitions_verdict
+
+        v = definitions_verdict(gold, pred, at, ts, gold_unit, [tuple(d) for d in defs], v)
+    return v
 
 
 def _task_parsable(box: str, at: str) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 
 from studybench.answers import extract_answers
 from studybench.records import AnswerType, gold_boxes
+from studybench.verify.definitions import extract_definitions
 from studybench.verify.rules import fast_verdict, normalise_types
 from studybench.verify.sandbox import SandboxPool, TimedOut, WorkerDied
 from studybench.verify.verdict import Verdict
@@ -56,7 +57,8 @@ _MEMO_SIZE = 200_000
 
 Item = tuple[Any, ...]
 """``(gold_boxes, pred_boxes, answer_type, type_sequence)`` or the same with a fifth element,
-``gold_unit`` (see :func:`studybench.verify.quantity.split_hints`)."""
+``gold_unit`` (see :func:`studybench.verify.quantity.split_hints`), and a sixth, ``problem`` (the
+problem text, see :meth:`Verifier.verify`)."""
 
 
 def extract_pair(
@@ -119,7 +121,8 @@ def _unit_key(gold_unit: Any) -> Any:
 class Verifier:
     r"""Reusable, thread-safe rule verifier (PROTOCOL.md section 5).
 
-    Verdicts are memoised by (gold boxes, predicted boxes, answer_type, type_sequence, gold_unit);
+    Verdicts are memoised by (gold boxes, predicted boxes, answer_type, type_sequence, gold_unit, the
+    definitions taken from the problem text and the gold);
     timed-out, worker-died and internal-error verdicts are not memoised. A timed-out verdict's reason
     is exactly ``"incorrect: timed out"`` (callers may verify again the items whose reason starts
     with that).
@@ -187,10 +190,12 @@ class Verifier:
                 self._memo.popitem(last=False)
 
     # -- verifying
-    def _key(self, gold: Sequence[str], pred: Sequence[str], at: Any, ts: Any, unit: Any = None) -> tuple[Any, ...]:
-        return (tuple(gold), tuple(pred), _at_key(at), _ts_key(ts), _unit_key(unit))
+    def _key(self, gold: Sequence[str], pred: Sequence[str], at: Any, ts: Any, unit: Any = None, defs: Any = ()) -> tuple[Any, ...]:
+        return (tuple(gold), tuple(pred), _at_key(at), _ts_key(ts), _unit_key(unit), tuple(defs))
 
-    def _prepare(self, gold: Any, pred: Any, at: Any, ts: Any, unit: Any = None) -> tuple[tuple[Any, ...] | None, Verdict | None]:
+    def _prepare(
+        self, gold: Any, pred: Any, at: Any, ts: Any, unit: Any = None, problem: Any = None
+    ) -> tuple[tuple[Any, ...] | None, Verdict | None]:
         """Validate and try memo + fast path; returns (key, verdict-or-None)."""
         try:
             golds = [str(g) for g in gold]
@@ -206,7 +211,8 @@ class Verifier:
         limit = max(MAX_FAST_CHARS, 2 * max((len(g) for g in golds), default=0))
         if any(len(p) > limit for p in preds):
             return None, Verdict(False, "incorrect: answer too long", tuple(p[:200] for p in preds))
-        key = self._key(golds, preds, at, ts, unit)
+        defs = extract_definitions(problem if isinstance(problem, str) else None, golds, _at_key(at))
+        key = self._key(golds, preds, at, ts, unit, defs)
         v = self._get(key)
         if v is not None:
             return key, v
@@ -222,11 +228,12 @@ class Verifier:
         return key, None
 
     def _run_worker(self, key: tuple[Any, ...], timeout: float | None = None) -> Verdict:
-        golds, preds, at, ts, unit = key
+        golds, preds, at, ts, unit, defs = key
         t = self.timeout if timeout is None else float(timeout)
         self._ensure_warm()
+        args = (list(golds), list(preds), at, ts, list(unit) if isinstance(unit, tuple) else unit)
         try:
-            v = self._pool.call("verdict", (list(golds), list(preds), at, ts, list(unit) if isinstance(unit, tuple) else unit), t)
+            v = self._pool.call("verdict", (*args, [list(d) for d in defs]) if defs else args, t)
             if not isinstance(v, Verdict):
                 v = Verdict(False, "incorrect: internal error (bad worker reply)", tuple(preds))
             self.stats["worker"] += 1
@@ -250,6 +257,7 @@ class Verifier:
         *,
         gold_unit: str | Sequence[str | None] | None = None,
         timeout: float | None = None,
+        problem: str | None = None,
     ) -> Verdict:
         r"""Verify one sub-problem's answer: predicted box contents against gold box contents.
 
@@ -267,12 +275,16 @@ class Verifier:
                 list. A prediction in another compatible unit is converted; without it, a
                 prediction with a dimensional unit against a unitless nonzero gold is not accepted.
             timeout: override of the per-verification wall-clock limit in seconds.
+            problem: the problem text (the parent's stem and the sub-problem), when known: a plain
+                ``symbol = expression`` definition it states ("where \\omega_0 = \\sqrt{k/m}", "let
+                \\tau = RC") is used as a substitution (:mod:`studybench.verify.definitions`); so is a
+                trailing definition clause inside a gold box, with or without it.
 
         Returns:
             A :class:`~studybench.verify.verdict.Verdict`. Never raises: bad input gives an
             incorrect verdict that says why.
         """
-        key, v = self._prepare(gold_boxes, pred_boxes, answer_type, type_sequence, gold_unit)
+        key, v = self._prepare(gold_boxes, pred_boxes, answer_type, type_sequence, gold_unit, problem)
         if v is not None:
             return v
         assert key is not None
@@ -287,6 +299,7 @@ class Verifier:
         *,
         gold_unit: str | Sequence[str | None] | None = None,
         timeout: float | None = None,
+        problem: str | None = None,
     ) -> Verdict:
         r"""Extract the final answers from a raw response and verify them (PROTOCOL.md sections 4-5).
 
@@ -301,6 +314,7 @@ class Verifier:
             type_sequence: the primitive type of each box for TUP / ALT.
             gold_unit: the unit of a unitless gold, as in :meth:`verify`.
             timeout: override of the per-verification wall-clock limit in seconds.
+            problem: the problem text, as in :meth:`verify`.
 
         Returns:
             A :class:`~studybench.verify.verdict.Verdict`; ``Verdict(False, "incorrect: no final
@@ -312,7 +326,7 @@ class Verifier:
             return pair
         golds, preds = pair
         at, ts = normalise_types(answer_type, type_sequence)
-        return self.verify(golds, preds, at, ts, gold_unit=gold_unit, timeout=timeout)
+        return self.verify(golds, preds, at, ts, gold_unit=gold_unit, timeout=timeout, problem=problem)
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._threads_lock:
@@ -329,8 +343,8 @@ class Verifier:
         and spread over the worker pool.
 
         Args:
-            items: ``(gold_boxes, pred_boxes, answer_type, type_sequence[, gold_unit])`` tuples, each
-                as the arguments of :meth:`verify`.
+            items: ``(gold_boxes, pred_boxes, answer_type, type_sequence[, gold_unit[, problem]])``
+                tuples, each as the arguments of :meth:`verify`.
 
         Returns:
             One :class:`~studybench.verify.verdict.Verdict` per item, in item order. Never raises: a
@@ -341,12 +355,12 @@ class Verifier:
         for i, item in enumerate(items):
             try:
                 gold, pred, at, ts, *rest = item
-                if len(rest) > 1:
+                if len(rest) > 2:
                     raise ValueError("too many fields")
             except Exception as e:  # malformed item
                 out[i] = Verdict(False, f"incorrect: bad input ({type(e).__name__})", ())
                 continue
-            key, v = self._prepare(gold, pred, at, ts, rest[0] if rest else None)
+            key, v = self._prepare(gold, pred, at, ts, *rest)
             if v is not None:
                 out[i] = v
             elif key is not None:
@@ -372,8 +386,8 @@ class Verifier:
         :meth:`verify_many` spreads them over the workers).
 
         Args:
-            items: ``(gold_answer, response, answer_type, type_sequence[, gold_unit])`` tuples, each
-                as the arguments of :meth:`verify_response`.
+            items: ``(gold_answer, response, answer_type, type_sequence[, gold_unit[, problem]])``
+                tuples, each as the arguments of :meth:`verify_response`.
 
         Returns:
             One ``(extracted answers, verdict)`` pair per item, in item order: the answers exactly as
@@ -385,7 +399,7 @@ class Verifier:
         for i, item in enumerate(items):
             try:
                 gold_answer, response, at, ts, *rest = item
-                if len(rest) > 1:
+                if len(rest) > 2:
                     raise ValueError("too many fields")
             except Exception as e:  # malformed item
                 out[i] = ([], Verdict(False, f"incorrect: bad input ({type(e).__name__})", ()))
@@ -469,6 +483,7 @@ def verify_boxes(
     *,
     gold_unit: str | Sequence[str | None] | None = None,
     timeout: float = 5.0,
+    problem: str | None = None,
 ) -> Verdict:
     """Verify predicted box contents against gold box contents (PROTOCOL.md section 5).
 
@@ -481,11 +496,12 @@ def verify_boxes(
         type_sequence: the primitive type of each box for TUP / ALT.
         gold_unit: the unit of a unitless gold (see :meth:`Verifier.verify`).
         timeout: wall-clock limit in seconds for the symbolic part.
+        problem: the problem text, whose definitions are used (see :meth:`Verifier.verify`).
 
     Returns:
         A :class:`~studybench.verify.verdict.Verdict`. Never raises.
     """
-    return default_verifier().verify(gold_boxes, pred_boxes, answer_type, type_sequence, gold_unit=gold_unit, timeout=timeout)
+    return default_verifier().verify(gold_boxes, pred_boxes, answer_type, type_sequence, gold_unit=gold_unit, timeout=timeout, problem=problem)
 
 
 def verify_response(
@@ -496,6 +512,7 @@ def verify_response(
     *,
     gold_unit: str | Sequence[str | None] | None = None,
     timeout: float = 5.0,
+    problem: str | None = None,
 ) -> Verdict:
     r"""Extract the final answers from a raw response and verify them (PROTOCOL.md sections 4-5).
 
@@ -509,13 +526,14 @@ def verify_response(
         type_sequence: the primitive type of each box for TUP / ALT.
         gold_unit: the unit of a unitless gold (see :meth:`Verifier.verify`).
         timeout: wall-clock limit in seconds for the symbolic part.
+        problem: the problem text, whose definitions are used (see :meth:`Verifier.verify`).
 
     Returns:
         A :class:`~studybench.verify.verdict.Verdict`; a response without a box gives
         ``Verdict(False, "incorrect: no final answer found", ())``. Never raises.
     """
     return default_verifier().verify_response(
-        gold_answer, response, answer_type, type_sequence, gold_unit=gold_unit, timeout=timeout
+        gold_answer, response, answer_type, type_sequence, gold_unit=gold_unit, timeout=timeout, problem=problem
     )
 
 
