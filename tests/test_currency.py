@@ -124,7 +124,7 @@ class CountingVerifier:
     def verify_responses(self, items: list[Any]) -> list[tuple[list[str], Verdict]]:
         self.calls += len(items)
         out = []
-        for gold_answer, response, at, ts in items:
+        for gold_answer, response, at, ts, *_ in items:
             g, p = extract_pair(gold_answer, response, at, ts)  # type: ignore[misc]
             out.append((p, Verdict(g == p, "correct: same" if g == p else "incorrect: differs", tuple(p))))
         return out

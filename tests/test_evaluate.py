@@ -58,7 +58,7 @@ class EqVerifier:
     def verify_responses(self, items: list[Any]) -> list[tuple[list[str], Verdict]]:
         self.items.extend(items)
         out = []
-        for gold_answer, response, at, ts in items:
+        for gold_answer, response, at, ts, *_ in items:
             pair = extract_pair(gold_answer, response, at, ts)
             if isinstance(pair, Verdict):
                 out.append(([], pair))

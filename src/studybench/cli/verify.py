@@ -52,7 +52,7 @@ def _type_name(v: Any) -> str:
 
 
 def _pair_item(row: dict[str, Any]) -> tuple[Any, ...]:
-    """``(golds, preds, answer_type, type_sequence, gold_unit)`` of one verify-file row, every field type-checked.
+    """``(golds, preds, answer_type, type_sequence, gold_unit, problem)`` of one verify-file row, every field type-checked.
 
     Raises:
         ValueError: ``field 'F': what is wrong`` for the first bad field.
@@ -83,11 +83,14 @@ def _pair_item(row: dict[str, Any]) -> tuple[Any, ...]:
                 raise ValueError(f"field 'gold_unit[{i}]': must be a string or null, got {_type_name(u)}")
     elif unit is not None and not isinstance(unit, str):
         raise ValueError(f"field 'gold_unit': must be a string, a list or null, got {_type_name(unit)}")
+    problem = row.get("problem")
+    if problem is not None and not isinstance(problem, str):
+        raise ValueError(f"field 'problem': must be a string or null, got {_type_name(problem)}")
     label = row.get("label")
     if label is not None and not isinstance(label, bool):
         raise ValueError(f"field 'label': must be true, false or null, got {_type_name(label)}")
     golds, preds = _pair_boxes(row["gold"], row["response"], at, ts)
-    return golds, preds, at, ts, unit
+    return golds, preds, at, ts, unit, problem
 
 
 def verify_cmd(
@@ -100,6 +103,10 @@ def verify_cmd(
         typer.Option("--gold-unit", help="Unit of a unitless gold, e.g. '\\mathrm{km}' (one per box, comma-separated, 'None' for none)."),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds for the symbolic verification.")] = 5.0,
+    problem: Annotated[
+        str | None,
+        typer.Option("--problem", help="The problem text: definitions it states ('where \\omega_0 = \\sqrt{k/m}') are used."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
     """Verify one (gold, response) pair with the rule verifier. Exit 0 when correct, 1 when not, 2 on bad input."""
@@ -114,7 +121,7 @@ def verify_cmd(
         fail(str(e))
     golds, preds = _pair_boxes(gold, response, at, ts)
     with Verifier(workers=1, timeout=timeout) as v:
-        verdict = v.verify(golds, preds, at, ts, gold_unit=gold_unit) if preds else None
+        verdict = v.verify(golds, preds, at, ts, gold_unit=gold_unit, problem=problem) if preds else None
     correct = bool(verdict and verdict.correct)
     reason = verdict.reason if verdict else "incorrect: no final answer found"
     if as_json:
@@ -128,7 +135,8 @@ def verify_cmd(
 def verify_file_cmd(
     in_path: Annotated[
         Path,
-        typer.Argument(help="JSONL rows with gold, response, answer_type and optional type_sequence and gold_unit (the dev-pair format)."),
+        typer.Argument(help="JSONL rows with gold, response, answer_type and optional type_sequence, gold_unit and problem "
+                            "(the problem text, whose definitions are used; the dev-pair format)."),
     ],
     out_path: Annotated[Path, typer.Option("-o", "--out", help="Output JSONL: the same rows with correct and reason added.")],
     workers: Annotated[int | None, typer.Option("--workers", help="Verifier worker processes (default: CPU count).")] = None,

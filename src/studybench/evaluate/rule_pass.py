@@ -24,14 +24,31 @@ from studybench.store import (
     rule_verdict_status,
 )
 
-__all__ = ["RuleStats", "RuleVerifier", "add_rule_verdicts"]
+__all__ = ["RuleStats", "RuleVerifier", "add_rule_verdicts", "problem_text"]
+
+
+def problem_text(ref: SubProblemRef) -> str:
+    """The text a sub-problem is asked with: the parent's stem, then the sub-problem's own text.
+
+    Args:
+        ref: the sub-problem.
+
+    Returns:
+        The stem and the sub-problem text joined by a blank line (either may be empty).
+    """
+    return "\n\n".join(t for t in (ref.parent.stem, ref.sub.problem) if t and t.strip())
 
 
 class RuleVerifier(Protocol):
     """What the rule pass needs of a verifier (:class:`studybench.verify.Verifier`)."""
 
     def verify_responses(self, items: list[tuple[Any, ...]]) -> list[tuple[list[str], Any]]:
-        """(extracted answers, verdict with ``correct`` and ``reason``) per (gold answer, response, type, type_sequence)."""
+        """(extracted answers, verdict with ``correct`` and ``reason``) per item.
+
+        An item is ``(gold answer, response, type, type_sequence, gold_unit, problem)``: ``gold_unit``
+        is ``None`` and ``problem`` the parent's stem and the sub-problem's text, whose definitions
+        the verifier may use (:mod:`studybench.verify.definitions`).
+        """
         ...
 
 
@@ -106,7 +123,8 @@ def add_rule_verdicts(
     store.rule_log.open()
     for start in range(0, len(todo), chunk):
         batch = todo[start : start + chunk]
-        items = [(ref.sub.answer, st.generation.completion or "", ref.sub.answer_type, ref.sub.type_sequence)
+        items = [(ref.sub.answer, st.generation.completion or "", ref.sub.answer_type, ref.sub.type_sequence, None,
+                  problem_text(ref))
                  for _, st, ref in batch if st.generation is not None and not st.generation.error]
         results = iter(verifier.verify_responses(items))
         for key, status, ref in batch:

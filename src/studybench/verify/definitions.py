@@ -86,7 +86,7 @@ _GOLD_MARK = re.compile(r"^\s*(?:\\text\s*\{\s*(?:where|with)\s*\}|\\(?:mathrm|t
 # strings (main process)
 
 def _top_level_split(s: str) -> list[str]:
-    """``s`` split at commas, semicolons and ``\\quad`` outside braces, brackets and parentheses."""
+    r"""``s`` split at commas, semicolons and ``\quad`` outside braces, brackets and parentheses."""
     out: list[str] = []
     depth = 0
     start = 0
@@ -109,13 +109,13 @@ def _top_level_split(s: str) -> list[str]:
 
 
 def symbol_key(sym: str) -> str:
-    """A comparison key for a symbol's LaTeX: spaces, upright subscript markup and one-character subscript braces folded.
+    r"""A comparison key for a symbol's LaTeX: spaces, upright subscript markup and one-character subscript braces folded.
 
     Args:
-        sym: a symbol's LaTeX (``\\omega_{0}``, ``k_{\\mathrm{B}}``).
+        sym: a symbol's LaTeX (``\omega_{0}``, ``k_{\mathrm{B}}``).
 
     Returns:
-        The key (``\\omega_0``, ``k_B``).
+        The key (``\omega_0``, ``k_B``).
     """
     s = re.sub(r"\\(?:mathrm|text|rm)\s*\{\s*([A-Za-z0-9]+)\s*\}", r"\1", sym)
     s = re.sub(r"\s*_\s*", "_", s)
@@ -448,7 +448,7 @@ def substitute_definitions(gold: list[Any], pred: list[Any], aliases: Any) -> tu
 
 
 def _bare_symbol(pred: str, defs: Sequence[Definition]) -> bool:
-    """Whether a predicted box is only a defined symbol (``\\tau`` or ``x = \\tau`` for "let \\tau = RC")."""
+    r"""Whether a predicted box is only a defined symbol (``\tau`` or ``x = \tau`` for "let \tau = RC")."""
     text = pred.split("=")[-1]
     return any(symbol_key(text) == symbol_key(s) for s, _, _ in defs)
 
