@@ -50,8 +50,8 @@ PAIRS = _load()
 _QL = "QL paraphrase: same meaning in other words, left to the LLM judge (no rule can tell it from a related but different statement)"
 KNOWN_MISSES: dict[int, str] = {
     40: "NV gold 9.9 without unit or gold_unit; a prediction in GeV cannot be checked (the MeV twin is wrong)",
-    320: "EQ: alpha = 16 sigma / c is defined in the problem text, not a physical constant",
-    361: "EX: omega = sqrt(k/m) is defined in the problem text",
+    320: "EQ: alpha = 16 sigma / c is defined in the problem text, which the dev pair does not carry (with it, accepted: test_verify_round2_definitions)",
+    361: "EX: omega = sqrt(k/m) is an implicit convention: the problem states only V = (k/2) sum x^2, no definition of omega",
     392: "QL: glosses in parentheses ('synchrotron (radiative) cooling') are kept: dropping them lets hedges and contradictions through",
     **{i: _QL for i in (364, 365, 368, 369, 372, 373, 376, 377, 380, 381, 384, 385, 388, 389, 393, 396, 397, 400, 401)},
 }
