@@ -283,3 +283,14 @@ def test_cli_missing_train_dir_is_a_usage_error(tmp_path: Path) -> None:
                                    "--train-dir", str(tmp_path / "nope")], catch_exceptions=False)
     assert res.exit_code == 2 and "--train-dir" in res.output and "not a directory" in res.output
     assert not (tmp_path / "run").exists()
+
+
+def test_evaluate_uses_definitions_stated_in_the_problem() -> None:
+    # as eval's rule pass does: "let tau = RC" in the problem makes tau/2 an answer for RC/2 (and 2 tau is still wrong)
+    parent = Parent(source="S", source_problem_id="1", problem="Let $\\tau = RC$. Find the half time constant.",
+                    answer="\\boxed{\\frac{RC}{2}}", answer_type="EX")
+    for reply, want in (("Final Answer: \\boxed{\\frac{\\tau}{2}}", 1.0), ("Final Answer: \\boxed{2\\tau}", 0.0)):
+        with start_stub_server(reply) as srv, Verifier(workers=1) as v:
+            adapter = StudyBenchAdapter(OpenAIBackend("m", srv.base_url, max_retries=0), v)
+            res = adapter.evaluate([parent], {"system_prompt": "P"}, capture_traces=True)
+        assert res.scores == [want], res.outputs

@@ -24,7 +24,7 @@ from studybench.evaluate.generate import (
 )
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.resume import resume_refusal
-from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
+from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts, problem_text
 from studybench.evaluate.run import (
     EndpointStoppedError,
     EvalPlan,
@@ -62,6 +62,7 @@ __all__ = [
     "default_run_dir",
     "generate_turns",
     "is_permanent_error",
+    "problem_text",
     "is_unreachable_error",
     "judge_spec_from_run",
     "parse_parent_slice",

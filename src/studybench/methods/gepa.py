@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from studybench.answers import strip_reasoning
 from studybench.datasets import DatasetError, resolve_train_dir
-from studybench.evaluate import is_unreachable_error, request_seed, run_sync
+from studybench.evaluate import is_unreachable_error, problem_text, request_seed, run_sync
 from studybench.files import atomic_write_text
 from studybench.instructions import (
     InstructionError,
@@ -302,7 +302,8 @@ class StudyBenchAdapter:
         try:
             chains = await asyncio.gather(*(chain(p) for p in batch))
             turns = [t for c in chains for t in c if not t.error]
-            items = [(t.ref.sub.answer, t.completion, t.ref.sub.answer_type, t.ref.sub.type_sequence) for t in turns]
+            items = [(t.ref.sub.answer, t.completion, t.ref.sub.answer_type, t.ref.sub.type_sequence, None,
+                      problem_text(t.ref)) for t in turns]  # definitions stated in the problem count, as in eval
             verdicts = await asyncio.to_thread(self.verifier.verify_responses, items) if items else []
             for t, (preds, v) in zip(turns, verdicts, strict=True):
                 t.extracted, t.correct, t.reason = list(preds), bool(v.correct), str(v.reason)
