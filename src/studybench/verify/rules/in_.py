@@ -204,7 +204,7 @@ def _in_membership(gold: str, pred: str) -> RuleResult | None:
 # intervals and relations
 
 def _expand_abs(obj: Any) -> Any:
-    """``|E| < a`` (or ``a > |E|``, ``\\le``) as the chain ``-a < E < a``; anything else unchanged."""
+    r"""``|E| < a`` (or ``a > |E|``, ``\le``) as the chain ``-a < E < a``; anything else unchanged."""
     import sympy
 
     if not isinstance(obj, (sympy.StrictLessThan, sympy.LessThan, sympy.StrictGreaterThan, sympy.GreaterThan)):
@@ -476,7 +476,7 @@ def states_inequality(s: str) -> bool:
 
 
 def _kind_ok(gold: str, pred: str) -> bool:
-    """Whether a predicted relation kind states the gold's: the same kind, or ``<`` / ``\\le`` for ``\\lesssim``."""
+    r"""Whether a predicted relation kind states the gold's: the same kind, or ``<`` / ``\le`` for ``\lesssim``."""
     return gold == pred or (gold == "lsim" and pred in ("lt", "le"))
 
 
@@ -537,7 +537,7 @@ def chain_rule(gold: str, pred: str, segment_equal: Any = None) -> RuleResult | 
         return (r[0] is True) if isinstance(r, tuple) else bool(r)
 
     reason = "the sides of a relation differ"
-    for ps, pr in shaped:
+    for ps, _ in shaped:
         same = [seg_eq(g, p) for g, p in zip(gsegs, ps, strict=True)]
         ok = True
         for k, (gd, _) in enumerate(grels):
