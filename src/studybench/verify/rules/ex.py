@@ -37,6 +37,7 @@ from studybench.verify.quantity import (
     split_unit_suffix,
     value_ops,
 )
+from studybench.verify.rules.in_ import chain_rule, relation_chain, states_inequality
 from studybench.verify.symbolic import latex_equal
 from studybench.verify.verdict import RuleResult
 
@@ -226,6 +227,10 @@ def _ex_units(gold: str, pred: str, hint: str | None) -> RuleResult:
     res = split_conditions(gold, pred)
     if isinstance(res[0], bool):
         return res  # type: ignore[return-value]
+    # a gold stating a relation (R \geq \frac{2GM}{c^2}, \lambda \ll d): compared as relations
+    rel = chain_rule(res[0], res[1], lambda g, p: _ex_units_body(g, p, hint))  # type: ignore[arg-type]
+    if rel is not None:
+        return rel
     return _ex_units_plain(res[0], res[1], hint)
 
 
@@ -355,7 +360,7 @@ def ex_gold_check(box: str) -> str | None:
     """
     try:
         for part in split_top_level(box):
-            segs, _ = split_relations(part, frozenset({"="}))
+            segs = relation_chain(part)[0] if states_inequality(part) else split_relations(part, frozenset({"="}))[0]
             for seg in segs:
                 if seg:
                     to_sympy(seg)

@@ -32,6 +32,7 @@ from studybench.verify.quantity import (
 )
 from studybench.verify.rules.eq import eq_one
 from studybench.verify.rules.ex import ex_rule
+from studybench.verify.rules.in_ import chain_rule
 from studybench.verify.symbolic import closed_value
 from studybench.verify.verdict import RuleResult
 
@@ -67,6 +68,10 @@ def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
         res = compare_parts(gold, pred, lambda g, p: nv_rule(g, p, hmap.get(g)))
         if res is not None:
             return res
+    # a gold stating a bound (B < 0.866 T, 0 < v_1 < v_2 < 3): every side in its place (also 0.866 T > B)
+    rel = chain_rule(gold, pred, lambda g, p: nv_rule(g, p, hint))
+    if rel is not None:
+        return rel
     unit, sym = hint_unit(hint)
     if sym:
         pred = _strip_symbolic_unit(pred, sym)
