@@ -432,7 +432,8 @@ _EXTRA_UNITS = (
     "gauss_si = 1e-4 * tesla",  # pint's gauss is the Gaussian-system unit, not convertible to T
 )
 # spellings mapped before pint sees them (pint's ``AU`` is the absorbance unit)
-_TOKEN_ALIASES = {"AU": "au", "sec": "s", "yrs": "yr", "secs": "s", "hrs": "hr", "mins": "min", "deg": "degree", "cycles": "turn", "G": "gauss_si", "gauss": "gauss_si"}
+_TOKEN_ALIASES = {"AU": "au", "sec": "s", "yrs": "yr", "secs": "s", "hrs": "hr", "mins": "min", "deg": "degree", "cycles": "turn", "gauss": "gauss_si"}
+_TOKEN_ALIASES.update({p + "G": p + "gauss_si" for p in ("", "u", "m", "n", "k")})
 _TOKEN_ALIASES.update({w: "turn" for w in ("orbit", "orbits", "rotation", "rotations", "oscillation", "oscillations", "cycle")})
 # pint knows these symbols, but written alone after a number they are far likelier a variable or a
 # constant (2R, 3t, 2e, 4c) than a unit; they count as units only when the gold states a unit

@@ -87,7 +87,9 @@ def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     pq = quantity_candidates(pred, value_ops(gold))
     if not pq and gq:
         # constants on both sides (m_p against m_n) are compared symbolically, never at 1%
-        pq, p_kind = _closed_quantity(rhs(pred), None, constants=g_kind != "const")
+        # and a relation such as v = c is left to the EQ rules (beta = 1)
+        lone = len(split_relations(pred, _VALUE_RELS)[0]) == 1
+        pq, p_kind = _closed_quantity(rhs(pred), None, constants=g_kind != "const" and lone)
     if g_kind == "const" and not pq:
         return ex_rule(gold, pred)
     if gq and pq:
