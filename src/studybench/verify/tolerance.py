@@ -1,4 +1,4 @@
-"""The tolerance policy, in one place (PROTOCOL.md section 5; Physics-R1's binary reward).
+r"""The tolerance policy, in one place (PROTOCOL.md section 5; Physics-R1's binary reward).
 
 Numbers (NV rules, :func:`close_enough`):
 
