@@ -33,6 +33,7 @@ from studybench.verify.latex import (
     split_relations,
 )
 from studybench.verify.tolerance import close_enough, written_resolution
+from studybench.verify.unitwords import mixed_units, turn_count, unit_glyphs, unit_phrases
 
 __all__ = [
     "EQ_ONLY",
@@ -159,6 +160,7 @@ def _norm_unit(u: str) -> str:
     ``\mu`` -> ``u``, ``\Omega`` -> ``ohm``, ``M_\odot`` -> ``M_sun``, ``R_\oplus`` -> ``R_earth``,
     ``\cdot`` -> a space.
     """
+    u = unit_glyphs(u)
     u = re.sub(r"\\(?:mathrm|text|textrm|rm|mbox|operatorname|mathit)(?![A-Za-z])", "", u)
     u = u.replace("\\AA", "angstrom").replace("\\Omega", "ohm").replace("\\sec", "s").replace("\u00b5", "u").replace("\u03bc", "u")
     u = re.sub(r"_\s*\{?\s*\\odot\s*\}?", "_sun", u)
@@ -274,6 +276,8 @@ def _parse_quantity(s: str) -> Quantity | None:
         percent = True
         rest = rest[2:] if rest.startswith("\\%") else rest[1:]
         rest = rest.strip()
+    if not (degrees or arc_unit or percent) and re.search(r"\d", rest):
+        value, rest = mixed_units(value, rest) or (value, rest)  # 2 h 30 min -> 2.5 h
     unit = _norm_unit(rest)
     if arc_unit:
         if unit:
@@ -425,9 +429,12 @@ _EXTRA_UNITS = (
     "R_jup = 7.1492e7 * meter = R_J",
     "jansky = 1e-26 * watt / meter ** 2 / hertz = Jy",
     "mag = [astronomical_magnitude] = magnitude_astro",
+    "gauss_si = 1e-4 * tesla",  # pint's gauss is the Gaussian-system unit, not convertible to T
 )
 # spellings mapped before pint sees them (pint's ``AU`` is the absorbance unit)
-_TOKEN_ALIASES = {"AU": "au", "sec": "s", "yrs": "yr", "secs": "s", "hrs": "hr", "mins": "min", "deg": "degree", "cycles": "turn"}
+_TOKEN_ALIASES = {"AU": "au", "sec": "s", "yrs": "yr", "secs": "s", "hrs": "hr", "mins": "min", "deg": "degree", "cycles": "turn", "gauss": "gauss_si"}
+_TOKEN_ALIASES.update({p + "G": p + "gauss_si" for p in ("", "u", "m", "n", "k")})
+_TOKEN_ALIASES.update({w: "turn" for w in ("orbit", "orbits", "rotation", "rotations", "oscillation", "oscillations", "cycle")})
 # pint knows these symbols, but written alone after a number they are far likelier a variable or a
 # constant (2R, 3t, 2e, 4c) than a unit; they count as units only when the gold states a unit
 _AMBIGUOUS_TOKENS = frozenset({"R", "k", "c", "e", "G", "M", "P", "a", "b", "B", "d", "t", "u", "l", "E", "I", "Q", "x", "y", "z", "n", "g_0", "h_bar"})
@@ -465,7 +472,8 @@ def _registry() -> Any:
 def _pint_unit(u: str) -> str | None:
     if not u or len(u) > 60 or not _UNIT_SAFE.fullmatch(u):
         return None
-    v = re.sub(r"\^\s*\(?\s*([+-]?)\s*(\d+(?:\.\d+)?)\s*\)?", r"**\1\2", u)
+    v = unit_phrases(u)  # per second, degrees Celsius, degC/m (a difference)
+    v = re.sub(r"\^\s*\(?\s*([+-]?)\s*(\d+(?:\.\d+)?)\s*\)?", r"**\1\2", v)
     v = re.sub(r"[A-Za-z]+(?:_[A-Za-z]+)?", lambda m: _TOKEN_ALIASES.get(m.group(0), m.group(0)), v)
     v = re.sub(r"\s*([/*()])\s*", r"\1", v.strip())
     v = re.sub(r"\*\*\+", "**", v)
@@ -768,6 +776,8 @@ def compare_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
             unit_note = f" ({pu!r} read as a count noun)"
         elif gu:
             return False, f"unit mismatch ({pu} vs {gu})"
+        elif turn_count(pu):
+            unit_note = f" ({pu!r} read as a count)"  # 12 orbits, 3 cycles: a count, not 2 pi rad each
         elif g.value != 0 and not dimensionless(pu):
             # the gold's unit is unknown (no unit in the box, no hint): 9.9 MeV may be 1000x off
             return False, f"gold states no unit; cannot check {pu}"

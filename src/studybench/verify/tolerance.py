@@ -1,4 +1,4 @@
-"""The tolerance policy, in one place (PROTOCOL.md section 5; Physics-R1's binary reward).
+r"""The tolerance policy, in one place (PROTOCOL.md section 5; Physics-R1's binary reward).
 
 Numbers (NV rules, :func:`close_enough`):
 
@@ -6,6 +6,23 @@ Numbers (NV rules, :func:`close_enough`):
 * widened by half a unit in the gold's last written decimal (:func:`written_resolution`; the
   reference rounds the prediction to the gold's decimals), but never beyond :data:`MAX_REL_TOL` (2%);
 * a gold of exactly 0 needs a prediction of 0 (:data:`ABS_TOL_ZERO`).
+
+Significant figures (golds written to one or two significant figures): the tolerance is
+``min(1% + half a unit in the gold's last written significant digit, 2%)``. A prediction that rounds
+to the gold at the gold's written precision is right as long as it is within 2% (``1.96\times10^{5}``
+for ``2\times10^{5}``, ``0.305`` for ``0.3``); the 2% cap is the LLM rubric's bound for estimates, so
+a prediction that merely rounds to the gold at one significant figure but lies further away is wrong
+(``2.4\times10^{5}``, ``1.8\times10^{5}`` and ``2.5\times10^{5}`` for ``2\times10^{5}``: 20%, 10%, 25%
+off; rounding half-up or half-even never matters, as the cap decides first). Which digits count as
+written:
+
+* a decimal point makes every digit after it significant (``0.30`` -> 0.005, ``2.0\times10^{5}`` ->
+  5000);
+* an integer mantissa with an explicit power of ten counts to its last digit (``2\times10^{5}`` and
+  ``2e5`` -> 50000, ``25\times10^{3}`` -> 500), so such a gold gets the 2% cap;
+* a plain integer (``100``, ``3``, ``12000``) is read as exact: trailing zeros are ambiguous and a
+  count is exact, so it keeps the plain 1% (``104`` and ``3.04`` are wrong for ``100`` and ``3``);
+* a bare power of ten (``10^{5}``) writes no digit and keeps 1%.
 
 Symbolic comparison at sample points (:func:`sample_tolerance`, :func:`rel_close`):
 
@@ -77,20 +94,29 @@ def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL, resolution:
     return abs(pred - gold) <= tol * (1 + 1e-12)
 
 
+_INT_MANTISSA = re.compile(r"\s*(?:\\pm|\\mp)?\s*[+-]?\s*(\d{1,20})(?:[eE][+-]?\d|\s*(?:\\times|\\cdot|\*|\u00d7)\s*10\s*\^)")
+
+
 def written_resolution(t: str, value: float) -> float:
-    r"""Half a unit in the last written decimal place of a number's leading mantissa, scaled to its value.
+    r"""Half a unit in the last written digit of a number's leading mantissa, scaled to its value.
 
     Args:
-        t: the number as written (``1.537``, ``2.80\times10^{5}``, optionally after ``\pm``).
+        t: the number as written (``1.537``, ``2.80\times10^{5}``, ``2\times10^{5}``, optionally after
+            ``\pm``).
         value: the number's value.
 
     Returns:
-        The resolution in the value's unit (``1.537`` -> 0.0005, ``2.80\times10^{5}`` -> 500); 0 for
-        integers and fractions.
+        The resolution in the value's unit (``1.537`` -> 0.0005, ``2.80\times10^{5}`` -> 500,
+        ``2\times10^{5}`` -> 50000); 0 for plain integers (``100``: trailing zeros are ambiguous, a
+        count is exact), bare powers of ten and fractions.
     """
     m = re.match(r"\s*(?:\\pm|\\mp)?\s*[+-]?\s*(\d*)\.(\d+)", t)
     if not m:
-        return 0.0
+        mi = _INT_MANTISSA.match(t)
+        if not mi or value == 0 or int(mi.group(1)) == 0:
+            return 0.0
+        # an integer mantissa times a power of ten: significant to its last digit
+        return abs(value) * 0.5 / int(mi.group(1))
     try:
         mant = float((m.group(1) or "0") + "." + m.group(2))
     except ValueError:

@@ -14,6 +14,8 @@ import re
 from dataclasses import replace
 
 from studybench.answers import split_top_level
+from studybench.verify.aliasing import new_aliases
+from studybench.verify.constants import constant_value
 from studybench.verify.conversion import to_sympy
 from studybench.verify.latex import LatexError, norm_string, norm_text, rhs, split_relations
 from studybench.verify.parts import compare_parts, labels_compatible, match_in_order
@@ -21,6 +23,7 @@ from studybench.verify.quantity import (
     ODD_TEXT_GROUP,
     Quantity,
     compare_quantities,
+    convert_unit,
     effective_unit,
     hint_unit,
     is_unit,
@@ -28,6 +31,7 @@ from studybench.verify.quantity import (
     quantity_candidates,
     same_unit,
     split_hints,
+    split_unit_suffix,
     value_ops,
 )
 from studybench.verify.rules.eq import eq_one
@@ -79,30 +83,30 @@ def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     if word is not None and word >= 0:
         pred = str(word)
     gq = quantity_candidates(gold)
-    if not gq and plain_value_text(rhs(gold)) and not ODD_TEXT_GROUP.search(gold):
-        # a closed-form gold (\sqrt{2}, 2\pi, \frac{\sqrt3}{2}) is a number: NV rules apply
-        try:
-            gv = closed_value(to_sympy(rhs(gold)))
-        except LatexError:
-            gv = None
-        if gv is not None and abs(gv.imag) < 1e-12:
-            gq = [Quantity(gv.real)]
+    g_kind = p_kind = ""
+    if not gq:
+        # a closed-form gold (\sqrt{2}, 2\pi, 10\ln 2\ \mathrm{s}, 2GM_\odot/c^2) is a number: NV rules apply
+        gq, g_kind = _closed_quantity(rhs(gold), unit)
     if unit:
         gq = [replace(q, unit=unit) if not (q.unit or q.degrees or q.percent) else q for q in gq]
     pq = quantity_candidates(pred, value_ops(gold))
-    if not pq and gq and plain_value_text(pred) and not ODD_TEXT_GROUP.search(pred):
-        try:
-            pv = closed_value(to_sympy(rhs(pred)))
-        except LatexError:
-            pv = None
-        if pv is not None and abs(pv.imag) < 1e-12:
-            pq = [Quantity(pv.real if abs(pv.real) > 1e-14 else 0.0)]
+    if not pq and gq:
+        # constants on both sides (m_p against m_n) are compared symbolically, never at 1%
+        # and a relation such as v = c is left to the EQ rules (beta = 1)
+        lone = len(split_relations(pred, _VALUE_RELS)[0]) == 1
+        pq, p_kind = _closed_quantity(rhs(pred), None, constants=g_kind != "const" and lone)
+    if g_kind == "const" and not pq:
+        return ex_rule(gold, pred)
     if gq and pq:
+        gq, pq = _pi_radians(gq, g_kind == "pi", pq, p_kind == "pi")
         gsegs, _ = split_relations(gold, _VALUE_RELS)
         psegs, _ = split_relations(pred, value_ops(gold))
-        gl, pl = _value_lhs(gsegs), _value_lhs(psegs)
+        gl, pl = _norm_label(_value_lhs(gsegs)), _norm_label(_value_lhs(psegs))
         if gl and pl and not labels_compatible(gl, pl):
             return False, f"different left side ({pl[:30]!r} vs {gl[:30]!r})"
+        if gl.startswith("\\Delta") or pl.startswith("\\Delta"):
+            # \Delta T = 5\,^\circ C is a temperature difference: 5 K, not 278.15 K
+            gq, pq = _as_difference(gq), _as_difference(pq)
         _, gops = split_relations(gold, _VALUE_RELS)
         _, pops = split_relations(pred, _VALUE_RELS)
         if {o for o in gops if o != "="} != {o for o in pops if o != "="}:
@@ -169,6 +173,56 @@ def _strip_symbolic_unit(pred: str, text: str) -> str:
 
 
 _VALUE_RELS = frozenset({"=", "<", ">", "<=", ">="})
+
+
+def _closed_quantity(text: str, hint: str | None, constants: bool = True) -> tuple[list[Quantity], str]:
+    r"""A closed form as a quantity: ``\sqrt{2}``, ``10\ln 2\ \mathrm{s}``, ``\frac{2GM_\odot}{c^2}``.
+
+    Returns ``([quantity], kind)`` with kind ``"pi"`` (written with ``\pi``), ``"const"`` (named
+    constants, evaluated in SI by :func:`studybench.verify.constants.constant_value` and stated in the
+    hint's unit when one is given; only when ``constants``) or ``""``; ``([], "")`` when it is none.
+    """
+    body, u = split_unit_suffix(text)
+    for b, un in ((text, ""), (body, u)) if u else ((text, ""),):
+        if not plain_value_text(b) or ODD_TEXT_GROUP.search(b):
+            continue
+        try:
+            al = new_aliases(b)
+            expr = to_sympy(b, al)
+        except LatexError:
+            continue
+        v = closed_value(expr)
+        if v is not None and abs(v.imag) < 1e-12:
+            return [Quantity(v.real if abs(v.real) > 1e-14 else 0.0, un)], "pi" if re.search(r"\\pi(?![A-Za-z])", b) else ""
+        if un or not constants:
+            continue
+        cv = constant_value(expr, al.keys_by_name())
+        if cv is not None:
+            if hint and cv[1]:
+                conv = convert_unit(cv[0], cv[1], hint)
+                if conv is not None:
+                    return [Quantity(conv, hint)], "const"
+            return [Quantity(*cv)], "const"
+    return [], ""
+
+
+def _pi_radians(gq: list[Quantity], g_pi: bool, pq: list[Quantity], p_pi: bool) -> tuple[list[Quantity], list[Quantity]]:
+    r"""A unitless closed form written with ``\pi`` beside an angle in degrees is in radians (``\pi/3`` = 60°)."""
+    if p_pi and len(pq) == 1 and not pq[0].unit and any(g.degrees for g in gq):
+        pq = [replace(pq[0], unit="rad")]
+    if g_pi and len(gq) == 1 and not gq[0].unit and len(pq) == 1 and pq[0].degrees:
+        gq = [replace(gq[0], unit="rad")]
+    return gq, pq
+
+
+def _as_difference(qs: list[Quantity]) -> list[Quantity]:
+    """Lone Celsius / Fahrenheit degrees read as a temperature difference (``delta_degC``)."""
+    return [replace(q, unit="delta_" + q.unit) if q.unit in ("degC", "degF") else q for q in qs]
+
+
+def _norm_label(lhs: str) -> str:
+    r"""``v_{\mathrm{max}}`` -> ``v_{\max}``: an upright operator name is the operator."""
+    return re.sub(r"\\(?:mathrm|text|rm|operatorname)\s*\{\s*(max|min|sup|inf|lim)\s*\}", r"\\\1", lhs)
 
 
 def _value_lhs(segs: list[str]) -> str:
