@@ -30,7 +30,12 @@ from studybench.verify.quantity import (
     plain_value_text,
     quantity_candidates,
 )
-from studybench.verify.rules.eq_forms import is_proportionality, proportional_rule, same_solution_sets
+from studybench.verify.rules.eq_forms import (
+    is_proportionality,
+    proportional_rule,
+    proportionality_gold_check,
+    same_solution_sets,
+)
 from studybench.verify.rules.ex import ex_gold_check, ex_rule
 from studybench.verify.symbolic import (
     closed_value,
@@ -143,6 +148,7 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
     reason = "not equivalent"
     for j in range(1, len(psegs)):
         hit = False
+        pending: list[tuple[Any, ...]] = []
         for k in range(1, len(gsegs)):
             try:
                 al = new_aliases(gold, pred)
@@ -159,11 +165,8 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
                         pl2, pr2 = rationalize(pl2, pred), rationalize(pr2, pred)
                     t = DECIMAL_GOLD_REL_TOL if has_float(gl2, gr2) else (written_tolerance(pred) if has_float(pl2, pr2) else EXACT_REL_TOL)
                     ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms, t, _written_denominators(al, gold, pred))
-                    if not ok and why in _SOLVE_AFTER:
-                        # squared, inverted, solved for another symbol: the same solution set
-                        target = next(iter(lhs_syms)) if len(lhs_syms) == 1 else None
-                        ok, why = same_solution_sets(gl2, gr2, pl2, pr2, target, t)
-                        ok = ok is True
+                    if not ok and why in _SOLVE_AFTER and len(gsegs) == len(psegs) == 2:
+                        pending.append((gl2, gr2, pl2, pr2, next(iter(lhs_syms)) if len(lhs_syms) == 1 else None, t))
                     reason = why + (f" (using {', '.join(applied)})" if applied and ok else "")
                     if ok:
                         hit = True
@@ -172,9 +175,22 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
                     break
             if hit:
                 break
+        if not hit and pending:
+            hit, reason = _solved_forms(pending, reason)
         if not hit:
             return False, reason if len(psegs) == 2 else f"link {j}: {reason}"
     return True, reason
+
+
+def _solved_forms(pending: list[tuple[Any, ...]], reason: str) -> tuple[bool, str]:
+    """Squared, inverted, solved for another symbol: the same solution set (two reading pairs at most)."""
+    for gl, gr, pl, pr, target, tol in pending[:2]:
+        ok, why = same_solution_sets(gl, gr, pl, pr, target, tol)
+        if ok:
+            return True, why
+        if ok is False:
+            reason = why
+    return False, reason
 
 
 _SOLVE_AFTER = frozenset({
@@ -354,7 +370,7 @@ def eq_gold_check(box: str) -> str | None:
         ``None`` when it is, else a short reason.
     """
     if is_proportionality(box):
-        return None
+        return proportionality_gold_check(box)
     if len(split_relations(box, frozenset({"="}))[0]) < 2:
         return "equation without '='"
     return ex_gold_check(box)

@@ -38,11 +38,11 @@ from studybench.verify.symbolic import evaluate_at, nonfinite, replace_undef, sa
 from studybench.verify.tolerance import rel_close
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["is_proportionality", "proportional_rule", "same_solution_sets"]
+__all__ = ["is_proportionality", "proportional_rule", "proportionality_gold_check", "same_solution_sets"]
 
 _MAX_OPS = 80  # larger equations are not solved (the worker's timeout would be spent for nothing)
 _MAX_SYMBOLS = 6
-_BUDGET_S = 3.0
+_BUDGET_S = 2.0
 _N_POINTS = 8
 
 
@@ -249,6 +249,22 @@ def _quantity(text: str, al: Any) -> Any:
     segs, _ = split_relations(text, frozenset({"="}))
     side = segs[1] if _const_side(segs[0]) else segs[0]
     return to_sympy(side, al)
+
+
+def proportionality_gold_check(box: str) -> str | None:
+    r"""Whether a proportionality gold (``P \propto V^{-5/3}``, ``PV = \text{const}``) converts to SymPy.
+
+    Args:
+        box: the gold box content.
+
+    Returns:
+        ``None`` when it does, else a short reason.
+    """
+    try:
+        q = _quantity(box, new_aliases(box))
+    except LatexError as e:
+        return str(e)
+    return None if getattr(q, "free_symbols", None) else "proportionality without symbols"
 
 
 def _parallel(f: Any, g: Any, syms: list[Any], tol: float = 1e-6) -> bool | None:
