@@ -79,7 +79,7 @@ def _solve(expr: Any, x: Any) -> list[Any] | None:
     import sympy
 
     try:
-        sols = sympy.solve(expr, x, dict=False)
+        sols = sympy.solve(expr, x, dict=False, simplify=False, rational=False)
     except Exception:  # sympy raises many types (NotImplementedError, ValueError, ...)
         return None
     if not isinstance(sols, list) or not all(isinstance(s, sympy.Expr) and x not in s.free_symbols for s in sols):
