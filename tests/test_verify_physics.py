@@ -159,7 +159,8 @@ CASES: list[tuple[list[str], list[str], str, str, object, bool, str]] = [
     ([r"F = k \int_0^L x\,\mathrm{d}x"], [r"F = \int_0^L k x\,\mathrm{d}x"], "EX", "", None, True, "integral is linear"),
     ([r"F = k \int_0^L x\,\mathrm{d}x"], [r"F = \int_0^{2L} k x\,\mathrm{d}x"], "EX", "", None, False, "other limits"),
     # --- equations ------------------------------------------------------------------------------
-    (["v = \\sqrt{2 g h}"], ["v^2 = 2 g h"], "EQ", "", None, False, "squared equation is not the same set"),
+    (["v = \\sqrt{2 g h}"], ["v^2 = 2 g h"], "EQ", "", None, True, "squared: the same set for the positive v the gold states"),
+    (["v = \\sqrt{2 g h}"], ["v^2 = g h"], "EQ", "", None, False, "squared, factor lost"),
     (["E = \\frac{p^2}{2m}"], ["2 m E = p^2"], "EQ", "", None, True, "multiplied by 2m"),
     (["E = \\frac{p^2}{2m}"], ["2 m E = p^3"], "EQ", "", None, False, "wrong power"),
     (["x = \\frac{a}{b}"], ["x b = a"], "EQ", "", None, True, "multiplied by b"),

@@ -30,6 +30,12 @@ from studybench.verify.quantity import (
     plain_value_text,
     quantity_candidates,
 )
+from studybench.verify.rules.eq_forms import (
+    is_proportionality,
+    proportional_rule,
+    proportionality_gold_check,
+    same_solution_sets,
+)
 from studybench.verify.rules.ex import ex_gold_check, ex_rule
 from studybench.verify.symbolic import (
     closed_value,
@@ -118,6 +124,8 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
             return False, "the +- solutions differ"
         res = match_unordered(gv, pv, _eq_plain)
         return (res[0], "both +- solutions match") if res[0] else res
+    if is_proportionality(gold) or is_proportionality(pred):
+        return proportional_rule(gold, pred)
     gsegs, _ = split_relations(gold, frozenset({"="}))
     psegs, _ = split_relations(pred, frozenset({"="}))
     if len(psegs) == 2 and plain_quantity(psegs[0]) is not None and plain_quantity(psegs[1]) is None:
@@ -140,6 +148,7 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
     reason = "not equivalent"
     for j in range(1, len(psegs)):
         hit = False
+        pending: list[tuple[Any, ...]] = []
         for k in range(1, len(gsegs)):
             try:
                 al = new_aliases(gold, pred)
@@ -156,6 +165,8 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
                         pl2, pr2 = rationalize(pl2, pred), rationalize(pr2, pred)
                     t = DECIMAL_GOLD_REL_TOL if has_float(gl2, gr2) else (written_tolerance(pred) if has_float(pl2, pr2) else EXACT_REL_TOL)
                     ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms, t, _written_denominators(al, gold, pred))
+                    if not ok and why in _SOLVE_AFTER and len(gsegs) == len(psegs) == 2:
+                        pending.append((gl2, gr2, pl2, pr2, next(iter(lhs_syms)) if len(lhs_syms) == 1 else None, t))
                     reason = why + (f" (using {', '.join(applied)})" if applied and ok else "")
                     if ok:
                         hit = True
@@ -164,9 +175,30 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
                     break
             if hit:
                 break
+        if not hit and pending:
+            hit, reason = _solved_forms(pending, reason)
         if not hit:
             return False, reason if len(psegs) == 2 else f"link {j}: {reason}"
     return True, reason
+
+
+def _solved_forms(pending: list[tuple[Any, ...]], reason: str) -> tuple[bool, str]:
+    """Squared, inverted, solved for another symbol: the same solution set (two reading pairs at most)."""
+    for gl, gr, pl, pr, target, tol in pending[:2]:
+        ok, why = same_solution_sets(gl, gr, pl, pr, target, tol)
+        if ok:
+            return True, why
+        if ok is False:
+            reason = why
+    return False, reason
+
+
+_SOLVE_AFTER = frozenset({
+    "pred equation holds where gold does not",
+    "gold equation holds where pred does not",
+    "equations not proportional",
+    "not shown equivalent",
+})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,6 +369,8 @@ def eq_gold_check(box: str) -> str | None:
     Returns:
         ``None`` when it is, else a short reason.
     """
+    if is_proportionality(box):
+        return proportionality_gold_check(box)
     if len(split_relations(box, frozenset({"="}))[0]) < 2:
         return "equation without '='"
     return ex_gold_check(box)
