@@ -26,6 +26,7 @@ __all__ = [
     "split_relations",
     "strip_text_remarks",
     "tokenize",
+    "value_link",
 ]
 
 
@@ -318,6 +319,48 @@ def rhs(s: str) -> str:
     """
     segs, _ = split_relations(s, frozenset({"="}))
     return segs[-1]
+
+
+_ARROW_LINK = re.compile(r"\\(?:to|rightarrow|longrightarrow)(?![A-Za-z])")
+_LEAD_REL = re.compile(r"^\s*(?:\\approx|\\simeq|\\sim|=)(?![A-Za-z])\s*(?=\S)")
+
+
+def value_link(s: str) -> str:
+    r"""A prediction's value link made plain: ``I \to 0`` -> ``I = 0``, ``\approx 3.2`` -> ``3.2``.
+
+    A leading ``\approx`` / ``\sim`` / ``=`` is dropped; one top-level ``\to`` (``\rightarrow``)
+    whose left side is a label (letters, subscripts, no number or operator) states the value on its
+    right. Anything else (a reaction, a limit inside braces, two arrows) is returned unchanged.
+
+    Args:
+        s: one predicted box (LaTeX).
+
+    Returns:
+        The rewritten text, or ``s``. Never raises.
+    """
+    t = _LEAD_REL.sub("", s, count=1) if isinstance(s, str) else s
+    if not isinstance(t, str) or len(t) > 2000:
+        return s
+    arrows = [m for m in _ARROW_LINK.finditer(t) if _depth_at(t, m.start()) == 0]
+    if len(arrows) != 1:
+        return t
+    m = arrows[0]
+    left, right = t[: m.start()].strip(), t[m.end() :].strip()
+    bare = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]", "", left)
+    if not right or not left or re.search(r"[0-9+\-*/=<>^]|\\infty|\\lim|\\frac|\\sqrt", bare):
+        return t
+    return f"{left} = {right}"
+
+
+def _depth_at(s: str, pos: int) -> int:
+    """The bracket depth (``{([``) at ``pos`` of ``s``."""
+    depth = 0
+    for c in s[:pos]:
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth = max(0, depth - 1)
+    return depth
 
 
 _TEXT_MACRO = re.compile(r"\\(?:text|textrm|mbox|textit|textbf)\s*\{")

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from studybench.answers import split_top_level
 from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError, norm_string, rhs, split_relations, tokenize
+from studybench.verify.latex import LatexError, norm_string, rhs, split_relations, tokenize, value_link
 from studybench.verify.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
 from studybench.verify.prose import (
     prose_after_math,
@@ -63,6 +63,7 @@ def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     res = reaction_rule(gold, pred)
     if res is not None:
         return res
+    pred = value_link(pred)  # I \to 0, \approx \frac{v}{2}: the value stated
     res = compare_parts(gold, pred, lambda g, p: _ex_units(g, p, None))
     if res is not None:
         return res
