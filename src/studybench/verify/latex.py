@@ -27,6 +27,7 @@ __all__ = [
     "strip_text_remarks",
     "tokenize",
     "value_link",
+    "vector_tuple",
 ]
 
 
@@ -350,6 +351,44 @@ def value_link(s: str) -> str:
     if not right or not left or re.search(r"[0-9+\-*/=<>^]|\\infty|\\lim|\\frac|\\sqrt", bare):
         return t
     return f"{left} = {right}"
+
+
+_VECTOR_ENV = re.compile(
+    r"\s*(?:\\left\s*[(\[]\s*)?\\begin\{([pbB]?matrix|array)\}(?:\{[lcr|]*\})?(.*?)\\end\{\1\}(?:\s*\\right\s*[)\]])?\s*",
+    re.DOTALL,
+)
+
+
+def vector_tuple(s: str) -> str | None:
+    r"""A column or row vector written as a matrix, as a tuple: ``\begin{pmatrix}a\\b\\c\end{pmatrix}`` -> ``(a, b, c)``.
+
+    Args:
+        s: one box (LaTeX).
+
+    Returns:
+        ``(a, b, c)`` for a matrix with one column or one row (two or more entries), else ``None``.
+        Never raises.
+    """
+    if not isinstance(s, str) or len(s) > 2000:
+        return None
+    m = _VECTOR_ENV.fullmatch(s)
+    if not m or "\\begin" in m.group(2):
+        return None
+    rows = [r.strip() for r in m.group(2).split("\\\\")]
+    while rows and not rows[-1]:
+        rows.pop()
+    cells = [[c.strip() for c in r.split("&")] for r in rows]
+    if any(not c for r in cells for c in r):
+        return None
+    if len(cells) > 1 and all(len(r) == 1 for r in cells):
+        entries = [r[0] for r in cells]
+    elif len(cells) == 1 and len(cells[0]) > 1:
+        entries = cells[0]
+    else:
+        return None
+    if any("," in e for e in entries):
+        return None
+    return "(" + ", ".join(entries) + ")"
 
 
 def _depth_at(s: str, pos: int) -> int:

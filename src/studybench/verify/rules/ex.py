@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from studybench.answers import split_top_level
 from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError, norm_string, rhs, split_relations, tokenize, value_link
+from studybench.verify.latex import LatexError, norm_string, rhs, split_relations, tokenize, value_link, vector_tuple
 from studybench.verify.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
 from studybench.verify.prose import (
     prose_after_math,
@@ -64,10 +64,22 @@ def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     if res is not None:
         return res
     pred = value_link(pred)  # I \to 0, \approx \frac{v}{2}: the value stated
+    gold, pred = _same_vector_form(gold, pred)
     res = compare_parts(gold, pred, lambda g, p: _ex_units(g, p, None))
     if res is not None:
         return res
     return _ex_units(flatten_env(gold), flatten_env(pred), hint)
+
+
+def _same_vector_form(gold: str, pred: str) -> tuple[str, str]:
+    r"""A column (or row) vector against a tuple: the matrix side written as the tuple ``(a, b, c)``."""
+    gv, pv = vector_tuple(gold), vector_tuple(pred)
+    if (gv is None) == (pv is None):
+        return gold, pred
+    other = rhs(pred if gv is not None else gold)
+    if "\\begin" in other or len(split_top_level(re.sub(r"^\s*(?:\\left)?\s*\(|\)\s*$", "", other))) < 2:
+        return gold, pred
+    return (gv, pred) if gv is not None else (gold, pv)
 
 
 # ---------------------------------------------------------------------------------------------
