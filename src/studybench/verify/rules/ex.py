@@ -19,7 +19,15 @@ from fractions import Fraction
 
 from studybench.answers import split_top_level
 from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError, norm_string, rhs, split_relations, tokenize, value_link, vector_tuple
+from studybench.verify.latex import (
+    LatexError,
+    norm_string,
+    rhs,
+    split_relations,
+    tokenize,
+    value_link,
+    vector_tuple,
+)
 from studybench.verify.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
 from studybench.verify.prose import (
     prose_after_math,
@@ -38,6 +46,7 @@ from studybench.verify.quantity import (
     value_ops,
 )
 from studybench.verify.symbolic import latex_equal
+from studybench.verify.vectors import has_vector_markup, vector_equal
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["ex_gold_check", "ex_rule", "reaction_rule"]
@@ -353,6 +362,8 @@ def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
         ok, why = latex_equal(g, pr)
         if ok:
             return True, "symbolic match: " + why
+        if (has_vector_markup(g) or has_vector_markup(pr)) and vector_equal(g, pr):
+            return True, "same vector at sample vectors (cross / dot products, unit vectors)"
         reason = why
     return False, reason
 
