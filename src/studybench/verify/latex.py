@@ -25,6 +25,7 @@ __all__ = [
     "rhs",
     "split_relations",
     "strip_text_remarks",
+    "bar_to_prime",
     "tokenize",
     "value_link",
     "vector_tuple",
@@ -389,6 +390,34 @@ def vector_tuple(s: str) -> str | None:
     if any("," in e for e in entries):
         return None
     return "(" + ", ".join(entries) + ")"
+
+
+_D = r"(?:d|\\mathrm\s*\{\s*d\s*\}|\\text\s*\{\s*d\s*\})"
+_BAR_DERIV = re.compile(
+    r"(?:\\left\s*\.\s*)?\\[dt]?frac\s*\{\s*" + _D + r"\s*([A-Za-z])\s*\}\s*\{\s*" + _D + r"\s*([A-Za-z])\s*\}"
+    r"\s*(?:\\right\s*\||\\[Bb]igg?r?\s*\||\|)\s*_\s*\{\s*([A-Za-z])\s*=\s*([^{}]{1,40}?)\s*\}"
+)
+
+
+def bar_to_prime(s: str) -> str:
+    r"""An evaluated derivative in prime notation: ``\left.\frac{df}{dx}\right|_{x=x_0}`` -> ``f'(x_0)``.
+
+    Only a one-letter function and variable, the bar's variable the same as the derivative's.
+
+    Args:
+        s: LaTeX text.
+
+    Returns:
+        The rewritten text (``s`` when there is no such bar). Never raises.
+    """
+    if not isinstance(s, str) or len(s) > 2000:
+        return s
+
+    def repl(m: re.Match[str]) -> str:
+        f, x, x2, at = m.groups()
+        return f"{f}'({at})" if x == x2 else m.group(0)
+
+    return _BAR_DERIV.sub(repl, s)
 
 
 def _depth_at(s: str, pos: int) -> int:

@@ -21,6 +21,7 @@ from studybench.answers import split_top_level
 from studybench.verify.conversion import to_sympy
 from studybench.verify.latex import (
     LatexError,
+    bar_to_prime,
     norm_string,
     rhs,
     split_relations,
@@ -73,11 +74,22 @@ def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     if res is not None:
         return res
     pred = value_link(pred)  # I \to 0, \approx \frac{v}{2}: the value stated
+    gold, pred = _bar_value(gold), _bar_value(pred)
     gold, pred = _same_vector_form(gold, pred)
     res = compare_parts(gold, pred, lambda g, p: _ex_units(g, p, None))
     if res is not None:
         return res
     return _ex_units(flatten_env(gold), flatten_env(pred), hint)
+
+
+def _bar_value(s: str) -> str:
+    r"""An evaluated derivative as the value (no top-level ``=``) in prime notation: ``\left.\frac{df}{dx}\right|_{x=x_0}`` -> ``f'(x_0)``.
+
+    As a label (``\left.\frac{dv}{dt}\right|_{t=0} = A``) it stays for :func:`_chain_label`.
+    """
+    if len(split_relations(s, frozenset({"="}))[0]) > 1:
+        return s
+    return bar_to_prime(s)
 
 
 def _same_vector_form(gold: str, pred: str) -> tuple[str, str]:
