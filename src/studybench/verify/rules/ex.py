@@ -46,6 +46,7 @@ from studybench.verify.quantity import (
     split_unit_suffix,
     value_ops,
 )
+from studybench.verify.series import series_equal
 from studybench.verify.symbolic import latex_equal
 from studybench.verify.vectors import has_vector_markup, vector_equal
 from studybench.verify.verdict import RuleResult
@@ -355,6 +356,9 @@ def _ex_candidates(gold: str) -> list[str]:
     return [x for x in segs[1:] if x] if len(segs) > 1 else segs
 
 
+_SERIES_HINT = re.compile(r"\\(?:sum|cdots|ldots|dots)(?![A-Za-z])|\.\.\.")
+
+
 def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
     """One link of a prediction against every value the gold states (NV rules, then SymPy)."""
     reason = "not equal"
@@ -376,6 +380,8 @@ def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
             return True, "symbolic match: " + why
         if (has_vector_markup(g) or has_vector_markup(pr)) and vector_equal(g, pr):
             return True, "same vector at sample vectors (cross / dot products, unit vectors)"
+        if _SERIES_HINT.search(g + pr) and series_equal(g, pr):
+            return True, "same series term by term"
         reason = why
     return False, reason
 
