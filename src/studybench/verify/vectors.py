@@ -29,6 +29,8 @@ _SKIP = {"\\left", "\\right", "\\,", "\\;", "\\:", "\\!", "\\ ", "\\quad", "\\qq
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _MAX_TOKENS = 400
 _RANK = {"scalar": 0, "hat": 1, "vec": 2}
+_FUNCS = {"\\sin": math.sin, "\\cos": math.cos, "\\tan": math.tan, "\\exp": math.exp, "\\ln": math.log, "\\sinh": math.sinh, "\\cosh": math.cosh}
+_ENDS = {"+", "-", ")", "]", "}", "\\times", "\\cdot", "/"}
 _MARKUP_RE = re.compile(r"\\(?:vec|mathbf|boldsymbol|bm|overrightarrow|pmb|hat|widehat)(?![A-Za-z])")
 
 Value = float | tuple[float, float, float]
@@ -139,6 +141,29 @@ class _Reader:
                     raise _Unreadable("two vectors side by side")
                 val = _mul(val, rhs, "")
 
+    def _function(self, name: str) -> Value:
+        r"""``\sin``, ``\cos`` ... of a scalar.
+
+        A bracketed argument, or one symbol that ends the product (``\sin\theta\,\hat x``;
+        ``\sin\omega t`` is ambiguous and not read).
+        """
+        if self.peek() == "^":
+            raise _Unreadable("a power of a function")
+        if self.peek() in ("(", "[", "{"):
+            arg = self.factor()
+        else:
+            arg = self.factor()
+            nxt = self.peek()
+            if not (nxt is None or nxt in _ENDS or nxt in _VEC_MARKUP or nxt in _HAT):
+                raise _Unreadable("a brace-less function argument followed by more factors")
+        if isinstance(arg, tuple):
+            raise _Unreadable("a function of a vector")
+        if name == "\\ln" and arg <= 0:
+            raise _Unreadable("log of a non-positive number")
+        if name == "\\exp" and arg > 50:
+            raise _Unreadable("overflow")
+        return _FUNCS[name](arg)
+
     @staticmethod
     def _div(a: Value, b: Value) -> Value:
         if isinstance(b, tuple) or b == 0:
@@ -199,6 +224,9 @@ class _Reader:
         if t == "\\pi":
             self.i += 1
             return math.pi
+        if t in _FUNCS:
+            self.i += 1
+            return self._function(t)
         kind = "vec" if t in _VEC_MARKUP else "hat" if t in _HAT else "scalar"
         try:
             atom = self.al.atom_at(self.toks, self.i)
@@ -209,6 +237,8 @@ class _Reader:
         key, self.i = atom
         if kind == "hat":
             key = re.sub(r"^hat\((.*)\)", r"\1", key, count=1)
+            # \hat{\mathbf r} is \hat r
+            key = re.sub(r"^\\(?:mathbf|vec|boldsymbol|bm|pmb)\s*\{?\s*([^{}\s]+?)\s*\}?((?:_\{.*\})?'*)$", r"\1\2", key)
         if key.startswith(("rm:", "d(", "deriv")) or "(" in key:
             raise _Unreadable("not a plain symbol")
         if self.env is None:  # first pass: the markup each key is written with, placeholder values
