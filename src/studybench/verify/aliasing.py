@@ -542,6 +542,18 @@ class Aliaser:
             return lin, k
         return [self.alias(f"deriv{a[0]}({_key(' '.join(a[1]))}|{var})")], k
 
+    def _call(self, out: list[str], prefix: str, args: list[str]) -> bool:
+        r"""Turn the symbol just emitted into one call symbol keyed with its arguments (``E(0)``).
+
+        Not for ``e``, ``i`` or ``\pi`` (a constant times a bracket). Returns whether it did.
+        """
+        names = self.keys_by_name()
+        last = out[-1][len("\\mathrm{") : -1] if out and out[-1].startswith("\\mathrm{v") else ""
+        if last not in names or names[last] in ("e", "i", "\\pi", "pi"):
+            return False
+        out[-1] = self.alias(prefix + names[last] + "|" + _key(" ".join(args)))
+        return True
+
     def _product_guard(self, toks: list[str], i: int, out: list[str]) -> int:
         r"""An atom directly followed by ``(`` is a product, not a function call.
 
@@ -565,6 +577,10 @@ class Aliaser:
                 elif not (len(tk) == 1 and tk.isalpha() or tk[1:] in _GREEK or tk in ("\\right", "\\left", "_", "'") or tk.isdigit() or tk in _SPACE_SYMS):
                     simple = False
                 k += 1
+            inner = [x for x in toks[j : k - 1] if x not in ("\\right", "\\left")]
+            if depth == 0 and _numeric_argument(inner) and self._call(out, "at:", inner):
+                # E(0), f'(2), E[1]: a function at a number, not E times 0
+                return k
             if commas and simple and depth == 0:
                 # psi(x, t): a function of the listed variables, one symbol keyed with them
                 names = self.keys_by_name()
@@ -575,6 +591,12 @@ class Aliaser:
                 return k
             out.append("\\cdot")
         return i
+
+
+def _numeric_argument(inner: list[str]) -> bool:
+    """A bracket holding one number (``(0)``, ``[2]``, ``(-1)``, ``(0.5)``)."""
+    body = inner[1:] if inner[:1] == ["-"] else inner
+    return len(body) == 1 and re.fullmatch(r"\d+(?:\.\d+)?", body[0]) is not None
 
 
 def _number(t: str) -> str:

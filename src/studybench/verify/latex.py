@@ -25,7 +25,10 @@ __all__ = [
     "rhs",
     "split_relations",
     "strip_text_remarks",
+    "bar_to_prime",
     "tokenize",
+    "value_link",
+    "vector_tuple",
 ]
 
 
@@ -318,6 +321,114 @@ def rhs(s: str) -> str:
     """
     segs, _ = split_relations(s, frozenset({"="}))
     return segs[-1]
+
+
+_ARROW_LINK = re.compile(r"\\(?:to|rightarrow|longrightarrow)(?![A-Za-z])")
+_LEAD_REL = re.compile(r"^\s*(?:\\approx|\\simeq|\\sim|=)(?![A-Za-z])\s*(?=\S)")
+
+
+def value_link(s: str) -> str:
+    r"""A prediction's value link made plain: ``I \to 0`` -> ``I = 0``, ``\approx 3.2`` -> ``3.2``.
+
+    A leading ``\approx`` / ``\sim`` / ``=`` is dropped; one top-level ``\to`` (``\rightarrow``)
+    whose left side is a label (letters, subscripts, no number or operator) states the value on its
+    right. Anything else (a reaction, a limit inside braces, two arrows) is returned unchanged.
+
+    Args:
+        s: one predicted box (LaTeX).
+
+    Returns:
+        The rewritten text, or ``s``. Never raises.
+    """
+    t = _LEAD_REL.sub("", s, count=1) if isinstance(s, str) else s
+    if not isinstance(t, str) or len(t) > 2000:
+        return s
+    arrows = [m for m in _ARROW_LINK.finditer(t) if _depth_at(t, m.start()) == 0]
+    if len(arrows) != 1:
+        return t
+    m = arrows[0]
+    left, right = t[: m.start()].strip(), t[m.end() :].strip()
+    bare = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]", "", left)
+    if not right or not left or re.search(r"[0-9+\-*/=<>^]|\\infty|\\lim|\\frac|\\sqrt", bare):
+        return t
+    return f"{left} = {right}"
+
+
+_VECTOR_ENV = re.compile(
+    r"\s*(?:\\left\s*[(\[]\s*)?\\begin\{([pbB]?matrix|array)\}(?:\{[lcr|]*\})?(.*?)\\end\{\1\}(?:\s*\\right\s*[)\]])?\s*",
+    re.DOTALL,
+)
+
+
+def vector_tuple(s: str) -> str | None:
+    r"""A column or row vector written as a matrix, as a tuple: ``\begin{pmatrix}a\\b\\c\end{pmatrix}`` -> ``(a, b, c)``.
+
+    Args:
+        s: one box (LaTeX).
+
+    Returns:
+        ``(a, b, c)`` for a matrix with one column or one row (two or more entries), else ``None``.
+        Never raises.
+    """
+    if not isinstance(s, str) or len(s) > 2000:
+        return None
+    m = _VECTOR_ENV.fullmatch(s)
+    if not m or "\\begin" in m.group(2):
+        return None
+    rows = [r.strip() for r in m.group(2).split("\\\\")]
+    while rows and not rows[-1]:
+        rows.pop()
+    cells = [[c.strip() for c in r.split("&")] for r in rows]
+    if any(not c for r in cells for c in r):
+        return None
+    if len(cells) > 1 and all(len(r) == 1 for r in cells):
+        entries = [r[0] for r in cells]
+    elif len(cells) == 1 and len(cells[0]) > 1:
+        entries = cells[0]
+    else:
+        return None
+    if any("," in e for e in entries):
+        return None
+    return "(" + ", ".join(entries) + ")"
+
+
+_D = r"(?:d|\\mathrm\s*\{\s*d\s*\}|\\text\s*\{\s*d\s*\})"
+_BAR_DERIV = re.compile(
+    r"(?:\\left\s*\.\s*)?\\[dt]?frac\s*\{\s*" + _D + r"\s*([A-Za-z])\s*\}\s*\{\s*" + _D + r"\s*([A-Za-z])\s*\}"
+    r"\s*(?:\\right\s*\||\\[Bb]igg?r?\s*\||\|)\s*_\s*\{\s*([A-Za-z])\s*=\s*([^{}]{1,40}?)\s*\}"
+)
+
+
+def bar_to_prime(s: str) -> str:
+    r"""An evaluated derivative in prime notation: ``\left.\frac{df}{dx}\right|_{x=x_0}`` -> ``f'(x_0)``.
+
+    Only a one-letter function and variable, the bar's variable the same as the derivative's.
+
+    Args:
+        s: LaTeX text.
+
+    Returns:
+        The rewritten text (``s`` when there is no such bar). Never raises.
+    """
+    if not isinstance(s, str) or len(s) > 2000:
+        return s
+
+    def repl(m: re.Match[str]) -> str:
+        f, x, x2, at = m.groups()
+        return f"{f}'({at})" if x == x2 else m.group(0)
+
+    return _BAR_DERIV.sub(repl, s)
+
+
+def _depth_at(s: str, pos: int) -> int:
+    """The bracket depth (``{([``) at ``pos`` of ``s``."""
+    depth = 0
+    for c in s[:pos]:
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth = max(0, depth - 1)
+    return depth
 
 
 _TEXT_MACRO = re.compile(r"\\(?:text|textrm|mbox|textit|textbf)\s*\{")

@@ -19,7 +19,16 @@ from fractions import Fraction
 
 from studybench.answers import split_top_level
 from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError, norm_string, rhs, split_relations, tokenize
+from studybench.verify.latex import (
+    LatexError,
+    bar_to_prime,
+    norm_string,
+    rhs,
+    split_relations,
+    tokenize,
+    value_link,
+    vector_tuple,
+)
 from studybench.verify.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
 from studybench.verify.prose import (
     prose_after_math,
@@ -38,7 +47,9 @@ from studybench.verify.quantity import (
     value_ops,
 )
 from studybench.verify.rules.in_ import chain_rule, relation_chain, states_inequality
+from studybench.verify.series import series_equal
 from studybench.verify.symbolic import latex_equal
+from studybench.verify.vectors import has_vector_markup, vector_equal
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["ex_gold_check", "ex_rule", "reaction_rule"]
@@ -64,10 +75,34 @@ def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     res = reaction_rule(gold, pred)
     if res is not None:
         return res
+    pred = value_link(pred)  # I \to 0, \approx \frac{v}{2}: the value stated
+    gold, pred = _bar_value(gold), _bar_value(pred)
+    gold, pred = _same_vector_form(gold, pred)
     res = compare_parts(gold, pred, lambda g, p: _ex_units(g, p, None))
     if res is not None:
         return res
     return _ex_units(flatten_env(gold), flatten_env(pred), hint)
+
+
+def _bar_value(s: str) -> str:
+    r"""An evaluated derivative as the value (no top-level ``=``) in prime notation: ``\left.\frac{df}{dx}\right|_{x=x_0}`` -> ``f'(x_0)``.
+
+    As a label (``\left.\frac{dv}{dt}\right|_{t=0} = A``) it stays for :func:`_chain_label`.
+    """
+    if len(split_relations(s, frozenset({"="}))[0]) > 1:
+        return s
+    return bar_to_prime(s)
+
+
+def _same_vector_form(gold: str, pred: str) -> tuple[str, str]:
+    r"""A column (or row) vector against a tuple: the matrix side written as the tuple ``(a, b, c)``."""
+    gv, pv = vector_tuple(gold), vector_tuple(pred)
+    if (gv is None) == (pv is None):
+        return gold, pred
+    other = rhs(pred if gv is not None else gold)
+    if "\\begin" in other or len(split_top_level(re.sub(r"^\s*(?:\\left)?\s*\(|\)\s*$", "", other))) < 2:
+        return gold, pred
+    return (gv, pred) if gv is not None else (gold, pv)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +361,9 @@ def _ex_candidates(gold: str) -> list[str]:
     return [x for x in segs[1:] if x] if len(segs) > 1 else segs
 
 
+_SERIES_HINT = re.compile(r"\\(?:sum|cdots|ldots|dots)(?![A-Za-z])|\.\.\.")
+
+
 def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
     """One link of a prediction against every value the gold states (NV rules, then SymPy)."""
     reason = "not equal"
@@ -345,6 +383,10 @@ def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
         ok, why = latex_equal(g, pr)
         if ok:
             return True, "symbolic match: " + why
+        if (has_vector_markup(g) or has_vector_markup(pr)) and vector_equal(g, pr):
+            return True, "same vector at sample vectors (cross / dot products, unit vectors)"
+        if _SERIES_HINT.search(g + pr) and series_equal(g, pr):
+            return True, "same series term by term"
         reason = why
     return False, reason
 

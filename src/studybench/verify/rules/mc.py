@@ -118,7 +118,27 @@ def mc_rule(gold: str, pred: str) -> RuleResult:
     if gt == pt:
         return True, "same option text"
     stripped = re.sub(r"^[a-z]\s+", "", pt)
-    return (stripped == gt), "option text"
+    if stripped == gt:
+        return True, "option text"
+    head = _gloss_head(pred)
+    if head is not None and re.sub(r"^[a-z]\s+", "", norm_text(head)) == gt:
+        return True, "option text with a gloss"
+    return False, "option text"
+
+
+def _gloss_head(pred: str) -> str | None:
+    """A prediction's option text before a trailing parenthetical gloss (``Jupiter (the largest planet)``).
+
+    ``None`` when there is no such gloss, or when the gloss names another option letter or qualifies the
+    choice (``Jupiter (or Saturn)``, ``Jupiter (not sure)``).
+    """
+    m = re.fullmatch(r"\s*(.*?\S)\s*\(([^()]{1,200})\)\s*\.?\s*", pred, flags=re.DOTALL)
+    if not m or "(" in m.group(1) and ")" not in m.group(1):
+        return None
+    gloss = m.group(2)
+    if _MC_NEGATION.search(gloss) or re.search(r"(?<![A-Za-z])[A-H](?![A-Za-z])", gloss):
+        return None
+    return m.group(1)
 
 
 def mc_gold_check(box: str) -> str | None:

@@ -17,7 +17,7 @@ from studybench.answers import split_top_level
 from studybench.verify.aliasing import new_aliases
 from studybench.verify.constants import constant_value
 from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError, norm_string, norm_text, rhs, split_relations
+from studybench.verify.latex import LatexError, norm_string, norm_text, rhs, split_relations, value_link
 from studybench.verify.parts import compare_parts, labels_compatible, match_in_order
 from studybench.verify.quantity import (
     ODD_TEXT_GROUP,
@@ -61,6 +61,7 @@ def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     Returns:
         ``(match, reason)``.
     """
+    pred = value_link(pred)  # I \to 0 states 0
     if len(split_top_level(gold)) > 1:
         gparts = split_top_level(gold)
         ghints = split_hints(hint, len(gparts))

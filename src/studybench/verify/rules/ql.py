@@ -18,6 +18,7 @@ import re
 from studybench.verify.latex import norm_text
 from studybench.verify.prose import prose_words
 from studybench.verify.rules.ex import ex_rule
+from studybench.verify.rules.tf import tf_value
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["MAX_QL_CHARS", "ql_alternatives", "ql_full_rule", "ql_gold_check", "ql_rule"]
@@ -26,6 +27,9 @@ __all__ = ["MAX_QL_CHARS", "ql_alternatives", "ql_full_rule", "ql_gold_check", "
 MAX_QL_CHARS = 4000
 """QL texts longer than this are compared by plain normalised equality only (the fast tier runs
 in-process, so every rule here must stay cheap)."""
+
+
+_YES_NO = {"yes", "no", "true", "false"}
 
 
 def _looks_mathy(s: str) -> bool:
@@ -87,6 +91,12 @@ def ql_rule(gold: str, pred: str) -> RuleResult:
     """
     if norm_text(gold) == norm_text(pred):
         return True, "same text"
+    if norm_text(gold) in _YES_NO:
+        # a yes/no gold is judged like TF: "Yes." is right, "Yes, but only when ..." is a hedge
+        g, p = tf_value(gold), tf_value(pred)
+        if p is None:
+            return False, f"not a yes/no answer: {pred[:40]!r}"
+        return (g == p), f"yes/no: {p} vs {g}"
     if len(gold) > MAX_QL_CHARS or len(pred) > MAX_QL_CHARS:
         return False, "different text (too long for the phrase rules)"
     for g in ql_alternatives(gold):

@@ -10,7 +10,7 @@ import re
 from studybench.verify.latex import norm_text
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["tf_gold_check", "tf_rule"]
+__all__ = ["tf_gold_check", "tf_rule", "tf_value"]
 
 
 _TRUE = {"true", "yes", "correct", "right", "t", "y", "holds", "valid"}
@@ -21,12 +21,18 @@ _TF_HEDGE = re.compile(
 _TF_LEAD = re.compile(r"^\s*(true|false|yes|no|correct|incorrect)\s*(?:[,;:.!]|--|\u2014|\u2013)\s*\S", re.IGNORECASE)
 
 
-def _tf_value(s: str) -> bool | None:
+def tf_value(s: str) -> bool | None:
     r"""The truth value a TF box states.
 
     A synonym alone (``True``, ``no``, ``\text{Yes}``) or one leading a justification after a comma,
     colon or dash (``No, they cannot be distinguished``), but not a qualified one (``True, but only
     ...``).
+
+    Args:
+        s: one box content.
+
+    Returns:
+        ``True`` / ``False``, or ``None`` when the box states no single truth value.
     """
     t = norm_text(s)
     if t in _TRUE:
@@ -55,7 +61,7 @@ def tf_rule(gold: str, pred: str) -> RuleResult:
     Returns:
         ``(match, reason)``; always decided.
     """
-    g, p = _tf_value(gold), _tf_value(pred)
+    g, p = tf_value(gold), tf_value(pred)
     if p is None:
         return False, f"not a truth value: {pred[:40]!r}"
     if g is None:
@@ -72,4 +78,4 @@ def tf_gold_check(box: str) -> str | None:
     Returns:
         ``None`` when it does, else a short reason.
     """
-    return None if _tf_value(box) is not None else "not a truth value"
+    return None if tf_value(box) is not None else "not a truth value"
