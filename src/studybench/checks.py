@@ -47,7 +47,6 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from studybench.answers import find_boxes, match_brace
 from studybench.datasets import Dataset

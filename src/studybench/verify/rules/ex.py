@@ -365,8 +365,11 @@ def ex_gold_check(box: str) -> str | None:
 
 
 def _read_as_rule(seg: str) -> None:
-    r"""Convert one side of an EX gold the way :func:`ex_rule` reads it: a trailing remark and a
-    trailing unit (``3.44 \times 10^{5} \, \mathrm{J\,kg^{-1}}``) are not part of the formula."""
+    r"""Convert one side of an EX gold the way :func:`ex_rule` reads it.
+
+    A trailing remark and a trailing unit (``3.44 \times 10^{5} \, \mathrm{J\,kg^{-1}}``) are not
+    part of the formula; raises :class:`LatexError` when the formula cannot be read.
+    """
     try:
         to_sympy(seg)
         return
