@@ -118,8 +118,8 @@ def golds_dev(path: Path, limit: int | None) -> list[dict[str, Any]]:
 
 # -------------------------------------------------------------------------------- mutations
 
-_NUM = re.compile(r"(?<![_A-Za-z0-9.{])(\d+(?:\.\d+)?)(?![\d.])")
-_SKIP_GROUPS = re.compile(r"\\(?:mathrm|text|operatorname|mathbf|hat|vec|textrm|rm|mbox)\s*\{(?:[^{}]|\{[^{}]*\})*\}|\\[A-Za-z]+|_\{[^{}]*\}|_.")
+_NUM = re.compile(r"(?<![_A-Za-z0-9.])(\d+(?:\.\d+)?)(?![\d.])")
+_SKIP_GROUPS = re.compile(r"\\\\\[[^\]]*\]|\\[dt]?frac\s*\d\d?|\\(?:mathrm|text|operatorname|mathbf|hat|vec|textrm|rm|mbox)\s*\{(?:[^{}]|\{[^{}]*\})*\}|\\[A-Za-z]+|_\{[^{}]*\}|_.")
 
 
 def _masked(s: str) -> str:
@@ -208,9 +208,17 @@ _UNIT_RE = re.compile(r"(\\mathrm\s*\{\s*)(" + "|".join(sorted(map(re.escape, _O
                       + r")(?![A-Za-z])")
 
 
+def _unit_match(box: str) -> re.Match[str] | None:
+    """The first upright unit that is not a subscript (``E_{\\mathrm{F}}`` is a symbol, not farad)."""
+    for m in _UNIT_RE.finditer(box):
+        if not re.search(r"_\s*\{?\s*$", box[: m.start()]):
+            return m
+    return None
+
+
 def mut_unit_dim(box: str) -> str | None:
     """The first upright unit replaced by one of another dimension."""
-    m = _UNIT_RE.search(box)
+    m = _unit_match(box)
     if not m:
         return None
     return box[: m.start(2)] + _OTHER_DIM[m.group(2)] + box[m.end(2):]
@@ -218,7 +226,7 @@ def mut_unit_dim(box: str) -> str | None:
 
 def mut_unit_prefix(box: str) -> str | None:
     """The first upright unit given a wrong prefix (``k`` added, or a ``k``/``c``/``m`` prefix dropped)."""
-    m = _UNIT_RE.search(box)
+    m = _unit_match(box)
     if not m:
         return None
     u = m.group(2)
