@@ -359,6 +359,12 @@ WARM_UP_LATEX = (
     r"(0, 1]", r"\{1, 2, 3\}", r"|z| \geq 2", r"\exp(-\beta E) / Z", r"\hbar \omega (n + \frac{1}{2})",
     r"\mu_{0} I / (2 \pi r)", r"\alpha \beta \gamma", r"3 \times 10^{8}", r"-\frac{1}{2}", r"\pi R^{2} L",
     r"\arcsin\left(\frac{v}{c}\right)", r"\cosh x \sinh y", r"x!", r"\log_{2} N", r"f(x) = a x + b",
+    r"\frac{m v^{2}}{2} \left[ a b - (c - d) \right]", r"\frac{1}{2} m_{1} \dot{x}_{1}^{2} - \frac{q^{2}}{2 C}",
+    r"N k \left\{ \ln \frac{\cosh[(n + 1) y]}{\cosh y} - y \tanh y \right\}",
+    r"\sqrt{\frac{3}{L}} \cos \frac{\pi x}{L}", r"-k T \ln \left( 1 + e^{-\beta \epsilon} \right)",
+    r"\left[ 1 - \left( \frac{v}{c} \right)^{2} \right]^{-1/2}", r"A \cos(k x - \omega t + \phi)",
+    r"\frac{\mu_{0} I}{4 \pi} \cdot \frac{2 a b}{(a^{2} + b^{2})^{3/2}}", r"x^{\prime} = \gamma (x - v t)",
+    r"\frac{3}{2} n k T", r"2.5 \times 10^{-3}", r"(M + m) g \sin \theta", r"\frac{q}{4 \pi \varepsilon_{0} r^{2}}",
 )
 """Generic expressions a worker parses at start-up so that ANTLR's prediction cache (shared by all
 later parses in the process) is warm before the first timed task (:func:`warm_up_parser`)."""
