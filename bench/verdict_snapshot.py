@@ -6,7 +6,9 @@ extracted boxes, correct, reason):
 
 * ``dev``: the labelled dev pairs (``dev_pairs.jsonl``);
 * ``gold-self``: every sub-problem of both test sets answered with its own gold boxes;
-* ``gold-sol``: every sub-problem whose reference solution has a box, answered with that solution.
+* ``gold-sol``: every sub-problem whose reference solution has a box, answered with that solution;
+* ``ug-self``: every UGPhysics problem (``--ugphysics``, default ``<repo>/../shared/data/ugphysics``;
+  skipped when absent) answered with its own gold boxes, with its stated unit as ``gold_unit``.
 
 Usage::
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,6 +62,32 @@ def inputs(dev_path: Path, data_dir: Path) -> list[dict[str, Any]]:
             if "\\boxed" in (sub.solution or "") or "\\fbox" in (sub.solution or ""):
                 items.append({"set": "gold-sol", "gold": sub.answer, "answer_type": at, "type_sequence": ts, "gold_unit": None,
                               "response": sub.solution})
+    return items
+
+
+PRIMITIVE = {"NV", "EX", "EQ", "IN", "MC", "TF", "QL"}
+
+
+def ugphysics_items(root: Path) -> list[dict[str, Any]]:
+    """UGPhysics golds answered with themselves (one item per problem whose answer types are all primitive)."""
+    items: list[dict[str, Any]] = []
+    for path in sorted(root.glob("*/en.jsonl")):
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                r = json.loads(line)
+                types = [t.strip().upper() for t in str(r.get("answer_type") or "").split(",")]
+                if not types or any(t not in PRIMITIVE for t in types):
+                    continue
+                at, ts = (types[0], "") if len(types) == 1 else ("TUP", ",".join(types))
+                boxes = re.findall(r"\\boxed\{", str(r.get("answers") or ""))
+                if not boxes:
+                    continue
+                unit = r.get("unit")
+                items.append({"set": "ug-self", "gold": r["answers"], "answer_type": at, "type_sequence": ts,
+                              "gold_unit": unit if isinstance(unit, str) else None,
+                              "response": "Final Answer: " + str(r["answers"])})
     return items
 
 
@@ -102,10 +131,14 @@ def main() -> int:
     ap.add_argument("--compare", type=Path)
     ap.add_argument("--dev-pairs", type=Path, default=DEFAULT_DEV)
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--ugphysics", type=Path, default=REPO.parent / "shared" / "data" / "ugphysics")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args()
-    rows = snapshot(inputs(args.dev_pairs, args.data_dir), args.workers, args.timeout)
+    items = inputs(args.dev_pairs, args.data_dir)
+    if args.ugphysics.is_dir():
+        items += ugphysics_items(args.ugphysics)
+    rows = snapshot(items, args.workers, args.timeout)
     args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     sets: dict[str, list[int]] = {}
     for r in rows:

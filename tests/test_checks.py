@@ -426,6 +426,42 @@ def test_gold_parse_check_with_fake_verifier(tmp_path: Path, monkeypatch: pytest
     assert calls == []
 
 
+def test_gold_parse_timeout_is_retried_not_called_unparsable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+
+    def slow_once(box: str, answer_type: Any, timeout: float | None = None) -> str | None:
+        calls.append(timeout)
+        return "timed out" if timeout is None else None  # the long retry succeeds
+
+    monkeypatch.setattr(checks, "_gold_parser", lambda: slow_once)
+    findings = check_dataset(_ds(tmp_path, [_single()]))
+    assert not _of(findings, "gold_unparsable") and not _of(findings, "gold_check_timed_out")
+    assert calls == [None, checks.RETRY_TIMEOUT]
+
+    def always_slow(box: str, answer_type: Any, timeout: float | None = None) -> str | None:
+        return "timed out"
+
+    monkeypatch.setattr(checks, "_gold_parser", lambda: always_slow)
+    findings = check_dataset(_ds(tmp_path, [_single()], "slow.json"))
+    assert not _of(findings, "gold_unparsable")
+    found = _of(findings, "gold_check_timed_out")
+    assert len(found) == 1 and "timed out" in found[0].message
+    assert "gold_check_timed_out" in checks.KINDS
+
+
+def test_gold_parse_check_skips_slots_typed_compound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    def fake(box: str, answer_type: Any, timeout: float | None = None) -> str | None:
+        seen.append(str(getattr(answer_type, "value", answer_type)))
+        return "compound type: check each slot with its primitive type" if seen[-1] in ("TUP", "ALT") else None
+
+    monkeypatch.setattr(checks, "_gold_parser", lambda: fake)
+    rec = _single(answer=r"\boxed{a=b,\ c=d}, \boxed{1}", answer_type="TUP", type_sequence="TUP,NV")
+    assert not _of(check_dataset(_ds(tmp_path, [rec])), "gold_unparsable")
+    assert seen == ["NV"]
+
+
 def test_gold_parse_check_survives_verifier_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(box: str, answer_type: Any) -> str | None:
         raise RecursionError("deep")

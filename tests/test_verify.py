@@ -378,6 +378,11 @@ PARSABLE_CASES = [
     (r"a + b", "EQ", False, "equation without ="),
     (r"\text{TRUE}", "TF", True, "truth value"),
     (r"\text{perhaps}", "TF", False, "not a truth value"),
+    # EX golds are read the way the EX rule reads them: a trailing unit is not part of the formula
+    (r"L = 3.44 \times 10^{5} \, \mathrm{J\,kg^{-1}}", "EX", True, "EX with a compound unit"),
+    (r"\frac{q}{4\pi\varepsilon_0 r}\,\mathrm{V}", "EX", True, "EX formula with a unit"),
+    (r"L = 3.44 \times \xrightarrow{a} \, \mathrm{J\,kg^{-1}}", "EX", False, "EX unreadable before its unit"),
+    (r"\mathrm{J\,kg^{-1}}", "NV", False, "a unit alone is not a number"),
 ]
 
 

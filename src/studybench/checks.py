@@ -25,6 +25,9 @@ Finding kinds (see :data:`KINDS`):
 ``gold_unparsable``
     the verifier cannot parse a gold box for its type
     (:func:`studybench.verify.check_gold_parsable`; skipped when the verifier is not importable).
+``gold_check_timed_out``
+    the verifier's parse check of a gold box overran even when retried with a long timeout
+    (:data:`RETRY_TIMEOUT`); it says nothing about the box (a loaded machine, or a very heavy gold).
 ``label_variant``
     a ``problem_type`` (sub-discipline) label spelled differently from the dataset's most frequent
     spelling of the same label (see :func:`studybench.records.normalise_label`).
@@ -44,7 +47,6 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from studybench.answers import find_boxes, match_brace
 from studybench.datasets import Dataset
@@ -53,6 +55,7 @@ from studybench.records import label_map as records_label_map
 
 __all__ = [
     "KINDS",
+    "RETRY_TIMEOUT",
     "Finding",
     "check_dataset",
     "count_by_kind",
@@ -67,6 +70,7 @@ KINDS: dict[str, str] = {
     "packed_box": "TUP/ALT slots packed into one box",
     "text_outside_boxes": "gold text outside the boxes that is not just separators",
     "gold_unparsable": "the verifier cannot parse a gold box for its type",
+    "gold_check_timed_out": "the verifier's parse check of a gold box timed out, even retried",
     "label_variant": "sub-discipline label spelled more than one way",
     "stem_equals_sub": "stem identical to a sub-problem's text",
     "ignored_parent_gold": "multi-sub parent with its own (ignored) gold answer",
@@ -315,7 +319,11 @@ def _control_chars(text: str) -> str | None:
 # --------------------------------------------------------------------------- gold parsing
 
 
-def _gold_parser() -> Callable[[str, Any], str | None] | None:
+RETRY_TIMEOUT = 60.0
+"""Seconds allowed to the second parse check of a gold box whose first check (5 s) timed out."""
+
+
+def _gold_parser() -> Callable[..., str | None] | None:
     """``studybench.verify.check_gold_parsable`` when it can be imported, else None (check skipped)."""
     try:
         from studybench.verify import check_gold_parsable
@@ -340,7 +348,7 @@ def _check_gold(
     parent: Parent,
     sub: SubProblem,
     prefix: str,
-    parser: Callable[[str, Any], str | None] | None,
+    parser: Callable[..., str | None] | None,
 ) -> None:
     field = f"{prefix}answer"
     answer = sub.answer
@@ -374,12 +382,19 @@ def _check_gold(
             if prose:
                 out.add("prose_in_box", parent, sid, field,
                         f"{where} ({slot_type.value}) holds prose '{_show(prose, 60)}': '{_show(box)}'")
-        if parser is not None:
+        if parser is not None and slot_type not in (AnswerType.TUP, AnswerType.ALT):
+            # (a slot typed TUP/ALT is compared as a whole text, never parsed)
             try:
                 why = parser(box, slot_type)
+                if why == "timed out":  # load, not the box: once more with a long limit
+                    why = parser(box, slot_type, timeout=RETRY_TIMEOUT)
             except Exception as e:  # noqa: BLE001 - a verifier bug must not stop the report
                 why = f"verifier raised {type(e).__name__}: {e}"
-            if why:
+            if why == "timed out":
+                out.add("gold_check_timed_out", parent, sid, field,
+                        f"{where} ({slot_type.value}) '{_show(box, 60)}': the parse check timed out "
+                        f"(also with {RETRY_TIMEOUT:g} s)")
+            elif why:
                 out.add("gold_unparsable", parent, sid, field,
                         f"{where} ({slot_type.value}) '{_show(box, 60)}': {_show(str(why), 120)}")
 

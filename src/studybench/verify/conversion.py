@@ -301,12 +301,82 @@ def _l2s_text(text: str) -> Any:
             interpret_simple_eq_as_assignment=False,
         )
     try:
-        result = latex2sympy(text, conversion_config=_L2S_CONFIG)
+        result = _sll_first(text, _L2S_CONFIG)
+        if result is None:
+            result = latex2sympy(text, conversion_config=_L2S_CONFIG)
     except Exception as e:  # latex2sympy raises bare Exception on syntax errors
         raise LatexError(f"unparsable LaTeX ({type(e).__name__})") from None
     if result is None:
         raise LatexError("unparsable LaTeX")
     return result
+
+
+_SLL_CONVERTER: Any = None
+
+
+def _sll_first(text: str, config: Any) -> Any:
+    """latex2sympy's parse with ANTLR's cheap SLL prediction; ``None`` when that parse fails.
+
+    Full-context (LL) prediction is most of the parse's cost. ANTLR guarantees that an SLL parse
+    which succeeds gives the very tree LL gives; one that fails (a syntax error, or a grammar
+    decision that needs full context) returns ``None`` and the caller parses again the usual way,
+    so results are identical, only faster for the inputs SLL can decide.
+    """
+    global _SLL_CONVERTER
+    if _SLL_CONVERTER is None:
+        try:
+            from antlr4.atn.PredictionMode import PredictionMode
+            from latex2sympy2_extended import latex2sympy2 as mod
+
+            base = mod._Latex2Sympy
+
+            class _Sll(base):  # type: ignore[misc, valid-type]
+                def create_parser(self, latex_str: str) -> Any:
+                    parser = super().create_parser(latex_str)
+                    parser._interp.predictionMode = PredictionMode.SLL
+                    return parser
+
+            _SLL_CONVERTER = (_Sll, mod.normalize_latex, mod.NormalizationConfig)
+        except Exception:  # another latex2sympy2_extended layout: always use the plain parse
+            _SLL_CONVERTER = False
+    if not _SLL_CONVERTER:
+        return None
+    cls, normalize, norm_config = _SLL_CONVERTER
+    try:
+        return cls(None, None, False, config=config).parse(normalize(text, norm_config()))
+    except (RecursionError, MemoryError):
+        raise
+    except Exception:
+        return None
+
+
+WARM_UP_LATEX = (
+    r"\frac{a}{b} + \sqrt{x^{2} + y_{1}^{2}} - 2 \cdot 3.5 \times 10^{-3}",
+    r"F = -\frac{G M m}{r^{2}}", r"E = \frac{1}{2} m v^{2} + m g h", r"x^{2} - 1 = 0",
+    r"\sin(\omega t) + \cos \theta - \tan^{2} \phi", r"e^{-\frac{t}{\tau}} \ln(1 + x)",
+    r"\left(\frac{p}{q}\right)^{\frac{3}{2}}", r"\sqrt[3]{2 k T / m}", r"\frac{\partial u}{\partial x}",
+    r"\frac{d y}{d t} = -k y", r"\int_{0}^{1} x^{2} \, d x", r"\sum_{n=1}^{N} n^{2}", r"a < x \leq b",
+    r"(0, 1]", r"\{1, 2, 3\}", r"|z| \geq 2", r"\exp(-\beta E) / Z", r"\hbar \omega (n + \frac{1}{2})",
+    r"\mu_{0} I / (2 \pi r)", r"\alpha \beta \gamma", r"3 \times 10^{8}", r"-\frac{1}{2}", r"\pi R^{2} L",
+    r"\arcsin\left(\frac{v}{c}\right)", r"\cosh x \sinh y", r"x!", r"\log_{2} N", r"f(x) = a x + b",
+    r"\frac{m v^{2}}{2} \left[ a b - (c - d) \right]", r"\frac{1}{2} m_{1} \dot{x}_{1}^{2} - \frac{q^{2}}{2 C}",
+    r"N k \left\{ \ln \frac{\cosh[(n + 1) y]}{\cosh y} - y \tanh y \right\}",
+    r"\sqrt{\frac{3}{L}} \cos \frac{\pi x}{L}", r"-k T \ln \left( 1 + e^{-\beta \epsilon} \right)",
+    r"\left[ 1 - \left( \frac{v}{c} \right)^{2} \right]^{-1/2}", r"A \cos(k x - \omega t + \phi)",
+    r"\frac{\mu_{0} I}{4 \pi} \cdot \frac{2 a b}{(a^{2} + b^{2})^{3/2}}", r"x^{\prime} = \gamma (x - v t)",
+    r"\frac{3}{2} n k T", r"2.5 \times 10^{-3}", r"(M + m) g \sin \theta", r"\frac{q}{4 \pi \varepsilon_{0} r^{2}}",
+)
+"""Generic expressions a worker parses at start-up so that ANTLR's prediction cache (shared by all
+later parses in the process) is warm before the first timed task (:func:`warm_up_parser`)."""
+
+
+def warm_up_parser() -> None:
+    """Parse :data:`WARM_UP_LATEX` once (errors ignored): fills ANTLR's prediction cache. Never raises."""
+    for text in WARM_UP_LATEX:
+        try:
+            to_sympy(text)
+        except Exception:  # noqa: BLE001 - best effort
+            pass
 
 
 def to_sympy(latex: str, aliases: Aliaser | None = None) -> Any:

@@ -414,18 +414,21 @@ class Verifier:
             out[i] = (preds, verdict)
         return [o if o is not None else ([], Verdict(False, "incorrect: internal error", ())) for o in out]
 
-    def check_gold_parsable(self, box: str, answer_type: AnswerType | str) -> str | None:
+    def check_gold_parsable(self, box: str, answer_type: AnswerType | str, *, timeout: float | None = None) -> str | None:
         """Whether the verifier can read a gold box for a primitive answer type (in a sandbox worker).
 
         Args:
             box: one gold box content.
             answer_type: its primitive answer type (compound types: check each box with its own).
+            timeout: override of the wall-clock limit in seconds.
 
         Returns:
-            ``None`` when readable, else a short reason. Never raises.
+            ``None`` when readable, else a short reason; exactly ``"timed out"`` when the check overran
+            (that says nothing about the box: callers may check again with a longer timeout). Never raises.
         """
         try:
-            return self._pool.call("parsable", (str(box), _at_key(answer_type)), self.timeout)
+            t = self.timeout if timeout is None else float(timeout)
+            return self._pool.call("parsable", (str(box), _at_key(answer_type)), t)
         except TimedOut:
             return "timed out"
         except Exception as e:
@@ -537,7 +540,7 @@ def verify_response(
     )
 
 
-def check_gold_parsable(box: str, answer_type: AnswerType | str) -> str | None:
+def check_gold_parsable(box: str, answer_type: AnswerType | str, *, timeout: float | None = None) -> str | None:
     """Whether the verifier can read a gold box for a primitive answer type (``studybench data check``).
 
     Runs in a sandbox worker of the default :class:`Verifier`.
@@ -545,8 +548,9 @@ def check_gold_parsable(box: str, answer_type: AnswerType | str) -> str | None:
     Args:
         box: one gold box content.
         answer_type: its primitive answer type.
+        timeout: override of the wall-clock limit in seconds (default: the verifier's, 5 s).
 
     Returns:
-        ``None`` when readable, else a short reason. Never raises.
+        ``None`` when readable, else a short reason (``"timed out"`` on an overrun). Never raises.
     """
-    return default_verifier().check_gold_parsable(box, answer_type)
+    return default_verifier().check_gold_parsable(box, answer_type, timeout=timeout)

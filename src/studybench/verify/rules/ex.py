@@ -405,7 +405,25 @@ def ex_gold_check(box: str) -> str | None:
             segs = relation_chain(part)[0] if states_inequality(part) else split_relations(part, frozenset({"="}))[0]
             for seg in segs:
                 if seg:
-                    to_sympy(seg)
+                    _read_as_rule(seg)
         return None
     except LatexError as e:
         return str(e)
+
+
+def _read_as_rule(seg: str) -> None:
+    r"""Convert one side of an EX gold the way :func:`ex_rule` reads it.
+
+    A trailing remark and a trailing unit (``3.44 \times 10^{5} \, \mathrm{J\,kg^{-1}}``) are not
+    part of the formula; raises :class:`LatexError` when the formula cannot be read.
+    """
+    try:
+        to_sympy(seg)
+        return
+    except LatexError:
+        if plain_quantity(seg) is not None:  # a number with a unit: read by the NV rules
+            return
+        body = split_unit_suffix(trailing_words(seg)[0])[0].strip()
+        if not body or body == seg.strip():
+            raise
+    to_sympy(body)
