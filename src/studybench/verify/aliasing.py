@@ -170,6 +170,12 @@ class Aliaser:
                     key += "'" * len(g) if g[0] == "\\prime" else "*"
                     i = j
                     continue
+                if g in (["0"], ["(", "0", ")"]):
+                    # \nu^{0}, E_F^{0}, w^{(0)}: a label (a reference value), never the power 0 (which would make
+                    # the whole factor 1 and let any multiple of it through)
+                    key += "^{0}"
+                    i = j
+                    continue
             break
         return key, i
 
