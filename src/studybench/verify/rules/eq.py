@@ -164,7 +164,9 @@ def _eq_plain(gold: str, pred: str) -> RuleResult:
                     if not has_float(gl2, gr2):
                         pl2, pr2 = rationalize(pl2, pred), rationalize(pr2, pred)
                     t = DECIMAL_GOLD_REL_TOL if has_float(gl2, gr2) else (written_tolerance(pred) if has_float(pl2, pr2) else EXACT_REL_TOL)
-                    ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms, t, _written_denominators(al, gold, pred))
+                    ok, why = _isolated_sides(gl2, gr2, pl2, pr2, t)
+                    if ok is None:
+                        ok, why = _eq_diff_ratio(gl2, gr2, pl2, pr2, lhs_syms, t, _written_denominators(al, gold, pred))
                     if not ok and why in _SOLVE_AFTER and len(gsegs) == len(psegs) == 2:
                         pending.append((gl2, gr2, pl2, pr2, next(iter(lhs_syms)) if len(lhs_syms) == 1 else None, t))
                     reason = why + (f" (using {', '.join(applied)})" if applied and ok else "")
@@ -306,6 +308,35 @@ def _denominator_symbols(*exprs: Any) -> set[Any]:
             continue
         out |= den.free_symbols
     return out
+
+
+def _isolated_sides(g_l: Any, g_r: Any, p_l: Any, p_r: Any, tol: float) -> tuple[bool | None, str]:
+    r"""Both equations solved for the same symbol (``X = f`` and ``X = g``, ``X`` in neither right side).
+
+    Then they are equivalent exactly when ``f`` and ``g`` are equal, and that is what is compared: the
+    ratio of ``X - f`` to ``X - g`` is close to 1 wherever ``f`` and ``g`` are small beside the sampled
+    ``X`` (``\theta = \arctan[\ldots/1000]`` against ``\ldots/2000``), so it must not decide.
+
+    Returns:
+        ``(True, ...)`` equal right sides, ``(False, ...)`` different ones, ``(None, "")`` when the
+        equations are not both solved for one symbol (or the sides cannot be evaluated): the ratio decides.
+    """
+    import sympy
+
+    if not (isinstance(g_l, sympy.Symbol) and g_l == p_l) or not isinstance(g_r, sympy.Expr) or not isinstance(p_r, sympy.Expr):
+        return None, ""
+    if g_l in g_r.free_symbols or g_l in p_r.free_symbols or nonfinite(g_r, p_r):
+        return None, ""
+    syms = sorted(g_r.free_symbols | p_r.free_symbols, key=str)
+    seen = 0
+    for pt in sample_points(syms, 8):
+        a, b = evaluate_at(g_r, pt), evaluate_at(p_r, pt)
+        if a is None or b is None or not all(math.isfinite(x) for x in (a.real, a.imag, b.real, b.imag)):
+            continue
+        seen += 1
+        if not rel_close(b, a, tol):
+            return False, "right sides differ"
+    return (True, "same right side") if seen >= 3 else (None, "")
 
 
 def _eq_diff_ratio(

@@ -1,0 +1,45 @@
+"""EQ golds solved for one symbol (X = f) are compared by their right sides, not by the ratio of X - f to X - g.
+
+That ratio is close to 1 wherever f and g are small beside the sampled X, so a right side off by a factor
+2 passed as "equations proportional" (the mutation sweep found it on a real UGPhysics gold).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from studybench.verify import Verifier
+
+THETA = (r"\theta=\arctan \left[\frac{\beta^{\prime} \sin \theta^{\prime}}{1000\left(\beta^{\prime} \cos \theta^{\prime}"
+         r"+0.9999995\right)}\right]")
+
+
+@pytest.fixture(scope="module")
+def verifier() -> Iterator[Verifier]:
+    with Verifier(workers=1, timeout=10.0) as v:
+        yield v
+
+
+CASES = [
+    # right forms: the same right side written otherwise, or the equation in another form
+    (THETA, THETA.replace(r"\left[", "(").replace(r"\right]", ")"), True),
+    (THETA, r"\tan\theta = \frac{\beta' \sin \theta'}{1000(\beta' \cos \theta' + 0.9999995)}", True),
+    (r"v = \sqrt{2gh}", r"v = (2gh)^{1/2}", True),
+    (r"x = \frac{1}{2} a t^2", r"x = a t^2 / 2", True),
+    (r"\delta = 10^{-3} \frac{L}{R}", r"\delta = \frac{L}{1000 R}", True),
+    # wrong twins: small right sides off by a factor, a term, a sign
+    (THETA, THETA.replace("1000", "2000"), False),
+    (THETA, THETA.replace("1000", "1100"), False),
+    (THETA, THETA.replace("+0.9999995", "-0.9999995"), False),
+    (r"\delta = 10^{-3} \frac{L}{R}", r"\delta = 2\times 10^{-3} \frac{L}{R}", False),
+    (r"\delta = 10^{-3} \frac{L}{R}", r"\delta = 10^{-3} \frac{R}{L}", False),
+    (r"\epsilon = \frac{m}{1000 M}", r"\epsilon = -\frac{m}{1000 M}", False),
+]
+
+
+@pytest.mark.parametrize("gold,pred,want", CASES)
+def test_isolated_equations(verifier: Verifier, gold: str, pred: str, want: bool) -> None:
+    v = verifier.verify([gold], [pred], "EQ", [])
+    assert v.correct is want, v.reason
