@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# verifier workers skip the ANTLR warm-up (about a second per worker start; tests start and kill many workers)
+os.environ.setdefault("STUDYBENCH_VERIFY_WARM", "0")
+
 
 def _real_data_dir() -> Path | None:
     candidates: list[Path] = []

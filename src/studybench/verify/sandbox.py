@@ -112,7 +112,10 @@ def _worker_main(conn: Any) -> None:
         from studybench.verify.conversion import warm_up_parser
         from studybench.verify.rules import full_verdict
 
-        warm_up_parser()  # ANTLR's prediction cache: later parses in this worker are about a third cheaper
+        if os.environ.get("STUDYBENCH_VERIFY_WARM", "1") != "0":
+            # ANTLR's prediction cache: later parses in this worker are about a third cheaper; costs about
+            # a second per worker start, so short-lived verifiers (tests) skip it with STUDYBENCH_VERIFY_WARM=0
+            warm_up_parser()
         full_verdict(["x^2 = 1"], ["1 = x^2"], "EQ", "")
         full_verdict(["1\\,\\mathrm{km}"], ["1000\\,\\mathrm{m}"], "NV", "")  # loads pint's registry
     except Exception:  # pragma: no cover - import failure is reported per task
