@@ -35,6 +35,7 @@ import typer
 from studybench import __version__
 from studybench.cli.artefact import artefact_app
 from studybench.cli.audit import audit_app
+from studybench.cli.build import build_app
 from studybench.cli.cache import cache_app
 from studybench.cli.common import out_console
 from studybench.cli.compare import compare_cmd
@@ -78,6 +79,7 @@ app.add_typer(cache_app, name="cache")
 app.add_typer(export_app, name="export")
 app.add_typer(artefact_app, name="artefact")
 app.add_typer(gepa_app, name="gepa")
+app.add_typer(build_app, name="build")
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,21 @@
+"""``studybench build ...``: construct a test set the StudyBench way (paper section 2.1).
+
+Each stage is a thin layer over a function in :mod:`studybench.build` and writes JSON Lines that the next
+stage reads, under one work directory: ``fragments`` -> ``decompose`` -> ``retrieve`` -> ``verify`` ->
+``guide`` -> ``retry``, and ``capability`` for the Capability Filter.
+"""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["build_app"]
+
+build_app = typer.Typer(
+    help="Build a test set: textbook `fragments`, knowledge-point `decompose` (teacher LLM), hybrid "
+    "`retrieve` (BM25 + embeddings, RRF), `verify` (teacher scores 0-3), `guide` (method-only guidance "
+    "behind a leakage gate), `retry` (the Naive Reachability Filter) and `capability` (the Capability Filter).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
