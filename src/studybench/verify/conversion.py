@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from studybench.verify.aliasing import UPRIGHT_FUNCS, Aliaser, new_aliases
+from studybench.verify.l2s_parse import parse_plain, parse_sll
 from studybench.verify.latex import (
     LatexError,
     expand_braceless,
@@ -288,10 +289,10 @@ def _l2s_text(text: str) -> Any:
     """latex2sympy on aliased text, memoised.
 
     The ANTLR parse dominates the verifier's cost and the same aliased text recurs across the reading
-    pairs of one comparison (SymPy objects are immutable).
+    pairs of one comparison (SymPy objects are immutable). SLL prediction first, the plain parse when
+    that fails (:mod:`studybench.verify.l2s_parse`): the same result, most often much faster.
     """
     global _L2S_CONFIG
-    from latex2sympy2_extended import latex2sympy
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 
     if _L2S_CONFIG is None:
@@ -301,53 +302,14 @@ def _l2s_text(text: str) -> Any:
             interpret_simple_eq_as_assignment=False,
         )
     try:
-        result = _sll_first(text, _L2S_CONFIG)
+        result = parse_sll(text, _L2S_CONFIG)
         if result is None:
-            result = latex2sympy(text, conversion_config=_L2S_CONFIG)
+            result = parse_plain(text, _L2S_CONFIG)
     except Exception as e:  # latex2sympy raises bare Exception on syntax errors
         raise LatexError(f"unparsable LaTeX ({type(e).__name__})") from None
     if result is None:
         raise LatexError("unparsable LaTeX")
     return result
-
-
-_SLL_CONVERTER: Any = None
-
-
-def _sll_first(text: str, config: Any) -> Any:
-    """latex2sympy's parse with ANTLR's cheap SLL prediction; ``None`` when that parse fails.
-
-    Full-context (LL) prediction is most of the parse's cost. ANTLR guarantees that an SLL parse
-    which succeeds gives the very tree LL gives; one that fails (a syntax error, or a grammar
-    decision that needs full context) returns ``None`` and the caller parses again the usual way,
-    so results are identical, only faster for the inputs SLL can decide.
-    """
-    global _SLL_CONVERTER
-    if _SLL_CONVERTER is None:
-        try:
-            from antlr4.atn.PredictionMode import PredictionMode
-            from latex2sympy2_extended import latex2sympy2 as mod
-
-            base = mod._Latex2Sympy
-
-            class _Sll(base):  # type: ignore[misc, valid-type]
-                def create_parser(self, latex_str: str) -> Any:
-                    parser = super().create_parser(latex_str)
-                    parser._interp.predictionMode = PredictionMode.SLL
-                    return parser
-
-            _SLL_CONVERTER = (_Sll, mod.normalize_latex, mod.NormalizationConfig)
-        except Exception:  # another latex2sympy2_extended layout: always use the plain parse
-            _SLL_CONVERTER = False
-    if not _SLL_CONVERTER:
-        return None
-    cls, normalize, norm_config = _SLL_CONVERTER
-    try:
-        return cls(None, None, False, config=config).parse(normalize(text, norm_config()))
-    except (RecursionError, MemoryError):
-        raise
-    except Exception:
-        return None
 
 
 WARM_UP_LATEX = (
