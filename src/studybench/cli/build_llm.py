@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +11,7 @@ from rich.markup import escape
 from studybench.cli.build import build_app
 from studybench.cli.common import OptionSet, console, fail, fail_write, interruptible, plural, progress_bars
 
-__all__ = ["decompose_cmd"]
+__all__ = ["decompose_cmd", "verify_cmd"]
 
 _T = "Teacher"
 TEACHER_OPTIONS = OptionSet("teacher_options", {
@@ -63,15 +62,13 @@ def _work_dir(work: Path) -> Path:
 
 
 def _run(fn: Any, what: str) -> Any:
-    from studybench.build.llmstage import StageMetaError
-
     try:
         with interruptible() as term, progress_bars() as bars:
             return fn(lambda advance, total: bars(what, advance, total))
     except KeyboardInterrupt:
         console.print("[bold yellow]interrupted:[/bold yellow] what is done is saved; re-run the same command to resume")
         raise typer.Exit(143 if term else 130) from None
-    except StageMetaError as e:
+    except ValueError as e:  # inputs or settings changed since the output was made (StageMetaError), a missing input
         fail(str(e))
     except RuntimeError as e:
         fail(str(e), 1)
@@ -133,5 +130,42 @@ def decompose_cmd(
         raise typer.Exit(1)
 
 
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False)
+@build_app.command("verify")
+@TEACHER_OPTIONS
+def verify_cmd(
+    work: _Work,
+    candidates: Annotated[int | None, typer.Option("--candidates", help="Verify only the N best-ranked candidates of each KP (default: all in retrieval.jsonl).")] = None,
+    attempts: Annotated[int, typer.Option("--attempts", help="Replies per (KP, fragment) pair before its call counts as failed.")] = 3,
+    restart: _Restart = False,
+    *,
+    teacher_options: dict[str, Any],
+) -> None:
+    """Score every retrieved (KP, fragment) pair 0-3 with a verbatim quote (teacher LLM, temperature 0; one
+    request per pair), demote scores >= 2 whose quote is not in the fragment, and write DIR/coverage.jsonl,
+    DIR/coverage.md and the CSV matrices (sub-problem x KP). Failed calls leave KPs "unverified", never
+    "uncovered"; re-run the same command to ask them again. Exit 1 when any call failed."""
+    from studybench.build.kpverify import VerifySettings, verify
+
+    if attempts < 1:
+        fail("--attempts must be >= 1")
+    if candidates is not None and candidates < 1:
+        fail("--candidates must be >= 1")
+    if not work.is_dir():
+        fail(f"--work {work}: not a directory (run `studybench build decompose` and `build retrieve` first)")
+    llm = _teacher(teacher_options, work, "verify")
+    settings = VerifySettings(candidates=candidates, attempts=attempts, max_tokens=teacher_options["max_tokens"],
+                              concurrency=teacher_options["concurrency"])
+    summary = _run(lambda progress: verify(work, llm, settings, restart=restart, progress=progress), "verify")
+    subs = ", ".join(f"{n} {s}" for s, n in summary["sub_problems"].items())
+    kps = ", ".join(f"{n} {s}" for s, n in summary["kps"].items())
+    console.print(f"pairs: {summary['pairs']} scored ({summary['resumed']} from an earlier run), {summary['failed_pairs']} failed calls, "
+                  f"{summary['demoted']} demoted by the quote check")
+    console.print(f"KPs: {kps}")
+    console.print(f"sub-problems: {subs}")
+    if summary["missing_fragments"]:
+        console.print(f"[yellow]note:[/yellow] {plural(len(summary['missing_fragments']), 'candidate fragment')} of retrieval.jsonl "
+                      "not in fragments.jsonl (their KPs count as unverified)")
+    console.print(_usage_line(summary["usage"]))
+    console.print(f"wrote {escape(', '.join(summary['files']))}", soft_wrap=True)
+    if summary["failed_pairs"]:
+        raise typer.Exit(1)
