@@ -1,0 +1,171 @@
+"""``studybench build decompose`` and ``build verify``: the teacher-LLM stages of the construction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from studybench.cli.build import build_app
+from studybench.cli.common import OptionSet, console, fail, fail_write, interruptible, plural, progress_bars
+
+__all__ = ["decompose_cmd", "verify_cmd"]
+
+_T = "Teacher"
+TEACHER_OPTIONS = OptionSet("teacher_options", {
+    "teacher": (Annotated[str, typer.Option("--teacher", rich_help_panel=_T, help="Teacher model name at the endpoint.")], ...),
+    "base_url": (Annotated[str | None, typer.Option("--base-url", rich_help_panel=_T, help="OpenAI-compatible endpoint of the teacher (default $OPENAI_BASE_URL).")], None),
+    "api_key_env": (Annotated[str, typer.Option("--api-key-env", rich_help_panel=_T, help="Environment variable holding the API key (never stored).")], "OPENAI_API_KEY"),
+    "concurrency": (Annotated[int, typer.Option("--concurrency", rich_help_panel=_T, help="Requests in flight at once.")], 16),
+    "request_timeout": (Annotated[float, typer.Option("--request-timeout", rich_help_panel=_T, help="Seconds per HTTP request before it is retried.")], 600.0),
+    "max_retries": (Annotated[int, typer.Option("--max-retries", rich_help_panel=_T, help="Retries per request on 429/5xx/timeouts/dropped connections.")], 6),
+    "max_tokens": (Annotated[int, typer.Option("--max-tokens", rich_help_panel=_T, help="Completion budget per request; a reply cut at it is a failed attempt.")], 4096),
+})
+
+_Work = Annotated[Path, typer.Option("--work", help="Work directory of the construction (read and written).")]
+_Restart = Annotated[bool, typer.Option("--restart", help="Discard this stage's output and recorded settings and start again (the reply cache is kept).")]
+
+
+def _teacher(opts: dict[str, Any], work: Path, stage: str) -> Any:
+    from studybench.build.llmstage import StageCache, StageLLM, open_backend
+
+    if opts["concurrency"] < 1:
+        fail("--concurrency must be >= 1")
+    if opts["max_tokens"] < 1:
+        fail("--max-tokens must be >= 1")
+    try:
+        backend = open_backend(opts["teacher"], opts["base_url"], api_key_env=opts["api_key_env"],
+                               concurrency=opts["concurrency"], request_timeout=opts["request_timeout"],
+                               max_retries=opts["max_retries"])
+        return StageLLM(backend, StageCache.for_stage(work, stage), concurrency=opts["concurrency"])
+    except ValueError as e:
+        fail(f"--teacher/--base-url: {e}")
+    except OSError as e:
+        fail_write(e, work / "cache")
+
+
+def _usage_line(usage: dict[str, int]) -> str:
+    reasoning = f", {usage['reasoning_tokens']:,} reasoning" if usage.get("reasoning_tokens") else ""
+    return (f"teacher: {plural(usage.get('requests', 0), 'request')} ({usage.get('cached', 0)} cached replies reused, "
+            f"{usage.get('reasked', 0)} re-asks, {usage.get('failures', 0)} failed asks); tokens: "
+            f"{usage.get('prompt_tokens', 0):,} prompt, {usage.get('completion_tokens', 0):,} completion{reasoning}")
+
+
+def _work_dir(work: Path) -> Path:
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"--work {work}: cannot create it ({e.strerror or e})")
+    return work
+
+
+def _run(fn: Any, what: str) -> Any:
+    try:
+        with interruptible() as term, progress_bars() as bars:
+            return fn(lambda advance, total: bars(what, advance, total))
+    except KeyboardInterrupt:
+        console.print("[bold yellow]interrupted:[/bold yellow] what is done is saved; re-run the same command to resume")
+        raise typer.Exit(143 if term else 130) from None
+    except ValueError as e:  # inputs or settings changed since the output was made (StageMetaError), a missing input
+        fail(str(e))
+    except RuntimeError as e:
+        fail(str(e), 1)
+    except OSError as e:
+        fail_write(e, "the work directory")
+
+
+@build_app.command("decompose")
+@TEACHER_OPTIONS
+def decompose_cmd(
+    work: _Work,
+    split: Annotated[str, typer.Option("--split", help="transfer | application | PATH to a test-set JSON file.")] = "transfer",
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding the test sets (default $STUDYBENCH_DATA).")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N parents.")] = None,
+    temperature: Annotated[float, typer.Option("--temperature", help="Teacher temperature (paper: 0.2).")] = 0.2,
+    attempts: Annotated[int, typer.Option("--attempts", help="Replies per sub-problem before it is recorded as failed.")] = 3,
+    merge_threshold: Annotated[float, typer.Option("--merge-threshold", help="Cosine of KP-name embeddings at or above which two KPs of one type merge (0.90: 'energy conservation' = 'conservation of energy' at 0.95, but not 'conservation of mechanical energy' at 0.87).")] = 0.90,
+    embed_merge: Annotated[bool, typer.Option("--embed-merge/--no-embed-merge", help="Merge KPs by name embeddings after the exact merge.")] = True,
+    embedding_model: Annotated[str | None, typer.Option("--embedding-model", help="sentence-transformers name or path (default: the bundled offline all-MiniLM-L6-v2).")] = None,
+    restart: _Restart = False,
+    *,
+    teacher_options: dict[str, Any],
+) -> None:
+    """Knowledge points of every sub-problem (teacher LLM), then canonical KPs: DIR/kps.jsonl,
+    DIR/kp_canonical.jsonl and DIR/kp_merges.md. Resumable; sub-problems whose extraction failed are
+    recorded as failed and asked again on the next run. Exit 1 when any failed."""
+    from studybench.build.decompose import DecomposeSettings, decompose
+    from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
+
+    if attempts < 1:
+        fail("--attempts must be >= 1")
+    if not 0.0 < merge_threshold <= 1.0:
+        fail(f"--merge-threshold must be in (0, 1], got {merge_threshold}")
+    if limit is not None and limit < 1:
+        fail("--limit must be >= 1")
+    try:
+        ds = load_dataset(resolve_split(split, data_dir), name=split if split in ("application", "transfer") else None)
+    except (DatasetError, ValueError) as e:
+        fail(f"--split: {e}")
+    if limit is not None:
+        ds = Dataset.from_parents(ds.parents[:limit], ds.name)
+    work = _work_dir(work)
+    llm = _teacher(teacher_options, work, "decompose")
+    settings = DecomposeSettings(temperature=temperature, attempts=attempts, max_tokens=teacher_options["max_tokens"],
+                                 concurrency=teacher_options["concurrency"], merge_threshold=merge_threshold,
+                                 embed_merge=embed_merge, embedding_model=embedding_model)
+    console.print(f"decompose: {plural(ds.n_sub_problems, 'sub-problem')} of {escape(ds.name)}; teacher {escape(llm.model)}")
+    summary = _run(lambda progress: decompose(ds, work, llm, settings, restart=restart, progress=progress), "decompose")
+    console.print(f"sub-problems: {summary['ok']} decomposed, {summary['failed']} failed "
+                  f"({summary['resumed']} from an earlier run); {plural(summary['kps'], 'knowledge point')} "
+                  f"({summary['invalid_kps']} invalid dropped) -> {plural(summary['canonical'], 'canonical KP')} "
+                  f"({summary['embedding_merges']} embedding merges, listed in kp_merges.md)")
+    console.print(_usage_line(summary["usage"]))
+    console.print(f"wrote {escape(', '.join(summary['files']))}", soft_wrap=True)
+    if summary["failed"]:
+        shown = ", ".join(summary["failed_keys"][:5])
+        console.print(f"[bold yellow]{plural(summary['failed'], 'sub-problem')} failed[/bold yellow] (e.g. {escape(shown)}); "
+                      "their errors are in kps.jsonl; re-run the same command to ask them again.", soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@build_app.command("verify")
+@TEACHER_OPTIONS
+def verify_cmd(
+    work: _Work,
+    candidates: Annotated[int | None, typer.Option("--candidates", help="Verify only the N best-ranked candidates of each KP (default: all in retrieval.jsonl).")] = None,
+    attempts: Annotated[int, typer.Option("--attempts", help="Replies per (KP, fragment) pair before its call counts as failed.")] = 3,
+    restart: _Restart = False,
+    *,
+    teacher_options: dict[str, Any],
+) -> None:
+    """Score every retrieved (KP, fragment) pair 0-3 with a verbatim quote (teacher LLM, temperature 0; one
+    request per pair), demote scores >= 2 whose quote is not in the fragment, and write DIR/coverage.jsonl,
+    DIR/coverage.md and the CSV matrices (sub-problem x KP). Failed calls leave KPs "unverified", never
+    "uncovered"; re-run the same command to ask them again. Exit 1 when any call failed."""
+    from studybench.build.kpverify import VerifySettings, verify
+
+    if attempts < 1:
+        fail("--attempts must be >= 1")
+    if candidates is not None and candidates < 1:
+        fail("--candidates must be >= 1")
+    if not work.is_dir():
+        fail(f"--work {work}: not a directory (run `studybench build decompose` and `build retrieve` first)")
+    llm = _teacher(teacher_options, work, "verify")
+    settings = VerifySettings(candidates=candidates, attempts=attempts, max_tokens=teacher_options["max_tokens"],
+                              concurrency=teacher_options["concurrency"])
+    summary = _run(lambda progress: verify(work, llm, settings, restart=restart, progress=progress), "verify")
+    subs = ", ".join(f"{n} {s}" for s, n in summary["sub_problems"].items())
+    kps = ", ".join(f"{n} {s}" for s, n in summary["kps"].items())
+    console.print(f"pairs: {summary['pairs']} scored ({summary['resumed']} from an earlier run), {summary['failed_pairs']} failed calls, "
+                  f"{summary['demoted']} demoted by the quote check")
+    console.print(f"KPs: {kps}")
+    console.print(f"sub-problems: {subs}")
+    if summary["missing_fragments"]:
+        console.print(f"[yellow]note:[/yellow] {plural(len(summary['missing_fragments']), 'candidate fragment')} of retrieval.jsonl "
+                      "not in fragments.jsonl (their KPs count as unverified)")
+    console.print(_usage_line(summary["usage"]))
+    console.print(f"wrote {escape(', '.join(summary['files']))}", soft_wrap=True)
+    if summary["failed_pairs"]:
+        raise typer.Exit(1)
