@@ -28,7 +28,7 @@ _UNIT_CHARS = re.compile(r"^[A-Za-zμΩ°·%/\s\-(){}^*.]*$")
 _LETTERS = re.compile(r"[A-Za-zμΩ]+")
 _OR = re.compile(r"\bor\b|\band\b", re.IGNORECASE)
 _RELATION = re.compile(r"=|\\approx|\\simeq|\\sim\b|≈")
-_LABEL = re.compile(r"(?:^|(?<=[\s;,.:]))(?:\(([a-h])\)|([a-h])[.)])\s")
+_LABEL = re.compile(r"(?:^|(?<=[\s;,.:]))(?:\(([a-h])\)|([a-h])\\?[.)])\s")  # pandoc writes "a\." at a line start
 
 
 def _mask_math(text: str) -> str:
@@ -55,6 +55,8 @@ def split_labelled_parts(text: str) -> tuple[str, list[tuple[str, str]]]:
         if label == want:
             found.append((label, m.start(), m.end()))
             want = chr(ord(want) + 1)
+        elif found and m.group(1) and label < want:
+            return text, []  # a label again ("if it goes up: (a) ... if it goes down: (a) ..."): ambiguous
     if len(found) < 2:
         return text, []
     stem = text[:found[0][1]].strip()

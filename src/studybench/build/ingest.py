@@ -498,9 +498,9 @@ def _records(item: dict[str, Any], base: dict[str, Any], skipped: Counter[str]) 
     else:
         rec["answer_origin"] = "the book's answer"
         stem, parts = split_labelled_parts(problem)
-        _, answer_parts = split_labelled_parts(answer)
+        answer_stem, answer_parts = split_labelled_parts(answer)
         if parts or answer_parts:
-            if [k for k, _ in parts] != [k for k, _ in answer_parts]:
+            if answer_stem or [k for k, _ in parts] != [k for k, _ in answer_parts]:
                 skipped[f"{kind}: parts of the problem and the answer do not match"] += 1
                 return None
             subs = []
