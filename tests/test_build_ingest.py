@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from _support import require_data_file, require_extra
+from typer.testing import CliRunner
 
 require_extra("build", "pypandoc", module_level=True)
 
