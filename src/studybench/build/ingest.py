@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from studybench.build.answer_forms import classify_answer, split_labelled_parts
 from studybench.files import atomic_write_text
 from studybench.records import Parent
+from studybench.verify import Verifier
 
 __all__ = [
     "IngestError",
@@ -526,6 +527,59 @@ def _records(item: dict[str, Any], base: dict[str, Any], skipped: Counter[str]) 
     return rec
 
 
+_RETRY_TIMEOUT = 60.0  # seconds for a gold check that timed out once
+
+
+def _box(answer: str) -> str:
+    """The content of a ``\\boxed{...}`` gold written by :func:`_records`."""
+    return answer[len("\\boxed{"):-1] if answer.startswith("\\boxed{") and answer.endswith("}") else answer
+
+
+def _readable_golds(found: list[tuple[str, dict[str, Any]]], verifier: Verifier,
+                    skipped: Counter[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The records whose golds the verifier reads and accepts against themselves (a bad part is dropped).
+
+    Args:
+        found: ``(item kind, record)`` pairs of one chapter.
+        verifier: the sandboxed verifier.
+        skipped: skip reasons, counted per refused gold.
+
+    Returns:
+        The pairs to keep, in order; a record whose every part was refused is dropped.
+    """
+    slots = [(i, j, sub) for i, (_, rec) in enumerate(found)
+             for j, sub in enumerate(rec.get("sub_problems") or [rec])]
+    verdicts = verifier.verify_many([([_box(sub["answer"])], [_box(sub["answer"])], sub["answer_type"], "")
+                                     for _, _, sub in slots])
+    bad: dict[int, set[int]] = {}
+    for (i, j, sub), v in zip(slots, verdicts, strict=True):
+        kind, rec = found[i]
+        what = "sub-answer" if rec.get("sub_problems") else "answer"
+        box, at = _box(sub["answer"]), sub["answer_type"]
+        why = verifier.check_gold_parsable(box, at)
+        if why == "timed out":  # a loaded machine, not the box: once more with a long limit
+            why = verifier.check_gold_parsable(box, at, timeout=_RETRY_TIMEOUT)
+        if v.reason == "incorrect: timed out":
+            v = verifier.verify([box], [box], at, timeout=_RETRY_TIMEOUT)
+        if why == "timed out" or v.reason == "incorrect: timed out":
+            skipped[f"{kind}: {what} check timed out"] += 1
+        elif why is not None:
+            skipped[f"{kind}: {what} the verifier cannot read"] += 1
+        elif not v.correct:
+            skipped[f"{kind}: {what} not accepted against itself"] += 1
+        else:
+            continue
+        bad.setdefault(i, set()).add(j)
+    out = []
+    for i, (kind, rec) in enumerate(found):
+        if i not in bad:
+            out.append((kind, rec))
+        elif rec.get("sub_problems") and len(bad[i]) < len(rec["sub_problems"]):
+            rec["sub_problems"] = [sub for j, sub in enumerate(rec["sub_problems"]) if j not in bad[i]]
+            out.append((kind, rec))
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # driver
 # --------------------------------------------------------------------------------------------------
@@ -598,30 +652,9 @@ def _convert_chapter(src: Path, vol: Volume, ch: VolumeChapter) -> tuple[str, st
     return md[0] + "\n", (md[1] + "\n") if ctx.answers else "", items
 
 
-def ingest_cnxml(src: Path, books: Path, pool: Path | None = None, *, force: bool = False,
-                 progress: Callable[[str, str], None] | None = None) -> IngestReport:
-    """Ingest every ``collections/*.collection.xml`` under ``src`` into ``books`` and write the pool.
-
-    Args:
-        src: the collection directory (``collections/`` and ``modules/``).
-        books: the books directory to write (created if missing).
-        pool: the exercise-pool JSON to write (default ``books/pool.json``).
-        force: convert chapters again even when their inputs did not change.
-        progress: called with (``source/chapter``, status) for each chapter.
-
-    Returns:
-        The :class:`IngestReport`.
-
-    Raises:
-        IngestError: no collections, a malformed file (named), a missing module, or pandoc failing.
-    """
-    t0 = time.perf_counter()
-    src, books = Path(src), Path(books)
-    cols = sorted((src / "collections").glob("*.collection.xml")) if (src / "collections").is_dir() else []
-    if not cols:
-        raise IngestError(f"{src}: no collections/*.collection.xml (expected an OpenStax-style CNXML directory)")
-    rep = IngestReport(pool=pool or books / "pool.json")
-    records: list[dict[str, Any]] = []
+def _ingest_volumes(src: Path, books: Path, cols: list[Path], rep: IngestReport, records: list[dict[str, Any]],
+                    verifier: Verifier | None, force: bool, progress: Callable[[str, str], None] | None) -> None:
+    """Convert (or reuse) every chapter of every collection; append its pool records to ``records``."""
     for col in cols:
         vol = read_collection(col)
         stats = rep.volumes.setdefault(vol.source, {"title": vol.title, "chapters": 0, "characters": 0,
@@ -658,6 +691,7 @@ def ingest_cnxml(src: Path, books: Path, pool: Path | None = None, *, force: boo
             stats["chapters"] += 1
             stats["characters"] += int(saved["characters"])
             stats["answer_characters"] += int(saved["answer_characters"])
+            found: list[tuple[str, dict[str, Any]]] = []
             base = {"source": vol.source, "domain": "Textbook Physics", "year": "", "problem_type": _topic(vol, ch),
                     "book_title": vol.title, "chapter": f"{ch.number} {ch.title}"}
             for item in saved["items"]:
@@ -672,11 +706,49 @@ def ingest_cnxml(src: Path, books: Path, pool: Path | None = None, *, force: boo
                 except ValidationError as e:
                     rep.skipped[f"{item['kind']}: record fails validation ({e.errors()[0]['msg'][:60]})"] += 1
                     continue
+                found.append((item["kind"], rec))
+            for kind, rec in _readable_golds(found, verifier, rep.skipped) if verifier else found:
                 records.append(rec)
                 stats["records"] += 1
-                rep.kept[item["kind"]] += 1
+                rep.kept[kind] += 1
             if progress:
                 progress(label, status)
+
+
+def ingest_cnxml(src: Path, books: Path, pool: Path | None = None, *, force: bool = False,
+                 progress: Callable[[str, str], None] | None = None, check_golds: bool = True) -> IngestReport:
+    """Ingest every ``collections/*.collection.xml`` under ``src`` into ``books`` and write the pool.
+
+    Args:
+        src: the collection directory (``collections/`` and ``modules/``).
+        books: the books directory to write (created if missing).
+        pool: the exercise-pool JSON to write (default ``books/pool.json``).
+        force: convert chapters again even when their inputs did not change.
+        progress: called with (``source/chapter``, status) for each chapter.
+        check_golds: keep only golds the verifier reads and accepts against themselves (in its sandbox
+            workers); a refused gold is a counted skip ("answer the verifier cannot read", "answer not
+            accepted against itself", "answer check timed out" (also with 60 s); "sub-answer ..." for
+            one part).
+
+    Returns:
+        The :class:`IngestReport`.
+
+    Raises:
+        IngestError: no collections, a malformed file (named), a missing module, or pandoc failing.
+    """
+    t0 = time.perf_counter()
+    src, books = Path(src), Path(books)
+    cols = sorted((src / "collections").glob("*.collection.xml")) if (src / "collections").is_dir() else []
+    if not cols:
+        raise IngestError(f"{src}: no collections/*.collection.xml (expected an OpenStax-style CNXML directory)")
+    rep = IngestReport(pool=pool or books / "pool.json")
+    records: list[dict[str, Any]] = []
+    verifier = Verifier() if check_golds else None
+    try:
+        _ingest_volumes(src, books, cols, rep, records, verifier, force, progress)
+    finally:
+        if verifier is not None:
+            verifier.close()
     rep.records = len(records)
     rep.sub_problems = sum(len(r.get("sub_problems") or []) or 1 for r in records)
     assert rep.pool is not None
