@@ -231,3 +231,29 @@ def audit_cmd(
     console.print(f"report: {where / 'audit.json'}, {where / 'audit.md'}", soft_wrap=True)
     if not res["ok"]:
         raise typer.Exit(1)
+
+
+@corpus_app.command("ingest-cnxml")
+def ingest_cnxml_cmd(
+    src: Annotated[Path, typer.Argument(help="OpenStax-style CNXML directory (collections/*.collection.xml, modules/<id>/index.cnxml).")],
+    books: Annotated[Path, typer.Option("--books", help="Books directory to write (DIR/<source>/<chapter>/clean.md).")],
+    pool: Annotated[Path | None, typer.Option("--pool", help="Exercise pool JSON to write (default BOOKS/pool.json).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Convert again chapters whose inputs did not change.")] = False,
+) -> None:
+    """CNXML textbook (MathML) -> Markdown chapters through pandoc, plus its worked examples and answered exercises as a pool."""
+    from studybench.build.ingest import IngestError, ingest_cnxml
+
+    if not src.is_dir():
+        fail(f"{src}: not a directory", code=2)
+    try:
+        rep = ingest_cnxml(src, books, pool, force=force,
+                           progress=lambda label, status: console.print(f"{status:>5} {escape(label)}"))
+    except (IngestError, OSError) as e:
+        fail(str(e), code=1)
+    for source, v in rep.volumes.items():
+        out_console.print(f"{source}: {v['chapters']} chapters, {v['characters']:,} characters (+{v['answer_characters']:,} in answers), "
+                          f"items {dict(v['items'])}, with an answer {dict(v['items_with_answer'])}, records {v['records']}")
+    out_console.print(f"chapters converted {rep.converted}, reused {rep.reused}; pool {rep.pool}: {rep.records} records "
+                      f"({rep.sub_problems} sub-problems), kept {dict(rep.kept)}")
+    out_console.print("skipped: " + ", ".join(f"{k}: {n}" for k, n in sorted(rep.skipped.items(), key=lambda x: -x[1])))
+    out_console.print(f"{rep.seconds:.1f} s")
