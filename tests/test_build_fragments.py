@@ -88,7 +88,7 @@ def test_split_pieces_overlap_and_prefer_paragraphs():
     text = "\n\n".join(paras)
     spans = split_long(text, 0, len(text), 2000, 400)
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    for (a0, a1), (b0, b1) in zip(spans, spans[1:], strict=False):
+    for (a0, a1), (b0, _b1) in zip(spans, spans[1:], strict=False):
         assert 1000 <= a1 - a0 <= 2500
         assert text[a1 - 2:a1] == "\n\n"                 # ended at a paragraph boundary
         assert 300 <= a1 - b0 <= 420                     # about 400 characters repeated

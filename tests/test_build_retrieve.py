@@ -176,7 +176,7 @@ def test_load_kps(tmp_path: Path):
                     "sub_problems": [["APhO", "2003", "T3", "1"]]}) + "\n" + '{"id": "c2", "na', encoding="utf-8")
     (kp,) = load_kps(p)  # the torn last line is skipped
     assert kp.descriptions == ["Flux.", "Closed surface."] and kp.sub_disciplines == ["EM"] and kp.uses == 1
-    assert kp_query(kp) == "Gauss's law. flux. Flux. Closed surface."
+    assert kp_query(kp) == "Gauss's law. flux. Flux. Closed surface"
     p.write_text('{"id": "c1"}\n{"id": "c2", "name": "x"}\n', encoding="utf-8")
     with pytest.raises(RetrieveError, match=r"kp_canonical.jsonl:1: field 'name'"):
         load_kps(p)
