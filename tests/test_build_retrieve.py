@@ -196,3 +196,29 @@ def test_kps_from_dataset(tmp_path: Path):
     (one,) = kps_from_dataset(load_dataset(path))
     assert one.id == "concept:gauss s law" and one.uses == 2 and one.descriptions == ["d1", "d2"]
     assert one.sub_disciplines == ["Electromagnetism", "Olympiad Physics"]
+
+
+def test_cli_retrieve_bm25_from_split(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from studybench.cli import app
+
+    kp = {"type": "law_or_equation", "name": "Gauss's law", "description": "Flux through a closed surface.",
+          "keywords": ["electric flux"]}
+    rec = {"source": "X", "year": "2020", "source_problem_id": "1", "problem_type": "EM", "problem": "p",
+           "sub_problems": [{"problem_id": "1", "answer": "\\boxed{1}", "answer_type": "NV", "type_sequence": "NV",
+                             "knowledge_points": [kp]}]}
+    split = tmp_path / "t.json"
+    split.write_text(json.dumps([rec]), encoding="utf-8")
+    work = tmp_path / "w"
+    r = CliRunner().invoke(app, ["build", "retrieve", "--work", str(work), "--from-split", str(split), "--mode", "bm25"])
+    assert r.exit_code == 2 and "fragments.jsonl" in r.output and "build fragments" in r.output
+    write_fragments(work)
+    r = CliRunner().invoke(app, ["build", "retrieve", "--work", str(work), "--from-split", str(split), "--mode", "bm25",
+                                 "--top-n", "2"])
+    assert r.exit_code == 0, r.output
+    (row,) = [json.loads(x) for x in (work / "retrieval.jsonl").read_text().splitlines()]
+    assert row["kp"] == "law_or_equation:gauss s law" and row["sub_disciplines"] == ["EM"]
+    assert [c["fragment"] for c in row["candidates"]][0] == "B/ch1/0000" and len(row["candidates"]) <= 2
+    r = CliRunner().invoke(app, ["build", "retrieve", "--work", str(work), "--from-split", str(split), "--mode", "bm25"])
+    assert r.exit_code == 2 and "--restart" in r.output        # --top-n 30 now: other settings
