@@ -55,6 +55,8 @@ __all__ = [
     "chunk_text",
     "export_chunks",
     "manifest_path",
+    "plan_chapters",
+    "read_chapter",
 ]
 
 DEFAULT_CHUNK_TOKENS = 2048
@@ -149,7 +151,20 @@ def _listing(labels: list[str], shown: int = 8) -> str:
     return ", ".join(labels[:shown]) + more
 
 
-def _plan(books: Path, allow_unredacted: bool, include_answers: bool) -> tuple[list[tuple[Chapter, str]], int]:
+def plan_chapters(books: Path, allow_unredacted: bool, include_answers: bool) -> tuple[list[tuple[Chapter, str]], int]:
+    """The chapters under ``books`` and the file to read in each: the redaction rule of every corpus consumer.
+
+    Args:
+        books: the ``--books`` directory.
+        allow_unredacted: take ``clean.md`` (else ``full.md``) where ``clean.redacted.md`` is missing.
+        include_answers: keep answer folders (solution manuals).
+
+    Returns:
+        ``([(chapter, file name), ...], answer folders skipped)``.
+
+    Raises:
+        CorpusError: no chapters; chapters not redacted (without ``allow_unredacted``) or with no text.
+    """
     chapters = [ch for chs in scan_books(books).values() for ch in chs]
     skipped = sum(ch.answer_folder for ch in chapters) if not include_answers else 0
     chapters = [ch for ch in chapters if include_answers or not ch.answer_folder]
@@ -167,7 +182,7 @@ def _plan(books: Path, allow_unredacted: bool, include_answers: bool) -> tuple[l
     if unredacted:
         raise CorpusError(
             f"not redacted: {_listing(unredacted)} (no {REDACTED}); run `studybench corpus redact` first, "
-            "or pass --allow-unredacted to train on text that may hold the test set's problems"
+            "or pass --allow-unredacted to use text that may hold the test set's problems"
         )
     if empty:
         allowed = f"{REDACTED}, {CLEAN} or {FULL}" if allow_unredacted else REDACTED
@@ -175,7 +190,12 @@ def _plan(books: Path, allow_unredacted: bool, include_answers: bool) -> tuple[l
     return plan, skipped
 
 
-def _read_chapter(path: Path) -> tuple[str, str]:
+def read_chapter(path: Path) -> tuple[str, str]:
+    """A chapter file's text (UTF-8, a leading BOM dropped) and the sha256 of its bytes.
+
+    Raises:
+        CorpusError: the file cannot be read, is too large or is not UTF-8.
+    """
     try:
         data = read_user_bytes(path, limit=_MAX_CHAPTER_BYTES)
         text = decode_utf8(data, path)
@@ -224,7 +244,7 @@ def export_chunks(
     if not 0 <= overlap < size:
         raise ValueError(f"--overlap must be >= 0 and smaller than --size ({size}), got {overlap}")
     books = Path(books)
-    plan, skipped = _plan(books, allow_unredacted, include_answers)
+    plan, skipped = plan_chapters(books, allow_unredacted, include_answers)
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
     files: dict[str, str] = {}
     totals = {"chunks": 0, "tokens": 0}
@@ -233,7 +253,7 @@ def export_chunks(
     def rows() -> Iterator[dict[str, Any]]:
         for done, (ch, name) in enumerate(plan, start=1):
             rel = f"{ch.source}/{ch.name}/{name}"
-            text, files[rel] = _read_chapter(ch.file(name))
+            text, files[rel] = read_chapter(ch.file(name))
             for idx, c in enumerate(chunk_text(text, tok.spans(text), size, overlap)):
                 piece = text[c.start:c.end]
                 totals["chunks"] += 1

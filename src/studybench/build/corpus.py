@@ -39,6 +39,7 @@ __all__ = [
     "clean_books",
     "clean_text",
     "drop_prompt_leaks",
+    "is_answer_name",
     "layout_problems",
     "parse_books",
     "rejoin_split_numbers",
@@ -53,6 +54,11 @@ CLEAN = "clean.md"
 REDACTED = "clean.redacted.md"
 REPORTS = "_reports"
 _ANSWER_FOLDER = re.compile(r"(?<![a-z])(?:answers?|solutions?|manuals?|hints?)(?![a-z])", re.IGNORECASE)
+
+
+def is_answer_name(name: str) -> bool:
+    """A folder name that marks a solution manual or answer section (``answer``, ``solution``, ``manual``, ``hint``)."""
+    return bool(_ANSWER_FOLDER.search(name))
 
 
 class CorpusError(ValueError):
@@ -77,7 +83,7 @@ class Chapter:
     @property
     def answer_folder(self) -> bool:
         """A solution manual or answer section as a whole (by folder name)."""
-        return bool(_ANSWER_FOLDER.search(self.name))
+        return is_answer_name(self.name)
 
     @property
     def label(self) -> str:

@@ -19,4 +19,5 @@ build_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-from studybench.cli import build_llm  # noqa: E402,F401
+from studybench.cli import build_retr  # noqa: E402,F401  (fragments, retrieve)
+from studybench.cli import build_llm  # noqa: E402,F401  (decompose, verify)

@@ -1,0 +1,199 @@
+"""Benchmark and recall check of ``studybench build retrieve`` (issue 15 item 4).
+
+**Speed.** On a work directory holding ``fragments.jsonl`` (e.g. ``build fragments`` of the OpenStax
+University Physics corpus): the index build time (BM25 indexing; the fragment embeddings separately, since
+they are computed once and cached) for the corpus and for a corpus of about ``--tokens`` (6M) tokens made by
+repeating it, and the median latency of one hybrid query (query embedding + BM25 top 200 + dense top 200 +
+RRF + top 30) on each, of the query embedding alone, and of a query whose vector was computed beforehand
+(BM25, cosine, top-k and fusion only). Targets: index build <= 20 s, median hybrid query <= 20 ms. The embeddings of the
+repeated corpus are the original ones tiled (identical texts; embedding them again would only repeat the
+measured throughput, which is reported as fragments/s so the cost can be scaled).
+
+**Recall.** With ``--labels FILE`` (JSON Lines: ``kp``, ``name``, ``relevant``: fragment ids judged
+relevant by hand), recall@10 of a relevant fragment for BM25 only, dense only and fused: of the labelled
+KPs with a relevant fragment in the judged pool (the union of the three top 10s), the share with one among
+the top 10 of each ranking. The KPs are the
+Transfer Set's own ``knowledge_points`` (``--split``), so no LLM is involved.
+
+    python bench/retrieval_bench.py --work DIR [--split transfer] [--labels bench/data/retrieval_labels.jsonl]
+        [--tokens 6000000] [--queries 200] [--sample 50 --seed 15 --dump FILE] [--out bench.json]
+
+``--dump FILE`` writes, for a seeded sample of ``--sample`` KPs, the union of the three rankings' top 10
+(fragment id, section, first characters) for labelling by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from studybench.build.retrieve import (
+    HybridIndex,
+    RetrieveSettings,
+    kp_query,
+    kps_from_dataset,
+    load_fragments,
+    rrf_fuse,
+)
+from studybench.cli.build_retr import make_embedder
+from studybench.datasets import load_dataset, resolve_split
+from studybench.files import atomic_write_text, dumps_json
+
+
+def load_avg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def estimate_tokens(frags: list[dict[str, Any]]) -> int:
+    """Tokens by the built-in tokenizer (``studybench.tokens``)."""
+    from studybench.tokens import load_tokenizer
+
+    tok = load_tokenizer(None)
+    return sum(len(tok.spans(f["text"])) for f in frags)
+
+
+def time_queries(ix: HybridIndex, queries: list[str]) -> list[float]:
+    """Milliseconds per hybrid query, one query at a time."""
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        ix.search(q)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def speed(frags: list[dict[str, Any]], digest: str, work: Path, queries: list[str], tokens_target: int,
+          embed: Any) -> dict[str, Any]:
+    res: dict[str, Any] = {"load_avg_start": load_avg(), "fragments": len(frags)}
+    n_tok = estimate_tokens(frags)
+    res["tokens"] = n_tok
+    t0 = time.perf_counter()
+    HybridIndex(frags, digest, RetrieveSettings(use_dense=False))
+    res["bm25_index_s"] = round(time.perf_counter() - t0, 2)
+    cache = work / "cache"
+    t0 = time.perf_counter()
+    ix = HybridIndex(frags, digest, RetrieveSettings(), cache_dir=cache, embed=embed)
+    res["embeddings_cached"] = ix.cache_hit
+    res["hybrid_index_s"] = round(time.perf_counter() - t0, 2)
+    if not ix.cache_hit:
+        res["embed_fragments_per_s"] = round(len(frags) / max(res["hybrid_index_s"] - res["bm25_index_s"], 1e-9), 1)
+    ix.search(queries[0])  # warm-up (model load)
+    emb_ms = []
+    for q in queries:
+        t0 = time.perf_counter()
+        embed([q])
+        emb_ms.append((time.perf_counter() - t0) * 1000)
+    res["query_embed_ms_median"] = round(statistics.median(emb_ms), 2)
+    lat = time_queries(ix, queries)
+    res["query_ms_median"] = round(statistics.median(lat), 2)
+    # the same with the query vectors computed beforehand: BM25 + cosine + top-k + fusion only
+    vecs = dict(zip(queries, embed(queries), strict=True))
+    ix.embed = lambda texts: np.stack([vecs[t] for t in texts])
+    res["query_ms_p90"] = round(sorted(lat)[int(0.9 * (len(lat) - 1))], 2)
+    lat = time_queries(ix, queries)
+    res["query_ms_median_no_embed"] = round(statistics.median(lat), 2)
+    # the ~6M-token corpus: the fragments repeated
+    rep = max(1, round(tokens_target / max(n_tok, 1)))
+    big = [{**f, "id": f"{f['id']}#r{k}"} for k in range(rep) for f in frags]
+    res["repeat"] = rep
+    res["repeat_tokens"] = n_tok * rep
+    res["repeat_fragments"] = len(big)
+    t0 = time.perf_counter()
+    bix = HybridIndex(big, "", RetrieveSettings(use_dense=False))
+    res["repeat_bm25_index_s"] = round(time.perf_counter() - t0, 2)
+    bix.settings = RetrieveSettings()
+    bix.embed = ix.embed
+    bix.embeddings = np.tile(ix.embeddings, (rep, 1))
+    lat = time_queries(bix, queries)
+    res["repeat_query_ms_median_no_embed"] = round(statistics.median(lat), 2)
+    bix.embed = embed
+    if "embed_fragments_per_s" in res:
+        res["repeat_embed_estimate_s"] = round(len(big) / res["embed_fragments_per_s"], 1)
+    lat = time_queries(bix, queries)
+    res["repeat_query_ms_median"] = round(statistics.median(lat), 2)
+    res["repeat_query_ms_p90"] = round(sorted(lat)[int(0.9 * (len(lat) - 1))], 2)
+    res["load_avg_end"] = load_avg()
+    return res
+
+
+def rankings(ix: HybridIndex, query: str) -> dict[str, list[str]]:
+    """The top 10 fragment ids of BM25, dense and fused (RRF, no domain factor)."""
+    bm = ix.bm25_ranking(query)
+    dn = ix.dense_rankings([query])[0]
+    fused = sorted(rrf_fuse([bm, dn], ix.settings.rrf_k).items(), key=lambda x: (-x[1], x[0]))
+    ids = [f["id"] for f in ix.fragments]
+    return {"bm25": [ids[i] for i in bm[:10]], "dense": [ids[i] for i in dn[:10]],
+            "fused": [ids[i] for i, _ in fused[:10]]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--split", default="transfer")
+    ap.add_argument("--labels", type=Path)
+    ap.add_argument("--dump", type=Path)
+    ap.add_argument("--sample", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--tokens", type=int, default=6_000_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+
+    frags, digest = load_fragments(a.work / "fragments.jsonl")
+    kps = kps_from_dataset(load_dataset(resolve_split(a.split)))
+    embed = make_embedder(None)
+    report: dict[str, Any] = {"kps": len(kps)}
+    queries = [kp_query(k) for k in random.Random(a.seed).sample(kps, min(a.queries, len(kps)))]
+    if not a.no_speed:
+        report["speed"] = speed(frags, digest, a.work, queries, a.tokens, embed)
+        print(json.dumps(report["speed"], indent=1))
+    ix = HybridIndex(frags, digest, RetrieveSettings(), cache_dir=a.work / "cache", embed=embed)
+    if a.dump:
+        sample = random.Random(a.seed).sample(kps, a.sample)
+        by_id = {f["id"]: f for f in frags}
+        lines = []
+        for kp in sample:
+            r = rankings(ix, kp_query(kp))
+            cands = list(dict.fromkeys(r["bm25"] + r["dense"] + r["fused"]))
+            lines.append({"kp": kp.id, "name": kp.name, "query": kp_query(kp)[:300],
+                          "candidates": [{"id": c, "section": by_id[c].get("section"),
+                                          "head": " ".join(by_id[c]["text"].split())[:400]} for c in cands]})
+        atomic_write_text(a.dump, "".join(dumps_json(x, indent=None) + "\n" for x in lines))
+        print(f"wrote {len(lines)} KPs to {a.dump}")
+    if a.labels:
+        labels = [json.loads(x) for x in a.labels.read_text(encoding="utf-8").splitlines() if x.strip()]
+        by_kp = {k.id: k for k in kps}
+        hits = {"bm25": 0, "dense": 0, "fused": 0}
+        n = 0
+        for lab in labels:
+            if "kp" not in lab:  # the file's _meta line
+                continue
+            kp = by_kp.get(lab["kp"])
+            if kp is None or not lab["relevant"]:  # recall over KPs with a relevant fragment in the pool
+                continue
+            n += 1
+            r = rankings(ix, kp_query(kp))
+            rel = set(lab["relevant"])
+            for m in hits:
+                hits[m] += bool(rel & set(r[m]))
+        report["recall_at_10"] = {m: round(h / n, 3) for m, h in hits.items()} | {"kps": n,
+                                  "labelled": sum("kp" in lab for lab in labels)}
+        print(json.dumps(report["recall_at_10"], indent=1))
+    if a.out:
+        atomic_write_text(a.out, dumps_json(report) + "\n")
+
+
+if __name__ == "__main__":
+    main()
