@@ -473,3 +473,13 @@ def test_a_query_string_in_the_base_url_goes_with_every_request(tmp_path: Any) -
         result = asyncio.run(one())
         assert result.error is None and result.completion == "Final Answer: \\boxed{1}"
         assert server.count == 1  # one request, answered under /v1/chat/completions (the stub routes nothing else)
+
+
+def test_request_sampling_overrides_the_backend_for_that_request(stub: StubServer) -> None:
+    backend = _fast(stub, SamplingParams(temperature=1.0, top_p=0.9, max_tokens=500))
+    req = ChatRequest([{"role": "user", "content": "hi"}], None, None, 0, sampling=SamplingParams(temperature=0.0, max_tokens=7))
+    body = backend.build_payload(req)
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.0, 0.9, 7)
+    assert backend.build_payload(_request([{"role": "user", "content": "hi"}]))["max_tokens"] == 500
+    tiny = ChatRequest([{"role": "user", "content": "hi"}], None, None, 0, sampling=SamplingParams(max_tokens=1))
+    assert _fast(stub, min_completion_tokens=2).budget_problem(tiny.messages, backend.sampling_for(tiny)) is not None

@@ -83,12 +83,15 @@ class ChatRequest:
         ref: the sub-problem being asked (offline backends such as ``reference`` answer from it);
             ``None`` for requests that are not a protocol turn (the LLM judge's).
         turn_index: index of the sub-problem within its parent.
+        sampling: per-request overrides: every non-``None`` field replaces the backend's own for this
+            request only (the test-set construction stages ask one teacher at several temperatures).
     """
 
     messages: list[dict[str, str]]
     seed: int | None
     ref: SubProblemRef | None
     turn_index: int
+    sampling: SamplingParams | None = None
 
 
 @dataclass

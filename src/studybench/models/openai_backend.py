@@ -278,37 +278,45 @@ class OpenAIBackend:
 
     # -- request ---------------------------------------------------------------------------------------
 
-    def completion_budget(self, messages: list[dict[str, Any]]) -> int | None:
+    def sampling_for(self, request: ChatRequest | None) -> SamplingParams:
+        """The backend's sampling with the request's overrides (:attr:`ChatRequest.sampling`) applied."""
+        if request is None or request.sampling is None:
+            return self.sampling
+        return self.sampling.merged(**request.sampling.to_dict())
+
+    def completion_budget(self, messages: list[dict[str, Any]], sampling: SamplingParams | None = None) -> int | None:
         """The completion limit (``max_tokens``) to send for ``messages``.
 
         Args:
             messages: the conversation of the turn.
+            sampling: the request's sampling (default: the backend's).
 
         Returns:
             ``None`` when neither budget is set (nothing sent); else ``max_tokens``, or
             ``context_budget - estimate_prompt_tokens(messages)``, or the smaller of the two. It may be
             below :attr:`min_completion_tokens` (even negative): :meth:`budget_problem` says so.
         """
-        s = self.sampling
+        s = self.sampling if sampling is None else sampling
         limits = [s.max_tokens] if s.max_tokens is not None else []
         if s.context_budget is not None:
             limits.append(s.context_budget - estimate_prompt_tokens(messages))
         return min(limits) if limits else None
 
-    def budget_problem(self, messages: list[dict[str, Any]]) -> str | None:
+    def budget_problem(self, messages: list[dict[str, Any]], sampling: SamplingParams | None = None) -> str | None:
         """Why a turn with ``messages`` must not be sent (its completion limit is below the floor), or ``None``.
 
         Args:
             messages: the conversation of the turn.
+            sampling: the request's sampling (default: the backend's).
 
         Returns:
             A one-line reason naming the numbers (completion limit, estimated prompt, context budget,
             floor), or ``None`` when the limit is at least :attr:`min_completion_tokens` or unset.
         """
-        budget = self.completion_budget(messages)
+        budget = self.completion_budget(messages, sampling)
         if budget is None or budget >= self.min_completion_tokens:
             return None
-        s = self.sampling
+        s = self.sampling if sampling is None else sampling
         if s.context_budget is not None and budget <= 0:
             return (f"the prompt alone (~{estimate_prompt_tokens(messages)} tokens estimated, {PROMPT_ESTIMATE}) does "
                     f"not fit the context budget {s.context_budget}: raise --context-budget if the server's context "
@@ -321,14 +329,14 @@ class OpenAIBackend:
                 "raise --max-tokens (or lower --min-completion-tokens)")
 
     def build_payload(self, request: ChatRequest) -> dict[str, Any]:
-        """The exact JSON body sent for ``request`` (only non-``None`` parameters)."""
-        s = self.sampling
+        """The exact JSON body sent for ``request`` (only non-``None`` parameters; the request's sampling overrides applied)."""
+        s = self.sampling_for(request)
         body: dict[str, Any] = {"model": self.model, "messages": request.messages}
         for key, value in (
             ("temperature", s.temperature),
             ("top_p", s.top_p),
             ("presence_penalty", s.presence_penalty),
-            ("max_tokens", self.completion_budget(request.messages)),
+            ("max_tokens", self.completion_budget(request.messages, s)),
             ("seed", request.seed),
             # vLLM extensions (the SDK's extra_body):
             ("top_k", s.top_k),
@@ -401,7 +409,7 @@ class OpenAIBackend:
         :meth:`budget_problem`).
         """
         payload = self.build_payload(request)
-        problem = self.budget_problem(request.messages)
+        problem = self.budget_problem(request.messages, self.sampling_for(request))
         if problem is not None:  # never send a request the model cannot answer within its budget
             return ChatResult(completion="", error=problem, attempts=0, extra={"max_tokens": payload.get("max_tokens")})
         state = self._loop_state()
