@@ -43,9 +43,16 @@ from pathlib import Path
 from typing import Any
 
 from studybench.build.leakage import GoldSlot, check_leakage, gold_slots, sanitise
-from studybench.build.llmstage import Asked, StageLLM, run_items
+from studybench.build.llmstage import (
+    Asked,
+    StageLLM,
+    StageMetaError,
+    check_stage_meta,
+    input_digest,
+    run_items,
+)
 from studybench.datasets import Dataset
-from studybench.files import atomic_write_lines, atomic_write_text, dumps_json, file_sha256
+from studybench.files import atomic_write_lines
 from studybench.records import Parent, SubProblem
 from studybench.verify import Verifier
 
@@ -58,6 +65,7 @@ __all__ = [
     "GuideSettings",
     "parse_review",
     "read_jsonl",
+    "guide_one",
     "run_guide",
     "write_guidance_file",
 ]
@@ -279,19 +287,6 @@ async def guide_one(writer: StageLLM, reviewer: StageLLM, verifier: Verifier, pa
             "rounds": rounds, "removed": s.removed}
 
 
-def _meta_check(path: Path, meta: dict[str, Any], restart: bool) -> None:
-    if path.exists() and not restart:
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            old = None
-        if old != meta:
-            changed = sorted(k for k in set(meta) | set(old or {}) if (old or {}).get(k) != meta.get(k))
-            raise GuideError(f"{path}: the inputs or settings changed since the first run ({', '.join(changed)}); "
-                             "use --restart to start the stage again")
-    atomic_write_text(path, dumps_json(meta) + "\n")
-
-
 def write_guidance_file(records: list[dict[str, Any]], out: Path, accept_fallback: bool) -> dict[str, int]:
     """Write the ``eval --guidance`` artefact from the stage's records.
 
@@ -316,7 +311,7 @@ def write_guidance_file(records: list[dict[str, Any]], out: Path, accept_fallbac
     return counts
 
 
-def run_guide(
+async def run_guide(
     work: Path,
     dataset: Dataset,
     writer: StageLLM,
@@ -354,12 +349,15 @@ def run_guide(
         fid = fr.get("fragment_id", fr.get("id"))
         if fid is not None:
             fragments[str(fid)] = fr
-    meta = {"coverage": file_sha256(cov_path), "fragments": file_sha256(frag_path), "dataset": dataset.sha256,
+    meta = {"coverage": input_digest(cov_path), "fragments": input_digest(frag_path), "dataset": dataset.sha256,
             "settings": {k: v for k, v in vars(settings).items() if k != "accept_fallback"}}
     out = work / "guide.jsonl"
+    try:
+        check_stage_meta(work, "guide", meta, restart=restart)
+    except StageMetaError as e:
+        raise GuideError(str(e)) from None
     if restart and out.exists():
         out.unlink()
-    _meta_check(work / "guide.meta.json", meta, restart)
     subs = {(r.parent.source, r.parent.year, r.parent.source_problem_id, r.sub_id): r for r in dataset.sub_problem_refs()}
     items = []
     for n, row in enumerate(coverage, 1):
@@ -386,11 +384,11 @@ def run_guide(
         return hashlib.sha256(json.dumps(item[0]).encode()).hexdigest()[:16]
 
     try:
-        asyncio.run(run_items(items, item_key, work_one, out, concurrency=concurrency, progress=progress, restart=restart))
+        done = await run_items(items, item_key, work_one, out, concurrency=concurrency, progress=progress, restart=restart)
     finally:
         if own:
             v.close()
     records = read_jsonl(out)
     counts = write_guidance_file(records, work / "guidance.jsonl", settings.accept_fallback)
-    return {"counts": counts, "writer_usage": dict(writer.usage),
+    return {"counts": counts, "items": done, "writer_usage": dict(writer.usage),
             "reviewer_usage": dict(reviewer.usage) if reviewer is not writer else {}}

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from studybench.records import COMPOUND_TYPES, AnswerType, SubProblem
+from studybench.records import COMPOUND_TYPES, SubProblem
 from studybench.verify import Verifier
 
 __all__ = [

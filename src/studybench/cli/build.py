@@ -19,3 +19,4 @@ build_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+from studybench.cli import build_guide  # noqa: E402,F401
