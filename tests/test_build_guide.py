@@ -134,3 +134,15 @@ def test_unreadable_review_is_a_failed_round(tmp_path):
     work, ds = _work(tmp_path)
     rec, _, _ = _run(work, ds, [CLEAN], ["looks fine to me"])
     assert rec["path"] != "passed_round_1" and not rec["review_passed"]
+
+
+def test_cli_guide_missing_coverage_is_a_clean_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from studybench.cli import app
+
+    split = tmp_path / "set.json"
+    split.write_text(json.dumps([PARENT]))
+    r = CliRunner().invoke(app, ["build", "guide", "--work", str(tmp_path / "w"), "--teacher", "m", "--split", str(split),
+                                 "--base-url", "http://127.0.0.1:9/v1"], catch_exceptions=False)
+    assert r.exit_code == 2 and "coverage.jsonl" in r.output
