@@ -21,3 +21,4 @@ build_app = typer.Typer(
 )
 from studybench.cli import build_retr  # noqa: E402,F401  (fragments, retrieve)
 from studybench.cli import build_llm  # noqa: E402,F401  (decompose, verify)
+from studybench.cli import build_guide  # noqa: E402,F401  (guide, retry, capability)

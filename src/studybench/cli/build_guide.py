@@ -1,0 +1,131 @@
+"""``studybench build guide | retry | capability``: guidance behind a leakage gate, and the two filters."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from studybench.cli.build import build_app
+from studybench.cli.common import console, fail
+
+__all__ = ["build_capability", "build_guide", "build_retry"]
+
+_Work = Annotated[Path, typer.Option("--work", help="The construction's work directory.")]
+_Split = Annotated[str, typer.Option("--split", help="Test set the work directory was built from: application | transfer | PATH.")]
+_BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL).")]
+
+
+def _dataset(split: str) -> Any:
+    from studybench.datasets import DatasetError, load_dataset, resolve_split
+
+    try:
+        return load_dataset(resolve_split(split, None), name=split if split in ("application", "transfer") else None)
+    except (DatasetError, ValueError) as e:
+        fail(f"--split: {e}")
+
+
+@build_app.command("guide")
+def build_guide(
+    work: _Work,
+    teacher: Annotated[str, typer.Option("--teacher", help="Writer model (temperature 0.7).")],
+    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Reviewer model (default: the teacher).")] = None,
+    split: _Split = "transfer",
+    base_url: _BaseUrl = None,
+    reviewer_url: Annotated[str | None, typer.Option("--reviewer-url", help="Reviewer endpoint (default: --base-url).")] = None,
+    accept_fallback: Annotated[bool, typer.Option("--accept-fallback", help="Also emit sanitised guidance that never passed the review.")] = False,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=16, help="Writer completion budget.")] = 1024,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
+    restart: Annotated[bool, typer.Option("--restart", help="Discard guide.jsonl and start again.")] = False,
+) -> None:
+    """Write method-only guidance per covered sub-problem: writer, leakage gate, review; 3 rounds, then the sanitiser."""
+    from studybench.build.guide import GuideError, GuideSettings, run_guide
+    from studybench.build.llmstage import StageCache, StageLLM, open_backend
+
+    ds = _dataset(split)
+    settings = GuideSettings(teacher=teacher, reviewer=reviewer or teacher, max_tokens=max_tokens,
+                             accept_fallback=accept_fallback)
+    try:
+        wb = open_backend(teacher, base_url, concurrency=concurrency)
+        rb = wb if reviewer is None and reviewer_url is None else open_backend(reviewer or teacher, reviewer_url or base_url,
+                                                                               concurrency=concurrency)
+    except ValueError as e:
+        fail(str(e))
+    work.mkdir(parents=True, exist_ok=True)
+    writer = StageLLM(wb, StageCache.for_stage(work, "guide"), concurrency=concurrency)
+    rev = writer if rb is wb else StageLLM(rb, StageCache.for_stage(work, "guide-review"), concurrency=concurrency)
+
+    async def go() -> dict[str, Any]:
+        try:
+            return await run_guide(work, ds, writer, rev, settings, concurrency=concurrency, restart=restart)
+        finally:
+            await writer.aclose()
+            if rev is not writer:
+                await rev.aclose()
+
+    try:
+        res = asyncio.run(go())
+    except GuideError as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"cannot write into {work} ({e.strerror or e})", 1)
+    c = res["counts"]
+    paths = ", ".join(f"{k}: {v}" for k, v in sorted(c.items()) if k != "emitted")
+    console.print(f"guide: {paths}; {c['emitted']} emitted to {work / 'guidance.jsonl'}"
+                  f"{' (sanitised fallbacks included)' if accept_fallback else ''}")
+    console.print(f"tokens: writer {res['writer_usage']}" + (f"; reviewer {res['reviewer_usage']}" if res['reviewer_usage'] else ""))
+
+
+@build_app.command("retry")
+def build_retry(
+    work: _Work,
+    model: Annotated[str, typer.Option("--model", help="The filter model.")],
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Attempts per parent.")] = 8,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    split: _Split = "transfer",
+    base_url: _BaseUrl = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
+) -> None:
+    """Naive Reachability Filter: the filter model with the guidance, pass@k; admitted when solved at least once."""
+    from studybench.build.filters import run_retry
+    from studybench.evaluate import EvalError
+
+    ds = _dataset(split)
+    try:
+        res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed,
+                        eval_options={"max_tokens": max_tokens} if max_tokens else None)
+    except (EvalError, ValueError) as e:
+        fail(str(e))
+    console.print(f"retry: {res['admitted']} of {res['candidates']} parents admitted -> {work / 'admitted.jsonl'}")
+
+
+@build_app.command("capability")
+def build_capability(
+    split: Annotated[str, typer.Option("--split", help="The candidate pool: application | transfer | PATH.")],
+    model: Annotated[str, typer.Option("--model", help="The filter model.")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("capability"),
+    k: Annotated[int, typer.Option("-k", "--k", min=1)] = 8,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    per_discipline: Annotated[int | None, typer.Option("--per-discipline", min=1, help="Most failed textbook parents per sub-discipline.")] = None,
+    admit_solved_once_for: Annotated[list[str] | None, typer.Option("--admit-solved-once-for", help="Sub-discipline admitting solved-once parents (repeatable).")] = None,
+    guidance: Annotated[Path | None, typer.Option("--guidance", help="Guidance file to filter to the selection.")] = None,
+    base_url: _BaseUrl = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
+) -> None:
+    """Capability Filter: pass@k, partition (failed / solved once / solved), seeded selection, the test set."""
+    from studybench.build.filters import run_capability
+    from studybench.evaluate import EvalError
+
+    ds = _dataset(split)
+    try:
+        res = run_capability(ds, model, out, base_url=base_url, k=k, seed=seed, per_discipline=per_discipline,
+                             admit_solved_once_for=admit_solved_once_for or (), guidance=guidance,
+                             eval_options={"max_tokens": max_tokens} if max_tokens else None)
+    except (EvalError, ValueError) as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"cannot write into {out} ({e.strerror or e})", 1)
+    console.print(f"capability: pool {res.pool} {res.counts}; selected {res.selected} parents "
+                  f"({res.selected_sub_problems} sub-problems) -> {out / 'test_set.json'}")

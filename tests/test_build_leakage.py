@@ -1,0 +1,106 @@
+"""The deterministic leakage gate of ``build guide`` (issue 15, item 6a) and its sanitiser.
+
+Each test names the defect of the reference implementation it guards against where there is one: its
+gold check compared whole ``\\boxed{...}`` strings and skipped golds under 8 characters.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from studybench.build.leakage import GoldSlot, check_leakage, gold_slots, sanitise
+from studybench.records import SubProblem
+from studybench.verify import Verifier
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    with Verifier(workers=2) as v:
+        yield v
+
+
+def _gold(text: str, at: str, i: int = 0) -> GoldSlot:
+    return GoldSlot(i, text, at)
+
+
+def test_equivalent_number_form_is_caught(verifier):
+    # gold written as 3.57e34 with units; the guidance writes LaTeX scientific notation, no unit
+    r = check_leakage("Combine $L = I\\omega$; this gives $3.57\\times10^{34}$ for the Earth.",
+                      [_gold("3.57e34 kg m^2/s", "NV")], verifier=verifier)
+    assert not r.passed
+    f = [f for f in r.findings if f.rule == "gold"]
+    assert f and f[0].slot == 0 and f[0].gold == "3.57e34 kg m^2/s" and "3.57" in f[0].span
+
+
+def test_prose_scientific_notation_with_unit_is_caught(verifier):
+    r = check_leakage("The spin angular momentum is 3.57 x 10^34 kg m^2/s here.", [_gold("3.57e34 kg m^2/s", "NV")],
+                      verifier=verifier)
+    assert any(f.rule == "gold" for f in r.findings)
+
+
+def test_two_character_gold_is_checked(verifier):
+    # the reference skipped golds under 8 characters
+    slots = [_gold("2g", "EX")]
+    assert any(f.rule == "gold" for f in check_leakage("At the bottom the acceleration is $2g$.", slots, verifier=verifier).findings)
+    assert any(f.rule == "gold" for f in check_leakage("At the bottom the acceleration is 2g.", slots, verifier=verifier).findings)
+    assert check_leakage("Resolve the forces at the bottom of the loop; use Newton's 2nd law.", slots, verifier=verifier).passed
+
+
+def test_rearranged_equation_is_caught(verifier):
+    slots = [_gold("T = 2\\pi\\sqrt{L/g}", "EQ")]
+    r = check_leakage("Square the small-angle result: $L = \\frac{g T^2}{4\\pi^2}$.", slots, verifier=verifier)
+    assert any(f.rule == "gold" for f in r.findings)
+    # the method (energy, torque) without the result passes
+    ok = check_leakage("Write the torque $\\tau = -mgL\\sin\\theta$ and use the small-angle approximation.", slots,
+                       verifier=verifier)
+    assert ok.passed, ok.findings
+
+
+def test_box_with_braces_is_caught_whatever_its_content(verifier):
+    # the reference compared whole \boxed{...} strings when a box held braces
+    r = check_leakage("So $\\boxed{\\frac{m g}{k}}$ is the stretch.", [_gold("\\frac{2mg}{k}", "EX")], verifier=verifier)
+    assert any(f.rule == "box" for f in r.findings)
+
+
+@pytest.mark.parametrize("text", [
+    "The final answer follows from energy conservation.",
+    "Answer: use the work-energy theorem.",
+    "The result should be obtained from Gauss's law.",
+    "Doing the integral, you should get about $4$ in SI units.",
+    "It comes out to 12 after simplifying.",
+])
+def test_answer_phrases(text, verifier):
+    r = check_leakage(text, [_gold("7", "NV")], verifier=verifier)
+    assert any(f.rule == "answer_phrase" for f in r.findings), text
+
+
+def test_method_phrases_pass(verifier):
+    r = check_leakage("First you should find the acceleration, then use $v^2 = v_0^2 + 2a\\Delta x$ (Example 2.3, Eq. 2.14).",
+                      [_gold("2.14", "NV"), _gold("7", "NV", 1)], verifier=verifier)
+    assert r.passed, r.findings
+
+
+def test_text_golds(verifier):
+    assert not check_leakage("The statement is false, since entropy grows.", [_gold("\\text{FALSE}", "TF")], verifier=verifier).passed
+    assert check_leakage("Decide whether entropy can decrease here.", [_gold("\\text{FALSE}", "TF")], verifier=verifier).passed
+    assert not check_leakage("Pick option (B) after comparing.", [_gold("B", "MC")], verifier=verifier).passed
+    assert not check_leakage("The slope becomes steeper at high T.", [_gold("steeper", "QL")], verifier=verifier).passed
+
+
+def test_value_stated_in_problem_still_blocks_but_is_marked(verifier):
+    r = check_leakage("Use the 2 kg block's weight.", [_gold("2", "NV")], problem="A 2 kg block hangs.", verifier=verifier)
+    assert not r.passed and r.findings[0].in_problem
+
+
+def test_gold_slots_of_a_tuple():
+    sub = SubProblem(problem_id="a", problem="p", answer="\\boxed{3 m}, \\boxed{x = 2}", answer_type="TUP", type_sequence="NV,EQ")
+    assert [(s.text, s.answer_type) for s in gold_slots(sub)] == [("3 m", "NV"), ("x = 2", "EQ")]
+
+
+def test_sanitiser_removes_leaking_sentence_and_rechecks(verifier):
+    slots = [_gold("3.57e34 kg m^2/s", "NV")]
+    s = sanitise("Use $L = I\\omega$ with the sphere's moment of inertia. It is $3.57\\times10^{34}$. Then check units.",
+                 slots, verifier=verifier)
+    assert s.passed and "3.57" not in s.text and "moment of inertia" in s.text and s.removed
+    empty = sanitise("It is $3.57\\times10^{34}$.", slots, verifier=verifier)
+    assert not empty.passed and not empty.text
