@@ -126,7 +126,23 @@ SMALL_FORMS = [
 ]
 
 
-@pytest.mark.parametrize(("gold", "pred", "at", "expected", "why"), VECTORS + NOTATION + SMALL_FORMS, ids=[c[4] for c in VECTORS + NOTATION + SMALL_FORMS])
+# a function of a symbol and its variable swapped (the mutation sweep's two false accepts), with right twins
+CALL_SWAPS = [
+    (r"\frac{dn}{dx} = \frac{n(x)QE}{kT}", r"\frac{dn}{dx} = \frac{x(n)QE}{kT}", "EQ", False, "n(x) written x(n)"),
+    (r"P(t) \approx 3t^2", r"t(P) \approx 3t^2", "EQ", False, "P(t) written t(P)"),
+    (r"v(t)=at", r"t(v)=at", "EQ", False, "v(t) written t(v)"),
+    (r"\rho(r) = \rho_0 r", r"r(\rho) = \rho_0 r", "EQ", False, "rho(r) written r(rho)"),
+    (r"n(x) Q", r"x(n) Q", "EX", False, "n(x) written x(n) in an expression"),
+    (r"v(t)=at", r"v(t)=ta", "EQ", True, "function form kept, product reordered"),
+    (r"\rho(r) = \rho_0 r", r"\rho(r)=r\rho_0", "EQ", True, "greek function form kept"),
+    (r"m(g+a)", r"m(a+g)", "EX", True, "a product with a bracket is not a call form"),
+    (r"m(g)", r"g m", "EX", True, "product written without the bracket"),
+    (r"x(t) = A\cos(\omega t)", r"x(t)=A\cos(t\omega)", "EQ", True, "argument of a function reordered"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred", "at", "expected", "why"), VECTORS + NOTATION + SMALL_FORMS + CALL_SWAPS,
+                         ids=[c[4] for c in VECTORS + NOTATION + SMALL_FORMS + CALL_SWAPS])
 def test_round2_notation(verifier: Verifier, gold: str, pred: str, at: str, expected: bool, why: str) -> None:
     v = verifier.verify([gold], [pred], at, "")
     assert v.correct is expected, f"{why}: {v.reason}"

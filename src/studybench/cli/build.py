@@ -19,6 +19,7 @@ build_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-from studybench.cli import build_retr  # noqa: E402,F401  (fragments, retrieve)
+# registration order is the order `build --help` lists the stages in
+from studybench.cli import build_retr  # noqa: E402,F401,I001  (fragments, retrieve)
 from studybench.cli import build_llm  # noqa: E402,F401  (decompose, verify)
 from studybench.cli import build_guide  # noqa: E402,F401  (guide, retry, capability)

@@ -31,6 +31,7 @@ labelled values, states), else in order (:func:`compare_boxes`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +144,47 @@ assert set(RULES) == set(AnswerType), "every answer type needs a rule"
 # ---------------------------------------------------------------------------------------------
 # one slot: the two tiers
 
+_SYM = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?[A-Za-z0-9]+\}?)?"
+_CALL_FORM = re.compile(rf"(?<![A-Za-z\\])({_SYM})\s*(?:\\left\s*)?\(\s*({_SYM})\s*(?:\\right\s*)?\)")
+_NOT_SYMBOLS = frozenset({"\\sin", "\\cos", "\\tan", "\\ln", "\\log", "\\exp", "\\sinh", "\\cosh", "\\tanh",
+                          "\\arcsin", "\\arccos", "\\arctan", "\\sqrt", "\\left", "\\right", "\\cdot", "\\times"})
+
+
+def _call_forms(text: str) -> set[tuple[str, str]]:
+    """Every ``A(B)`` of two single symbols (a function of a variable, or a product), braces removed."""
+    out = set()
+    for m in _CALL_FORM.finditer(text):
+        a, b = (x.replace("{", "").replace("}", "") for x in m.groups())
+        if a not in _NOT_SYMBOLS and b not in _NOT_SYMBOLS and a != b:
+            out.add((a, b))
+    return out
+
+
+def swapped_call(gold: str, pred: str) -> str | None:
+    r"""A function and its variable swapped: the gold writes ``n(x)``, the prediction ``x(n)``.
+
+    The verifier reads ``n(x)`` as a product (it cannot know that ``n`` is a function), which makes
+    ``x(n)`` equal to it; but a careful grader reads ``n(x)`` as "n as a function of x" and ``x(n)`` as a
+    different statement. Found by the mutation sweep (``bench/verify_mutations.py``).
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+
+    Returns:
+        The reason when ``pred`` writes ``B(A)`` where ``gold`` writes ``A(B)`` (and never ``B(A)``);
+        ``None`` otherwise.
+    """
+    g = _call_forms(gold)
+    if not g:
+        return None
+    for a, b in sorted(_call_forms(pred)):
+        if (b, a) in g and (a, b) not in g:
+            return f"the prediction writes {a}({b}) where the gold writes {b}({a})"
+    return None
+
+
+
 def fast_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> RuleResult:
     """Cheap in-process decision for one gold box against one predicted box.
 
@@ -186,6 +228,9 @@ def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> R
         ok, why = fast_slot(gold, pred, t)
         if ok is not None:
             return ok, why
+        swapped = swapped_call(gold, pred)
+        if swapped is not None:
+            return False, swapped
         if len(pred) > MAX_SYMBOLIC_LEN:
             return False, "answer too long for symbolic comparison"
         rule = RULES[t]
