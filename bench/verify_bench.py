@@ -57,6 +57,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -199,7 +200,7 @@ def _key(item: tuple[list[str], list[str], str, str, Any]) -> tuple[Any, ...]:
 
 
 def run_studybench(pairs: list[Pair], workers: int | None, timeout: float, repeats: int,
-                   label: str, set_name: str) -> Measurement:
+                   label: str, set_name: str, season: list[Any] | None = None) -> Measurement:
     keys = {_key(_item(p)) for p in pairs}
     warm = [it for it in (_item(Pair(g, r, at, ts, True)) for g, r, at, ts in WARM_PAIRS) if _key(it) not in keys]
     seconds: list[float] = []
@@ -213,6 +214,8 @@ def run_studybench(pairs: list[Pair], workers: int | None, timeout: float, repea
         try:
             v.warm()
             v.verify_many(warm)
+            if season:  # a worker that has already judged other answers (ANTLR's prediction cache is warm)
+                v.verify_many([it for it in season if _key(it) not in keys])
             warmups.append(time.perf_counter() - t0)
             before = dict(v.stats)
             t1 = time.perf_counter()
@@ -400,6 +403,11 @@ def main() -> int:
                     help="wall-clock seconds before a math-verify call is abandoned and its process restarted")
     ap.add_argument("--no-peer", action="store_true", help="skip math-verify")
     ap.add_argument("--out", type=Path, default=None, help="write the full results as JSON here")
+    ap.add_argument("--season", type=int, default=0, metavar="N",
+                    help="also measure 'studybench w=1 seasoned' on the dev pairs: the worker first judges N mutated "
+                         "test-set golds (bench/verify_mutations.py; no dev pair among them, untimed), as a worker "
+                         "does after the first minutes of a long run")
+    ap.add_argument("--only-dev", action="store_true", help="measure the dev pairs only")
     args = ap.parse_args()
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
@@ -408,8 +416,17 @@ def main() -> int:
     t_start = time.perf_counter()
     sets: dict[str, list[Pair]] = {"dev": load_dev(args.dev_pairs, args.limit)}
     self_pairs, per_split = load_self(data_dir, args.limit)
-    sets["gold-self"] = self_pairs
-    sets["gold-sol"] = load_solution(data_dir, args.limit)
+    if not args.only_dev:
+        sets["gold-self"] = self_pairs
+        sets["gold-sol"] = load_solution(data_dir, args.limit)
+    season: list[Any] = []
+    if args.season:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from verify_mutations import build_items, golds_testsets
+
+        mutated = build_items(golds_testsets(data_dir, None))
+        random.Random(0).shuffle(mutated)
+        season = [(it["gold"], list(it["pred"]), it["at"], it["ts"], it["unit"]) for it in mutated[: args.season]]
 
     mv_version = None
     if not args.no_peer:
@@ -422,16 +439,23 @@ def main() -> int:
     print(f"cores {os.cpu_count()}, Python {platform.python_version()}, studybench {metadata.version('studybench')}, "
           f"math-verify {mv_version or '(skipped)'}")
     print(f"dev pairs: {len(sets['dev'])} from {args.dev_pairs}")
-    print(f"gold-self: {len(self_pairs)} from {data_dir} ({', '.join(f'{k} {v}' for k, v in per_split.items())})")
-    print(f"gold-sol: {len(sets['gold-sol'])} sub-problems whose reference solution has a box")
+    if "gold-self" in sets:
+        print(f"gold-self: {len(self_pairs)} from {data_dir} ({', '.join(f'{k} {v}' for k, v in per_split.items())})")
+        print(f"gold-sol: {len(sets['gold-sol'])} sub-problems whose reference solution has a box")
+    if season:
+        print(f"seasoning: {len(season)} mutated test-set golds judged (untimed) before 'studybench w=1 seasoned'")
     print(f"repeats per measurement: {args.repeats}; studybench timeout {args.timeout:g} s; "
           f"math-verify guard {args.peer_guard:g} s")
     print()
 
     results: list[Measurement] = []
     for name, pairs in sets.items():
-        for workers, label in ((1, "studybench w=1"), (None, "studybench w=D")):
-            m = run_studybench(pairs, workers, args.timeout, args.repeats, label, name)
+        runs = [(1, "studybench w=1"), (None, "studybench w=D")]
+        if season and name == "dev":
+            runs.append((1, "studybench w=1 seasoned"))
+        for workers, label in runs:
+            m = run_studybench(pairs, workers, args.timeout, args.repeats, label, name,
+                               season if label.endswith("seasoned") else None)
             if workers is None:
                 m.verifier = default_workers = f"studybench w={m.extra['workers']}"
             results.append(m)
