@@ -111,7 +111,8 @@ def test_verl_schema_and_prompts(tmp_path: Path, train_dir: Path) -> None:
     assert all(gt.field(i).type == pa.string() for i in range(gt.num_fields))
     info = schema.field("extra_info").type
     assert {info.field(i).name for i in range(info.num_fields)} >= {
-        "split", "index", "layer", "source", "source_problem_id", "source_chapter", "sub_discipline", "sub_index"}
+        "split", "index", "layer", "source", "source_problem_id", "source_chapter", "sub_discipline", "sub_index",
+        "problem"}
     assert pq.read_schema(tmp_path / "v" / "validation.parquet") == schema
     allrows = rows["train"] + rows["validation"]
     assert len(allrows) == 60 + 2 * (3 + 3 * 2 + 2 * 3) + 2 == res.total
@@ -127,6 +128,8 @@ def test_verl_schema_and_prompts(tmp_path: Path, train_dir: Path) -> None:
             assert r["ability"] == "physics" and r["reward_model"]["style"] == "rule"
             assert r["extra_info"]["split"] == split
             assert r["data_source"] == "studybench/" + r["extra_info"]["layer"]
+            # the problem text the reward hands to the verifier: every user turn, nothing else
+            assert r["extra_info"]["problem"] == "\n\n".join(x["content"] for x in p if x["role"] == "user")
     m = next(r for r in allrows if r["extra_info"]["sub_index"] == 2)
     assert [x["role"] for x in m["prompt"]] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert [x["content"] for x in m["prompt"][2::2]] == ["\\boxed{10}", "\\boxed{11}"]  # earlier golds

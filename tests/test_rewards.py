@@ -284,3 +284,21 @@ def test_compute_score_hostile_input_never_raises(solution: object, ground_truth
         assert isinstance(fn(solution_str=solution, ground_truth=ground_truth, extra_info=extra_info), float)
         d = fn(solution_str=solution, ground_truth=ground_truth, extra_info=extra_info, return_dict=True)
         assert isinstance(d, dict) and set(d) >= {"score", "acc", "reason"} and d["acc"] in (0.0, 1.0)
+
+
+# A definition stated in the problem text counts in the reward as in the rule pass (issue 14 item 8).
+_DEF_PROBLEM = "Three lowest states of N fermions in the trap, where $\\omega = \\sqrt{k/m}$. Find the mean square size."
+_DEF_GOLD = "\\boxed{\\frac{\\hbar}{2 m \\omega}\\left(N^{2}+4\\right)}"
+_DEF_RIGHT = "Final Answer: \\boxed{\\frac{\\hbar}{2\\sqrt{mk}}\\left(N^{2}+4\\right)}"
+_DEF_WRONG = "Final Answer: \\boxed{\\frac{\\hbar}{\\sqrt{mk}}\\left(N^{2}+4\\right)}"
+
+
+def test_reward_uses_definitions_from_the_problem_text() -> None:
+    gt = {"answer": _DEF_GOLD, "answer_type": "EX", "type_sequence": "", "gold_unit": ""}
+    assert compute_score(solution_str=_DEF_RIGHT, ground_truth=gt) == 0.0  # without the problem: not provable
+    assert compute_score(solution_str=_DEF_RIGHT, ground_truth=gt, extra_info={"problem": _DEF_PROBLEM}) == 1.0
+    assert compute_score(solution_str=_DEF_RIGHT, ground_truth={**gt, "problem": _DEF_PROBLEM}) == 1.0
+    assert compute_score(solution_str=_DEF_WRONG, ground_truth=gt, extra_info={"problem": _DEF_PROBLEM}) == 0.0
+    cols = {"answer": [_DEF_GOLD] * 2, "answer_type": ["EX"] * 2, "type_sequence": [""] * 2, "gold_unit": [""] * 2,
+            "problem": [_DEF_PROBLEM] * 2}
+    assert trl_reward([_DEF_RIGHT, _DEF_WRONG], **cols) == [1.0, 0.0]

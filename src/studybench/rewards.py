@@ -318,7 +318,9 @@ def _score(solution_str: Any, ground_truth: Any, info: dict[str, Any], dense: bo
         if not isinstance(solution_str, str):
             out["reason"] = "bad input: solution_str is not a string"
             return out
-        verdict = _verifier().verify_response(answer, solution_str, at, ts, gold_unit=unit)
+        problem = _given(ground_truth.get("problem") if isinstance(ground_truth, dict) else None, info.get("problem"))
+        verdict = _verifier().verify_response(answer, solution_str, at, ts, gold_unit=unit,
+                                              problem=problem if isinstance(problem, str) else None)
         out["acc"] = 1.0 if verdict.correct else 0.0
         out["reason"] = verdict.reason
         out["extracted"] = out["pred"] = " | ".join(verdict.extracted)
@@ -347,7 +349,9 @@ def compute_score(
             ``type_sequence`` and ``gold_unit``, or its JSON text, or a plain gold string (then
             ``extra_info`` must carry ``answer_type``).
         extra_info: the row's ``extra_info``: ``{"reward": "dense"}`` selects the dense reward;
-            ``answer_type`` / ``type_sequence`` / ``gold_unit`` fill in what ``ground_truth`` lacks.
+            ``answer_type`` / ``type_sequence`` / ``gold_unit`` fill in what ``ground_truth`` lacks;
+            ``problem`` (the problem text the model saw; also read from ``ground_truth``) lets the
+            verifier use definitions it states ("where \\omega_0 = \\sqrt{k/m}"), as the rule pass does.
         variant: ``"dense"`` or ``"binary"``, any case (overrides ``extra_info`` and
             ``STUDYBENCH_REWARD``).
         return_dict: return the dict form (default: ``STUDYBENCH_REWARD_DICT=1``, else False); a
@@ -416,6 +420,7 @@ def _trl(completions: Sequence[Any], kwargs: dict[str, Any], dense: bool) -> lis
         _warn_once("no 'answer' column reached the TRL reward function")
         return [low] * n
     cols = {k: _column(kwargs, k, n) for k in ("answer", "answer_type", "type_sequence", "gold_unit")}
+    problems = _column(kwargs, "problem", n) if kwargs.get("problem") is not None else None
     for k, col in cols.items():
         if col is None:
             _warn_once(f"the {k!r} column reached the TRL reward function as a {type(kwargs[k]).__name__}, not a list")
@@ -427,7 +432,8 @@ def _trl(completions: Sequence[Any], kwargs: dict[str, Any], dense: bool) -> lis
         if answer is None or (isinstance(answer, str) and not answer.strip()):
             out.append(None)  # no gold (e.g. an instruction without an answer): TRL ignores the row
             continue
-        gt = {"answer": answer, "answer_type": types[i], "type_sequence": seqs[i], "gold_unit": units[i]}
+        gt = {"answer": answer, "answer_type": types[i], "type_sequence": seqs[i], "gold_unit": units[i],
+              "problem": problems[i] if problems is not None else None}
         out.append(float(_score(_text(c), gt, {}, dense)["score"]))
     return out
 
@@ -439,7 +445,7 @@ def trl_reward(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         completions: strings or conversational message lists (the last message's content is read).
         **kwargs: TRL passes ``prompts``, ``completion_ids``, ``trainer_state`` and every dataset
             column as a list; the columns ``answer``, ``answer_type`` and optional
-            ``type_sequence`` / ``gold_unit`` are read, the rest ignored.
+            ``type_sequence`` / ``gold_unit`` / ``problem`` are read, the rest ignored.
 
     Returns:
         One reward per completion; ``None`` for a row without a gold (empty or missing

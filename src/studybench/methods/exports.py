@@ -294,6 +294,11 @@ def _gold(rec: Instruction) -> dict[str, str]:
             "type_sequence": rec.type_sequence_str, "gold_unit": _gold_unit(rec)}
 
 
+def _problem(rec: Instruction) -> str:
+    """The problem text the model sees (its user turns), which the reward hands to the verifier for definitions."""
+    return "\n\n".join(m["content"] for m in prompt_messages(rec, None) if m.get("role") == "user")
+
+
 def _meta(rec: Instruction) -> dict[str, str]:
     m = rec.metadata
     return {"source": m.source, "source_problem_id": m.source_problem_id, "source_chapter": m.source_chapter,
@@ -359,7 +364,7 @@ def verl_schema() -> Any:
         ("ability", s),
         ("reward_model", pa.struct([("style", s), ("ground_truth", pa.struct([(g, s) for g in _GOLD]))])),
         ("extra_info", pa.struct([("split", s), ("index", pa.int64()), ("layer", s), ("record", pa.int64()),
-                                  *((k, s) for k in _META), ("sub_index", pa.int64())])),
+                                  *((k, s) for k in _META), ("sub_index", pa.int64()), ("problem", s)])),
     ])
 
 
@@ -371,7 +376,8 @@ def export_verl(out_dir: str | os.PathLike[str], layers: Sequence[InstructionLay
     ``ability`` (``physics``), ``reward_model`` ``{"style": "rule", "ground_truth": {answer,
     answer_type, type_sequence, gold_unit}}`` (all strings) and ``extra_info`` ``{split, index (row in
     its split), layer, record (index in its file), source, source_problem_id, source_chapter,
-    sub_discipline, sub_index}``. Each file is written to a temporary name and renamed.
+    sub_discipline, sub_index, problem}`` (``problem``: the user turns' text, which the reward hands to
+    the verifier so that definitions the problem states count). Each file is written to a temporary name and renamed.
 
     Args:
         out_dir: the directory (created).
@@ -408,7 +414,7 @@ def export_verl(out_dir: str | os.PathLike[str], layers: Sequence[InstructionLay
             "ability": ABILITY,
             "reward_model": {"style": "rule", "ground_truth": _gold(rec)},
             "extra_info": {"split": split, "index": n, "layer": layer.kind, "record": i, **_meta(rec),
-                           "sub_index": rec.sub_index},
+                           "sub_index": rec.sub_index, "problem": _problem(rec)},
         } for n, (layer, i, rec) in enumerate(items)]
         path = out / f"{split}.parquet"
         tmp = out / f".{split}.parquet.tmp-{os.getpid()}"
@@ -430,7 +436,7 @@ def _trl_features() -> Any:
     return datasets.Features({
         "prompt": [{"role": s, "content": s}],
         **{g: s for g in _GOLD},
-        "layer": s, "record": i, **{k: s for k in _META}, "sub_index": i,
+        "layer": s, "record": i, **{k: s for k in _META}, "sub_index": i, "problem": s,
     })
 
 
@@ -441,7 +447,8 @@ def export_trl(out_dir: str | os.PathLike[str], layers: Sequence[InstructionLaye
 
     Conversational prompt-only format: ``prompt`` (:func:`prompt_messages`), the gold columns
     :func:`studybench.rewards.trl_reward` reads (``answer``, ``answer_type``, ``type_sequence``,
-    ``gold_unit``; TRL passes every column to the reward function), and ``layer``, ``record``,
+    ``gold_unit``, and ``problem``, the user turns' text, from which the verifier reads stated definitions;
+    TRL passes every column to the reward function), and ``layer``, ``record``,
     ``source``, ``source_problem_id``, ``source_chapter``, ``sub_discipline``, ``sub_index``. The
     dataset is saved to a temporary directory beside ``out_dir`` and renamed into place; an existing
     ``out_dir`` is replaced only when it holds a previous dataset (``dataset_dict.json``).
@@ -475,7 +482,7 @@ def export_trl(out_dir: str | os.PathLike[str], layers: Sequence[InstructionLaye
     features = _trl_features()
     dd = datasets.DatasetDict({split: datasets.Dataset.from_list([
         {"prompt": prompt_messages(rec, system_prompt), **_gold(rec), "layer": layer.kind, "record": i, **_meta(rec),
-         "sub_index": rec.sub_index} for layer, i, rec in items], features=features) if items
+         "sub_index": rec.sub_index, "problem": _problem(rec)} for layer, i, rec in items], features=features) if items
         # from_list([]) loses the columns and save_to_disk then fails: an empty split needs them spelled out
         else datasets.Dataset.from_dict({k: [] for k in features}, features=features) for split, items in splits.items()})
     out.parent.mkdir(parents=True, exist_ok=True)
