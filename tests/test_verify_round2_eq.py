@@ -86,6 +86,15 @@ CASES: list[tuple[str, str, bool, str]] = [
     (r"P = \frac{nRT}{V}", r"P \propto \frac{T}{V}", False, "exact gold, bare proportionality"),
     (r"TV^{\gamma-1} = \mathrm{const}", r"T \propto V^{1-\gamma}", True, "symbolic exponent"),
     (r"TV^{\gamma-1} = \mathrm{const}", r"T \propto V^{\gamma-1}", False, "symbolic exponent, sign"),
+    # x = \pm a and x^2 = a^2 state the same two solutions (either side holding the \pm)
+    (r"v=\pm\sqrt{2gh}", r"v^2=2gh", True, "pm gold, squared prediction"),
+    (r"v^2=2gh", r"v=\pm\sqrt{2gh}", True, "squared gold, pm prediction"),
+    (r"x=\pm\frac{a}{2}", r"4x^2=a^2", True, "pm gold, squared and scaled"),
+    (r"v=\pm\sqrt{2gh}", r"v^2=gh", False, "squared prediction, factor lost"),
+    (r"v=\pm\sqrt{2gh}", r"v=\sqrt{2gh}", False, "pm dropped"),
+    (r"v=\pm\sqrt{2gh}", r"v=-\sqrt{2gh}", False, "one branch only"),
+    (r"x=\pm\frac{a}{2}", r"4x^3=a^2 x", False, "an extra root x = 0"),
+    (r"v^2=2gh", r"v=\pm\sqrt{gh}", False, "pm prediction, factor lost"),
 ]
 
 

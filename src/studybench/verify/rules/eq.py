@@ -115,9 +115,43 @@ def _pm_variants(s: str) -> list[str]:
     return [s[: m.start()] + plus + s[m.end() :], s[: m.start()] + minus + s[m.end() :]]
 
 
+def _pm_squared(gold: str, pred: str) -> RuleResult | None:
+    r"""``x = \pm a`` against ``x^2 = a^2`` (either side holding the ``\pm``): the same two solutions.
+
+    The ``\pm`` side is squared (``L = \pm R`` becomes ``L^2 = R^2``) and compared with the other equation
+    strictly, as proportional equations with no factor in the symbols of ``L`` and no positivity, so a
+    dropped sign (``v = \sqrt{2gh}`` against ``v = \pm\sqrt{2gh}``) still fails. ``None`` when this
+    form does not apply or does not match.
+    """
+    for pm_text, plain in ((gold, pred), (pred, gold)):
+        if len(_PM.findall(pm_text)) != 1 or _PM.search(plain):
+            continue
+        segs, _ = split_relations(pm_text, frozenset({"="}))
+        psegs, _ = split_relations(plain, frozenset({"="}))
+        if len(segs) != 2 or len(psegs) != 2 or not all(x.strip() for x in segs + psegs):
+            return None
+        m = _PM.match(segs[1].strip())
+        if m is None:
+            return None
+        left, right = f"\\left({segs[0]}\\right)^{{2}}", f"\\left({segs[1].strip()[m.end():]}\\right)^{{2}}"
+        try:
+            al = new_aliases(left + "=" + right, plain)
+            gl, gr = to_sympy(left, al), to_sympy(right, al)
+            pl, pr = to_sympy(psegs[0], al), to_sympy(psegs[1], al)
+            forbidden = to_sympy(segs[0], al).free_symbols
+        except (LatexError, AttributeError):
+            return None
+        ok, _ = _eq_diff_ratio(gl, gr, pl, pr, forbidden, EXACT_REL_TOL)
+        return (True, "both +- solutions match (the equation squared)") if ok else None
+    return None
+
+
 def _eq_plain(gold: str, pred: str) -> RuleResult:
     """One EQ answer without remark or condition: +- solutions, a valued gold, or proportional equations."""
     if _PM.search(gold) or _PM.search(pred):
+        squared = _pm_squared(gold, pred)
+        if squared is not None:
+            return squared
         # x = \pm a: the two solutions, matched as a set (a prediction must state both)
         gv, pv = _pm_variants(gold), _pm_variants(pred)
         if len(gv) != len(pv) or len(_PM.findall(gold)) > 1 or len(_PM.findall(pred)) > 1:
