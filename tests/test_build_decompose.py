@@ -110,7 +110,7 @@ def test_decompose_end_to_end_on_a_real_slice(tmp_path: Path) -> None:
                 "--base-url", srv.base_url, "--no-embed-merge", "--max-retries", "0"]
         res = runner.invoke(app, args)
         assert res.exit_code == 1, res.output  # one sub-problem failed
-        assert "1 failed" in res.output and "re-run" in res.output
+        assert "1 failed" in res.output and "Re-running the same command" in res.output
         rows = {r["key"]: r for r in read_rows(work / "kps.jsonl")}
         assert len(rows) == len(refs)
         statuses = [rows[k]["status"] for k in rows]
@@ -128,6 +128,9 @@ def test_decompose_end_to_end_on_a_real_slice(tmp_path: Path) -> None:
         # re-run: only the failed sub-problem is tried again, and its (malformed) replies come from the cache
         res = runner.invoke(app, args)
         assert res.exit_code == 1 and srv.count == asked, res.output
+        # ... and the hint says so, naming the cache to delete
+        assert "replays from the cache" in res.output and "decompose.jsonl" in res.output
+        assert f"{len(refs) - 1} decomposed ({len(refs) - 1} from an earlier run), 1 failed" in " ".join(res.output.split())
         # the input changed: refuse to resume
         ds2 = [p.model_dump(mode="json", exclude_unset=True) for p in ds.parents[:2]]
         split.write_text(json.dumps(ds2), encoding="utf-8")

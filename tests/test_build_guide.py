@@ -146,3 +146,31 @@ def test_cli_guide_missing_coverage_is_a_clean_error(tmp_path):
     r = CliRunner().invoke(app, ["build", "guide", "--work", str(tmp_path / "w"), "--teacher", "m", "--split", str(split),
                                  "--base-url", "http://127.0.0.1:9/v1"], catch_exceptions=False)
     assert r.exit_code == 2 and "coverage.jsonl" in r.output
+
+
+def test_cli_guide_reports_usage_and_warns_on_unreadable_reviews(tmp_path):
+    """The summary formats token usage like the other stages and warns when review calls were unreadable
+    (every row then ends in ``sanitised_fallback`` and nothing is emitted, which looked like a clean run)."""
+    from typer.testing import CliRunner
+
+    from studybench.cli import app
+
+    work, _ = _work(tmp_path)
+    split = tmp_path / "set.json"
+
+    def reply(body):
+        system = message_text(body["messages"][0]["content"])
+        return "{}" if system.startswith("You review") else CLEAN
+
+    with start_stub_server(reply) as srv:
+        r = CliRunner().invoke(app, ["build", "guide", "--work", str(work), "--teacher", "m", "--split", str(split),
+                                     "--base-url", srv.base_url], catch_exceptions=False)
+    out = " ".join(r.output.split())
+    assert r.exit_code == 0, r.output
+    assert "writer: " in out and "prompt" in out and "{'requests'" not in out
+    assert "warning: 1 sub-problem(s) had a review call that failed or was unreadable" in out and "--restart" in out
+    # a re-run resumes the row and says so
+    with start_stub_server(reply) as srv:
+        r = CliRunner().invoke(app, ["build", "guide", "--work", str(work), "--teacher", "m", "--split", str(split),
+                                     "--base-url", srv.base_url], catch_exceptions=False)
+    assert "1 sub-problems from an earlier run" in " ".join(r.output.split())

@@ -153,6 +153,7 @@ def test_verify_end_to_end_with_scripted_teacher(tmp_path: Path) -> None:
         before = srv.count
         res = runner.invoke(app, [*args, "--restart"])
         assert res.exit_code == 1, res.output  # f5 still truncated
+        assert "replays from the cache" in res.output and "verify.jsonl" in res.output  # how to get new replies
         asked = srv.requests[before:]
         assert len(asked) == 1 and "FRAG1 Revised" in asked[0]["messages"][1]["content"]
 

@@ -73,9 +73,23 @@ def build_guide(
         fail(f"cannot write into {work} ({e.strerror or e})", 1)
     c = res["counts"]
     paths = ", ".join(f"{k}: {v}" for k, v in sorted(c.items()) if k != "emitted")
+    from studybench.build.llmstage import read_rows
+    from studybench.cli.build_llm import _usage_line
+
+    resumed = res["items"].get("skipped", 0)
     console.print(f"guide: {paths}; {c['emitted']} emitted to {work / 'guidance.jsonl'}"
-                  f"{' (sanitised fallbacks included)' if accept_fallback else ''}")
-    console.print(f"tokens: writer {res['writer_usage']}" + (f"; reviewer {res['reviewer_usage']}" if res['reviewer_usage'] else ""))
+                  f"{' (sanitised fallbacks included)' if accept_fallback else ''}"
+                  f"{f' ({resumed} sub-problems from an earlier run)' if resumed else ''}")
+    console.print(_usage_line(res["writer_usage"]).replace("teacher:", "writer:", 1))
+    if res["reviewer_usage"]:
+        console.print(_usage_line(res["reviewer_usage"]).replace("teacher:", "reviewer:", 1))
+    unread = [r for r in read_rows(work / "guide.jsonl")
+              if any((rd.get("review") or {}).get("error") for rd in r.get("rounds") or [])]
+    if unread:
+        console.print(f"[bold yellow]warning:[/bold yellow] {len(unread)} sub-problem(s) had a review call that failed or "
+                      "was unreadable (see rounds[].review.error in guide.jsonl): such rounds count as failed. Rows are "
+                      "final once written: after fixing the reviewer, re-run with --restart (cached replies, also "
+                      "malformed ones, are replayed; delete WORK/cache/guide*.jsonl for new ones).", soft_wrap=True)
 
 
 @build_app.command("retry")

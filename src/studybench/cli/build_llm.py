@@ -46,6 +46,12 @@ def _teacher(opts: dict[str, Any], work: Path, stage: str) -> Any:
         fail_write(e, work / "cache")
 
 
+#: What a re-run does for failed items: transport failures are asked again, replies are replayed from the cache.
+_REASK_HINT = ("Re-running the same command asks again the calls that failed in transport (HTTP errors, timeouts), "
+               "but replays from the cache the replies that were malformed or cut off by --max-tokens: for new "
+               "replies, raise --attempts (with --restart; cached replies are reused) or delete {cache}.")
+
+
 def _usage_line(usage: dict[str, int]) -> str:
     reasoning = f", {usage['reasoning_tokens']:,} reasoning" if usage.get("reasoning_tokens") else ""
     return (f"teacher: {plural(usage.get('requests', 0), 'request')} ({usage.get('cached', 0)} cached replies reused, "
@@ -94,7 +100,8 @@ def decompose_cmd(
 ) -> None:
     """Knowledge points of every sub-problem (teacher LLM), then canonical KPs: DIR/kps.jsonl,
     DIR/kp_canonical.jsonl and DIR/kp_merges.md. Resumable; sub-problems whose extraction failed are
-    recorded as failed and asked again on the next run. Exit 1 when any failed."""
+    recorded as failed and asked again on the next run (a malformed or truncated reply is cached and
+    replayed: raise --attempts with --restart, or delete DIR/cache/decompose.jsonl). Exit 1 when any failed."""
     from studybench.build.decompose import DecomposeSettings, decompose
     from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
 
@@ -117,8 +124,8 @@ def decompose_cmd(
                                  embed_merge=embed_merge, embedding_model=embedding_model)
     console.print(f"decompose: {plural(ds.n_sub_problems, 'sub-problem')} of {escape(ds.name)}; teacher {escape(llm.model)}")
     summary = _run(lambda progress: decompose(ds, work, llm, settings, restart=restart, progress=progress), "decompose")
-    console.print(f"sub-problems: {summary['ok']} decomposed, {summary['failed']} failed "
-                  f"({summary['resumed']} from an earlier run); {plural(summary['kps'], 'knowledge point')} "
+    console.print(f"sub-problems: {summary['ok']} decomposed ({summary['resumed']} from an earlier run), "
+                  f"{summary['failed']} failed; {plural(summary['kps'], 'knowledge point')} "
                   f"({summary['invalid_kps']} invalid dropped) -> {plural(summary['canonical'], 'canonical KP')} "
                   f"({summary['embedding_merges']} embedding merges, listed in kp_merges.md)")
     console.print(_usage_line(summary["usage"]))
@@ -126,7 +133,8 @@ def decompose_cmd(
     if summary["failed"]:
         shown = ", ".join(summary["failed_keys"][:5])
         console.print(f"[bold yellow]{plural(summary['failed'], 'sub-problem')} failed[/bold yellow] (e.g. {escape(shown)}); "
-                      "their errors are in kps.jsonl; re-run the same command to ask them again.", soft_wrap=True)
+                      f"their errors are in kps.jsonl. {_REASK_HINT.format(cache=escape(str(work / 'cache' / 'decompose.jsonl')))}",
+                      soft_wrap=True)
         raise typer.Exit(1)
 
 
@@ -143,7 +151,9 @@ def verify_cmd(
     """Score every retrieved (KP, fragment) pair 0-3 with a verbatim quote (teacher LLM, temperature 0; one
     request per pair), demote scores >= 2 whose quote is not in the fragment, and write DIR/coverage.jsonl,
     DIR/coverage.md and the CSV matrices (sub-problem x KP). Failed calls leave KPs "unverified", never
-    "uncovered"; re-run the same command to ask them again. Exit 1 when any call failed."""
+    "uncovered"; re-run the same command to ask again the calls that failed in transport (malformed or
+    truncated replies are cached and replayed: raise --attempts with --restart, or delete DIR/cache/verify.jsonl).
+    Exit 1 when any call failed."""
     from studybench.build.kpverify import VerifySettings, verify
 
     if attempts < 1:
@@ -168,4 +178,7 @@ def verify_cmd(
     console.print(_usage_line(summary["usage"]))
     console.print(f"wrote {escape(', '.join(summary['files']))}", soft_wrap=True)
     if summary["failed_pairs"]:
+        console.print(f"[bold yellow]{plural(summary['failed_pairs'], 'pair')} failed[/bold yellow]; their errors are in "
+                      f"verify_pairs.jsonl. {_REASK_HINT.format(cache=escape(str(work / 'cache' / 'verify.jsonl')))}",
+                      soft_wrap=True)
         raise typer.Exit(1)
