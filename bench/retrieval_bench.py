@@ -17,6 +17,12 @@ Transfer Set's own ``knowledge_points`` (``--split``), so no LLM is involved.
 
     python bench/retrieval_bench.py --work DIR [--split transfer] [--labels bench/data/retrieval_labels.jsonl]
         [--tokens 6000000] [--queries 200] [--sample 50 --seed 15 --dump FILE] [--out bench.json]
+        [--torch-threads N]
+
+``--torch-threads N`` sets torch's intra-op threads before anything is embedded (default: torch's own,
+one per core). On a loaded 2-core machine two threads made one query's embedding ~20x slower than one
+thread (OpenMP threads waiting on a busy core) while batch throughput was about the same; the report
+records the count used.
 
 ``--dump FILE`` writes, for a seeded sample of ``--sample`` KPs, the union of the three rankings' top 10
 (fragment id, section, first characters) for labelling by hand.
@@ -149,12 +155,20 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--torch-threads", type=int, help="torch intra-op threads (default: torch's own)")
     a = ap.parse_args()
+    if a.torch_threads is not None and a.torch_threads < 1:
+        ap.error("--torch-threads must be >= 1")
 
     frags, digest = load_fragments(a.work / "fragments.jsonl")
     kps = kps_from_dataset(load_dataset(resolve_split(a.split)))
     embed = load_embedder(None)
     report: dict[str, Any] = {"kps": len(kps)}
+    import torch
+
+    if a.torch_threads:
+        torch.set_num_threads(a.torch_threads)
+    report["torch_threads"] = torch.get_num_threads()
     queries = [kp_query(k) for k in random.Random(a.seed).sample(kps, min(a.queries, len(kps)))]
     if not a.no_speed:
         report["speed"] = speed(frags, digest, a.work, queries, a.tokens, embed)
