@@ -395,13 +395,7 @@ def check_leakage(
             pairs.append((c, slot))
     result.candidates = len(cands)
     if items:
-        own = verifier is None
-        v = verifier or Verifier()
-        try:
-            verdicts = v.verify_many(items)
-        finally:
-            if own:
-                v.close()
+        verdicts = _verify_many(items, verifier)
         matched: dict[tuple[int, int], Finding] = {}
         for (c, slot), verdict in zip(pairs, verdicts, strict=True):
             if verdict.correct:
@@ -419,19 +413,21 @@ def check_leakage(
     return result
 
 
+def _verify_many(items: list[tuple[Any, ...]], verifier: Verifier | None) -> list[Any]:
+    """``verify_many`` on the given verifier, or on one made (and closed) for this call."""
+    if verifier is not None:
+        return verifier.verify_many(items)
+    with Verifier() as v:
+        return v.verify_many(items)
+
+
 def _given_slots(problem: str, slots: Sequence[GoldSlot], wanted: set[int | None], verifier: Verifier | None) -> set[int]:
     cands = _candidates(problem)
     todo = [s for s in slots if s.index in wanted and s.answer_type not in _TEXT_TYPES]
     items = [([s.text], [c.text], s.answer_type, "", s.unit, None) for s in todo for c in cands]
     if not items:
         return set()
-    own = verifier is None
-    v = verifier or Verifier()
-    try:
-        verdicts = v.verify_many(items)
-    finally:
-        if own:
-            v.close()
+    verdicts = _verify_many(items, verifier)
     n = len(cands)
     return {s.index for i, s in enumerate(todo) if any(x.correct for x in verdicts[i * n:(i + 1) * n])}
 
