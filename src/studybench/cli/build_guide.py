@@ -141,5 +141,6 @@ def build_capability(
         fail(str(e))
     except OSError as e:
         fail(f"cannot write into {out} ({e.strerror or e})", 1)
-    console.print(f"capability: pool {res.pool} {res.counts}; selected {res.selected} parents "
+    parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in res.counts.items())
+    console.print(f"capability: pool {res.pool} parents ({parts}); selected {res.selected} parents "
                   f"({res.selected_sub_problems} sub-problems) -> {out / 'test_set.json'}")

@@ -175,7 +175,7 @@ def redact_cmd(
         kinds = sorted({b["kind"] for b in d["blocks"]})
         md.append(f"| {uid} | {len(d['blocks'])} | {', '.join(kinds) or '**none found**'} |")
     where = _write_reports(root, "redact", res, "\n".join(md) + "\n")
-    console.print(f"report: {where / 'redact.json'}, {where / 'redact.md'}; next: `studybench corpus audit`", soft_wrap=True)
+    console.print(f"report: {where / 'redact.json'}, {where / 'redact.md'}; next: `studybench corpus audit` (contamination) or `studybench build fragments` (test-set construction)", soft_wrap=True)
 
 
 @corpus_app.command("audit")
