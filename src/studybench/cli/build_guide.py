@@ -74,15 +74,15 @@ def build_guide(
     c = res["counts"]
     paths = ", ".join(f"{k}: {v}" for k, v in sorted(c.items()) if k != "emitted")
     from studybench.build.llmstage import read_rows
-    from studybench.cli.build_llm import _usage_line
+    from studybench.cli.build_llm import usage_line
 
     resumed = res["items"].get("skipped", 0)
     console.print(f"guide: {paths}; {c['emitted']} emitted to {work / 'guidance.jsonl'}"
                   f"{' (sanitised fallbacks included)' if accept_fallback else ''}"
                   f"{f' ({resumed} sub-problems from an earlier run)' if resumed else ''}")
-    console.print(_usage_line(res["writer_usage"]).replace("teacher:", "writer:", 1))
+    console.print(usage_line(res["writer_usage"], "writer"))
     if res["reviewer_usage"]:
-        console.print(_usage_line(res["reviewer_usage"]).replace("teacher:", "reviewer:", 1))
+        console.print(usage_line(res["reviewer_usage"], "reviewer"))
     unread = [r for r in read_rows(work / "guide.jsonl")
               if any((rd.get("review") or {}).get("error") for rd in r.get("rounds") or [])]
     if unread:

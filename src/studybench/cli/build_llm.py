@@ -11,7 +11,7 @@ from rich.markup import escape
 from studybench.cli.build import build_app
 from studybench.cli.common import OptionSet, console, fail, fail_write, interruptible, plural, progress_bars
 
-__all__ = ["decompose_cmd", "verify_cmd"]
+__all__ = ["decompose_cmd", "usage_line", "verify_cmd"]
 
 _T = "Teacher"
 TEACHER_OPTIONS = OptionSet("teacher_options", {
@@ -52,9 +52,18 @@ _REASK_HINT = ("Re-running the same command asks again the calls that failed in 
                "replies, raise --attempts (with --restart; cached replies are reused) or delete {cache}.")
 
 
-def _usage_line(usage: dict[str, int]) -> str:
+def usage_line(usage: dict[str, int], who: str = "teacher") -> str:
+    """One line of an LLM stage's token usage (``llmstage.StageLLM.usage``), headed by ``who``.
+
+    Args:
+        usage: the usage totals.
+        who: the role of the model (teacher, writer, reviewer).
+
+    Returns:
+        The line, for the console.
+    """
     reasoning = f", {usage['reasoning_tokens']:,} reasoning" if usage.get("reasoning_tokens") else ""
-    return (f"teacher: {plural(usage.get('requests', 0), 'request')} ({usage.get('cached', 0)} cached replies reused, "
+    return (f"{who}: {plural(usage.get('requests', 0), 'request')} ({usage.get('cached', 0)} cached replies reused, "
             f"{usage.get('reasked', 0)} re-asks, {usage.get('failures', 0)} failed asks); tokens: "
             f"{usage.get('prompt_tokens', 0):,} prompt, {usage.get('completion_tokens', 0):,} completion{reasoning}")
 
@@ -128,7 +137,7 @@ def decompose_cmd(
                   f"{summary['failed']} failed; {plural(summary['kps'], 'knowledge point')} "
                   f"({summary['invalid_kps']} invalid dropped) -> {plural(summary['canonical'], 'canonical KP')} "
                   f"({summary['embedding_merges']} embedding merges, listed in kp_merges.md)")
-    console.print(_usage_line(summary["usage"]))
+    console.print(usage_line(summary["usage"]))
     console.print(f"wrote {escape(', '.join(summary['files']))}", soft_wrap=True)
     if summary["failed"]:
         shown = ", ".join(summary["failed_keys"][:5])
@@ -175,7 +184,7 @@ def verify_cmd(
     if summary["missing_fragments"]:
         console.print(f"[yellow]note:[/yellow] {plural(len(summary['missing_fragments']), 'candidate fragment')} of retrieval.jsonl "
                       "not in fragments.jsonl (their KPs count as unverified)")
-    console.print(_usage_line(summary["usage"]))
+    console.print(usage_line(summary["usage"]))
     console.print(f"wrote {escape(', '.join(summary['files']))}", soft_wrap=True)
     if summary["failed_pairs"]:
         console.print(f"[bold yellow]{plural(summary['failed_pairs'], 'pair')} failed[/bold yellow]; their errors are in "
