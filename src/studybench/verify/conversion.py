@@ -16,6 +16,7 @@ import functools
 import re
 from typing import Any
 
+from studybench.verify import fastparse
 from studybench.verify.aliasing import UPRIGHT_FUNCS, Aliaser, new_aliases
 from studybench.verify.l2s_parse import parse_plain, parse_sll
 from studybench.verify.latex import (
@@ -289,9 +290,14 @@ def _l2s_text(text: str) -> Any:
     """latex2sympy on aliased text, memoised.
 
     The ANTLR parse dominates the verifier's cost and the same aliased text recurs across the reading
-    pairs of one comparison (SymPy objects are immutable). SLL prediction first, the plain parse when
-    that fails (:mod:`studybench.verify.l2s_parse`): the same result, most often much faster.
+    pairs of one comparison (SymPy objects are immutable). The hand-written parser of the common
+    subset first (:mod:`studybench.verify.fastparse`, the very tree; ``fastparse.ENABLED`` switches it
+    off), then SLL prediction, then the plain parse when that fails (:mod:`studybench.verify.l2s_parse`):
+    the same result, most often much faster.
     """
+    fast = fastparse.fast_parse(text)
+    if fast is not None:
+        return fast
     global _L2S_CONFIG
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 
