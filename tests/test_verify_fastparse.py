@@ -112,6 +112,11 @@ EDGES = [
     r"\mathrm{v0} ( \mathrm{v1} )", r"\mathrm{v0} ( \mathrm{v1} + 1 )", r"\mathrm{v0} [ \mathrm{v1} ]", r"\mathrm{v0} ( 2 )",
     r"\mathrm{v0} ^ 2 ( \mathrm{v1} )", r"\pi ( \mathrm{v1} )", r"\pi ( 2 \mathrm{v1} )", r"\pi ( - \mathrm{v1} )",
     r"e ( \mathrm{v1} )", r"\mathrm{v0} ( e )", r"\mathrm{v0} ( ( \mathrm{v1} ) )", r"\mathrm{v0} ( \mathrm{v1} , 2 )",
+    r"\pi ( \mathrm{v2} ^ 2 + 1 )", r"\mathrm{v0} ( \mathrm{v1} ^ { 2 } + 1 )", r"\pi ( \mathrm{v2} ^ 2 \mathrm{v3} )",
+    r"\mathrm{v0} ( \mathrm{v1} ^ 2 )", r"\mathrm{v0} ( \mathrm{v1} ^ { 2 } )", r"\mathrm{v0} ( \mathrm{v1} ^ { 2 } _ { 3 } )",
+    r"\mathrm{v0} ( \mathrm{v1} ^ { 2 } ) ^ 2", r"\mathrm{v0} ( \mathrm{v1} ^ 2 / 2 )", r"\mathrm{v0} ( 2 ^ 2 )",
+    r"\mathrm{v0} ( \mathrm{v1} ^ \mathrm{v2} + 1 )", r"\mathrm{v0} ( \mathrm{v1} ^ \mathrm{v2} )", r"\mathrm{v0} [ \mathrm{v1} ^ 2 + 1 ]",
+    r"2 \pi ( \mathrm{v2} ^ 2 + \mathrm{v3} ^ 2 + \mathrm{v4} ^ 2 ) ^ { 3 / 2 }", r"\mathrm{v0} ( \mathrm{v1} , \mathrm{v2} + 1 )",
     r"\mathrm{v0} = 2", r"[ \mathrm{v0} , \mathrm{v1} ]", r"\mathrm{v0} < 2", r"\mathrm{v0} \approx 2", r"\pm \mathrm{v0}",
     r"\mathrm{v0} ^ - 1", r"( )", r"\frac { 1 } { 2", r"\mathrm{v0} !", r"2 .4", r"x + y",
 ]
@@ -275,14 +280,15 @@ CORPUS = [
 HANDLED = [
     r"\frac { \mathrm{v0} } { 2 }", r"2 / 4", r"- \mathrm{v1} + 2 \cdot 3", r"2 \frac { 1 } { 2 }", r"e ^ { \mathrm{v0} }",
     r"\sin ^ { - 1 } ( \mathrm{v0} )", r"\sqrt [ 3 ] { \mathrm{v0} }", r"2 | \mathrm{v0} | ^ 2", r"\mathrm{v0} ( \mathrm{v1} + 1 )",
-    r"1.50", r"\ln ( \mathrm{v0} )", r"\mathrm{v0} \cdot \mathrm{v1} / \mathrm{v2} \cdot 3",
+    r"1.50", r"\ln ( \mathrm{v0} )", r"\mathrm{v0} \cdot \mathrm{v1} / \mathrm{v2} \cdot 3", r"\pi ( \mathrm{v2} ^ 2 + 1 )",
+    r"2 \pi ( \mathrm{v2} ^ 2 + \mathrm{v3} ^ 2 + \mathrm{v4} ^ 2 ) ^ { 3 / 2 }",
 ]
 # outside the subset, or readings the parser cannot be sure of: left to latex2sympy
 REFUSED = [
     r"\mathrm{v0} ( \mathrm{v1} )", r"\mathrm{v0} ^ 2 ( \mathrm{v1} )", r"\pi ( \mathrm{v1} )", r"\mathrm{v0} [ \mathrm{v1} ]",
     r"\sin [ \mathrm{v0} ] \mathrm{v1}", r"\ln \sinh [ \mathrm{v0} ]", r"\mathrm{v12} _ { 3 }", r"\mathrm{v0} ^ \mathrm{v1} ^ 2",
     r"| \mathrm{v0} | \mathrm{v1} | \mathrm{v2} |", r"\mathrm{v0} = 2", r"[ \mathrm{v0} , \mathrm{v1} ]", r"\pm \mathrm{v0}",
-    r"\frac { 1 } { 2", r"x + y", r"( )",
+    r"\frac { 1 } { 2", r"x + y", r"( )", r"\mathrm{v0} ( \mathrm{v1} ^ { 2 } _ { 3 } )", r"\mathrm{v0} ( \mathrm{v1} ^ { 2 } ) ^ 2",
 ]
 
 
@@ -302,7 +308,7 @@ def _repr(x) -> str:
 
 def _check(text: str) -> bool:
     """Whether the fast parser read ``text``; when it did, its tree is the plain parse's."""
-    from studybench.verify.l2s_parse import parse_plain
+    from studybench.verify.l2s_parse import parse_plain, parse_sll
 
     fast = fastparse.fast_parse(text)
     if fast is None:
@@ -311,6 +317,8 @@ def _check(text: str) -> bool:
     assert type(fast) is type(plain), text
     assert fast == plain, text
     assert _repr(fast) == _repr(plain), text
+    sll = parse_sll(text, _config())  # the parse the verifier used first before the fast parser
+    assert sll is None or (sll == fast and _repr(sll) == _repr(fast)), text
     return True
 
 

@@ -194,8 +194,20 @@ class _Parser:
         first = self.peek(1)
         if first is None or not _is_atom_token(first):
             return
-        after = self.peek(2)
-        if after in (")", "]", "^", "_", ",", None):
+        # the atom's scripts: ^ or _ and then a braced group or one token
+        j = self.i + 2
+        while j < self.n and self.toks[j] in ("^", "_"):
+            j += 1
+            if j < self.n and self.toks[j] == "{":
+                depth = 0
+                while j < self.n:
+                    depth += {"{": 1, "}": -1}.get(self.toks[j], 0)
+                    j += 1
+                    if depth == 0:
+                        break
+            else:
+                j += 1
+        if j >= self.n or self.toks[j] in (")", "]", ","):
             raise _Unsupported("maybe a function call")
 
     def postfix(self) -> Any:
