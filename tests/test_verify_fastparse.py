@@ -400,3 +400,22 @@ def test_real_golds_read_as_latex2sympy_reads_them() -> None:
             read += _check(" ".join(reading).strip())
     assert seen >= 60
     assert read >= seen // 3
+
+
+def test_warm_up_parses_with_antlr_and_restores_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the worker's warm-up is for ANTLR's prediction cache: the fast parser must not take its texts
+    calls = []
+    real = conversion.parse_sll
+
+    def counting(text, config):
+        calls.append(text)
+        return real(text, config)
+
+    monkeypatch.setattr(conversion, "parse_sll", counting)
+    conversion._l2s_text.cache_clear()
+    try:
+        conversion.warm_up_parser()
+    finally:
+        conversion._l2s_text.cache_clear()
+    assert fastparse.ENABLED is True
+    assert r"\frac { 3 } { 2 } \mathrm{v0} \mathrm{v1} \mathrm{v2}" in calls  # \frac{3}{2} n k T, in the subset

@@ -339,12 +339,20 @@ later parses in the process) is warm before the first timed task (:func:`warm_up
 
 
 def warm_up_parser() -> None:
-    """Parse :data:`WARM_UP_LATEX` once (errors ignored): fills ANTLR's prediction cache. Never raises."""
-    for text in WARM_UP_LATEX:
-        try:
-            to_sympy(text)
-        except Exception:  # noqa: BLE001 - best effort
-            pass
+    """Parse :data:`WARM_UP_LATEX` once (errors ignored): fills ANTLR's prediction cache. Never raises.
+
+    The fast parser is off meanwhile, so that ANTLR sees every shape (the texts it still gets later
+    are built of the same parts).
+    """
+    enabled, fastparse.ENABLED = fastparse.ENABLED, False
+    try:
+        for text in WARM_UP_LATEX:
+            try:
+                to_sympy(text)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+    finally:
+        fastparse.ENABLED = enabled
 
 
 def to_sympy(latex: str, aliases: Aliaser | None = None) -> Any:
