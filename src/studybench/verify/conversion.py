@@ -16,6 +16,7 @@ import functools
 import re
 from typing import Any
 
+from studybench.verify import fastparse
 from studybench.verify.aliasing import UPRIGHT_FUNCS, Aliaser, new_aliases
 from studybench.verify.l2s_parse import parse_plain, parse_sll
 from studybench.verify.latex import (
@@ -289,9 +290,14 @@ def _l2s_text(text: str) -> Any:
     """latex2sympy on aliased text, memoised.
 
     The ANTLR parse dominates the verifier's cost and the same aliased text recurs across the reading
-    pairs of one comparison (SymPy objects are immutable). SLL prediction first, the plain parse when
-    that fails (:mod:`studybench.verify.l2s_parse`): the same result, most often much faster.
+    pairs of one comparison (SymPy objects are immutable). The hand-written parser of the common
+    subset first (:mod:`studybench.verify.fastparse`, the very tree; ``fastparse.ENABLED`` switches it
+    off), then SLL prediction, then the plain parse when that fails (:mod:`studybench.verify.l2s_parse`):
+    the same result, most often much faster.
     """
+    fast = fastparse.fast_parse(text)
+    if fast is not None:
+        return fast
     global _L2S_CONFIG
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 
@@ -333,12 +339,20 @@ later parses in the process) is warm before the first timed task (:func:`warm_up
 
 
 def warm_up_parser() -> None:
-    """Parse :data:`WARM_UP_LATEX` once (errors ignored): fills ANTLR's prediction cache. Never raises."""
-    for text in WARM_UP_LATEX:
-        try:
-            to_sympy(text)
-        except Exception:  # noqa: BLE001 - best effort
-            pass
+    """Parse :data:`WARM_UP_LATEX` once (errors ignored): fills ANTLR's prediction cache. Never raises.
+
+    The fast parser is off meanwhile, so that ANTLR sees every shape (the texts it still gets later
+    are built of the same parts).
+    """
+    enabled, fastparse.ENABLED = fastparse.ENABLED, False
+    try:
+        for text in WARM_UP_LATEX:
+            try:
+                to_sympy(text)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+    finally:
+        fastparse.ENABLED = enabled
 
 
 def to_sympy(latex: str, aliases: Aliaser | None = None) -> Any:
