@@ -38,20 +38,20 @@ def _plain(text: str) -> str:
         return f"error {type(e).__name__}"
 
 
-@pytest.mark.parametrize("text", TEXTS)
-def test_sll_first_parse_equals_plain_parse(text: str) -> None:
+def _ours(text: str) -> str | None:
+    """The verifier's parse of ``text`` (caches cleared) as srepr; ``None`` when it refuses it."""
     from sympy import srepr
 
     conversion._l2s_text.cache_clear()
     try:
-        got = srepr(conversion._l2s_text(text))
+        return srepr(conversion._l2s_text(text))
     except conversion.LatexError:
-        got = None
+        return None
+
+
+def _same_as_plain(text: str) -> bool:
     plain = _plain(text)
-    if plain.startswith("error"):
-        assert got is None
-    else:
-        assert got == plain
+    return _ours(text) == (None if plain.startswith("error") else plain)
 
 
 def test_sll_first_falls_back_to_plain_parse_on_syntax_errors() -> None:
@@ -110,17 +110,10 @@ def test_script_rule_is_active_and_agrees_with_full_context_prediction() -> None
     assert all(m == ll for m, ll in seen), [p for p in seen if p[0] != p[1]]
 
 
-@pytest.mark.parametrize("text", SCRIPTED)
-def test_scripted_parse_equals_plain_parse(text: str) -> None:
-    from sympy import srepr
-
-    conversion._l2s_text.cache_clear()
-    try:
-        got = srepr(conversion._l2s_text(text))
-    except conversion.LatexError:
-        got = None
-    plain = _plain(text)
-    assert got == (None if plain.startswith("error") else plain)
+@pytest.mark.parametrize("text", TEXTS + SCRIPTED)
+def test_parse_equals_plain_parse(text: str) -> None:
+    # SLL first with the script-order rule (and the hand-written parser) give latex2sympy's own tree
+    assert _same_as_plain(text)
 
 
 def test_superscripts_need_no_full_context_prediction() -> None:
@@ -150,8 +143,6 @@ def test_real_golds_parse_as_the_plain_parse_does() -> None:
     import json
     import random
 
-    from sympy import srepr
-
     from studybench.records import gold_boxes
     from studybench.verify.aliasing import new_aliases
     from tests._support import require_data_file
@@ -169,13 +160,7 @@ def test_real_golds_parse_as_the_plain_parse_does() -> None:
         except conversion.LatexError:
             continue
         text = " ".join(conv).strip()
-        conversion._l2s_text.cache_clear()
-        try:
-            got = srepr(conversion._l2s_text(text))
-        except conversion.LatexError:
-            got = None
-        plain = _plain(text)
-        assert got == (None if plain.startswith("error") else plain), box
+        assert _same_as_plain(text), box
         checked += 1
     assert checked >= 60
 
