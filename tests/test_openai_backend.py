@@ -106,8 +106,15 @@ def test_multi_turn_script_round_trip() -> None:
                 "prompt_tokens",
                 "completion_tokens",
                 "total_tokens",
+                "reasoning_tokens",  # from completion_tokens_details, kept flat
+                "cached_tokens",  # from prompt_tokens_details, kept flat
             }
             assert all(isinstance(v, int) for v in result.usage.values())
+            assert result.usage["reasoning_tokens"] == -(-len(f"reasoning for turn {i}") // 4)
+            # the stub caches every message but the last: the system prompt, then the whole history
+            assert 0 < result.usage["cached_tokens"] < result.usage["prompt_tokens"]
+            if i:
+                assert result.usage["cached_tokens"] > results[i - 1].usage["cached_tokens"]
         sent = server.requests
         assert [len(body["messages"]) for body in sent] == [2, 4, 6]
         assert [body["seed"] for body in sent] == [100, 101, 102]

@@ -52,6 +52,7 @@ from typing import Any
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from studybench.costs import normalise_usage
 from studybench.models.base import ChatRequest, ChatResult, SamplingParams
 from studybench.models.health import UNREACHABLE_STATUSES, EndpointHealth
 from studybench.secrets import (
@@ -551,6 +552,8 @@ def _parse(data: dict[str, Any]) -> ChatResult:
             for k, v in usage_raw.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 2**53
         }
+        # reasoning and cached-prompt tokens come nested (``*_tokens_details``): keep them flat
+        usage.update({k: v for k, v in normalise_usage(usage_raw).items() if k not in usage})
     extra: dict[str, Any] = {}
     if data.get("id") is not None:
         extra["response_id"] = str(data["id"])

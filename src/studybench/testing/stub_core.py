@@ -259,6 +259,9 @@ class StubCore:
         )
         prompt_tokens = math.ceil(prompt_chars / 4)
         completion_tokens = math.ceil((len(reply.content) + len(reply.reasoning or "")) / 4)
+        # a prefix cache as vLLM's: every message but the last was seen before (earlier turns)
+        msgs = [m for m in body.get("messages") or () if isinstance(m, dict)]
+        cached_tokens = sum(len(message_text(m.get("content"))) for m in msgs[:-1]) // 4
         data = {
             "id": f"chatcmpl-stub-{n}",
             "object": "chat.completion",
@@ -271,6 +274,8 @@ class StubCore:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": min(cached_tokens, prompt_tokens)},
+                "completion_tokens_details": {"reasoning_tokens": math.ceil(len(reply.reasoning or "") / 4)},
             },
         }
         return _response(200, json.dumps(data).encode())

@@ -1,0 +1,383 @@
+"""Token and cost accounting: usage counts, a pricing file, and budgets that stop a job cleanly.
+
+Every model call the toolkit makes (an evaluation turn, an LLM-judge reply, a construction-stage
+request) reports a ``usage`` dict as the server sent it. :func:`normalise_usage` reads the four counts
+the toolkit accounts in:
+
+- ``prompt_tokens``: input tokens, cached ones included;
+- ``completion_tokens``: output tokens, reasoning included (OpenAI's and vLLM's convention);
+- ``reasoning_tokens``: the part of the output spent reasoning (``completion_tokens_details``), when
+  the server reports it;
+- ``cached_tokens``: the part of the input served from the server's prompt cache
+  (``prompt_tokens_details``), when the server reports it.
+
+Total tokens are ``prompt_tokens + completion_tokens``: reasoning and cached tokens are parts of those,
+never added twice.
+
+**Pricing file** (``--pricing FILE``, JSON, or TOML on Python >= 3.11): prices in a currency per million
+tokens, per model::
+
+    {"currency": "USD",
+     "models": {"gpt-4.1-mini": {"input": 0.40, "output": 1.60, "cached_input": 0.10},
+                "Qwen/*": {"input": 0.0, "output": 0.0},
+                "*": {"input": 1.0, "output": 4.0}}}
+
+A model is priced by its exact name, else by the first glob pattern (``fnmatch``, in file order) that
+matches it; ``"*"`` catches every model. ``cached_input`` defaults to ``input``. Cost is
+``(prompt - cached) * input + cached * cached_input + completion * output``, divided by 10^6. A model
+no entry matches has no cost (``None``), and reports say so rather than print zero.
+
+**Budgets** (``--max-cost``, ``--max-total-tokens``): a :class:`BudgetTracker` adds up what calls
+spent (starting from what earlier invocations of a resumed job spent) and says when a limit is
+reached. Jobs check it before they start new work, so in-flight calls finish and are kept, and the
+job stops cleanly: re-running it with a higher limit resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from studybench.files import read_user_text
+
+__all__ = [
+    "USAGE_FIELDS",
+    "BudgetTracker",
+    "ModelPrice",
+    "Pricing",
+    "PricingError",
+    "TokenCounts",
+    "load_pricing",
+    "normalise_usage",
+    "parse_pricing",
+]
+
+#: The counts :func:`normalise_usage` returns, in this order.
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+
+_MAX_COUNT = 2**53
+
+
+class PricingError(ValueError):
+    """A pricing file that cannot be read or is malformed; the message names the file and the field."""
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or value < 0 or value >= _MAX_COUNT:
+        return None
+    return int(value)
+
+
+def normalise_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """The token counts of one reply, from a server's ``usage`` object (flat or with ``*_details``).
+
+    Args:
+        usage: the reply's ``usage`` as the server sent it, or as stored in a run (already flat:
+            ``reasoning_tokens`` and ``cached_tokens`` at the top level). ``None`` or a non-mapping
+            gives an empty dict.
+
+    Returns:
+        ``{field: count}`` for each of :data:`USAGE_FIELDS` the server reported; negative, huge,
+        non-finite and non-numeric values are dropped.
+    """
+    if not isinstance(usage, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+        n = _count(usage.get(name))
+        if n is not None:
+            out[name] = n
+    details = usage.get("completion_tokens_details")
+    if "reasoning_tokens" not in out and isinstance(details, Mapping):
+        n = _count(details.get("reasoning_tokens"))
+        if n is not None:
+            out["reasoning_tokens"] = n
+    details = usage.get("prompt_tokens_details")
+    if "cached_tokens" not in out and isinstance(details, Mapping):
+        n = _count(details.get("cached_tokens"))
+        if n is not None:
+            out["cached_tokens"] = n
+    return out
+
+
+@dataclass
+class TokenCounts:
+    """Summed token counts of many replies.
+
+    Attributes:
+        requests: replies counted.
+        prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens: sums of the counts the
+            replies reported (see the module docstring).
+        unreported: replies whose server reported no usage at all (their tokens are unknown).
+    """
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    unreported: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """``prompt_tokens + completion_tokens``."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, usage: Mapping[str, Any] | None) -> None:
+        """Count one reply.
+
+        Args:
+            usage: its ``usage`` (see :func:`normalise_usage`).
+        """
+        counts = normalise_usage(usage)
+        self.requests += 1
+        if not counts:
+            self.unreported += 1
+        for name, n in counts.items():
+            setattr(self, name, getattr(self, name) + n)
+
+    def merge(self, other: TokenCounts) -> None:
+        """Add another sum to this one."""
+        for name in ("requests", "unreported", *USAGE_FIELDS):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts, with ``total_tokens``, as a JSON-ready dict."""
+        return {
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cached_tokens": self.cached_tokens,
+            "total_tokens": self.total_tokens,
+            "unreported": self.unreported,
+        }
+
+    @classmethod
+    def of(cls, usages: Iterable[Mapping[str, Any] | None]) -> TokenCounts:
+        """The sum of many replies' ``usage`` dicts."""
+        counts = cls()
+        for u in usages:
+            counts.add(u)
+        return counts
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """Prices per million tokens of one model (or glob pattern).
+
+    Attributes:
+        input: per million input tokens not served from the prompt cache.
+        output: per million output tokens (reasoning included).
+        cached_input: per million cached input tokens (defaults to ``input``).
+    """
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    def cost(self, counts: Mapping[str, int] | TokenCounts) -> float:
+        """The cost of some token counts at these prices.
+
+        Args:
+            counts: a :class:`TokenCounts` or a :func:`normalise_usage` dict.
+
+        Returns:
+            The cost in the pricing file's currency.
+        """
+        get = (lambda k: getattr(counts, k)) if isinstance(counts, TokenCounts) else (lambda k: counts.get(k, 0))
+        prompt, cached = get("prompt_tokens"), min(get("cached_tokens"), get("prompt_tokens"))
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        return ((prompt - cached) * self.input + cached * cached_price + get("completion_tokens") * self.output) / 1e6
+
+
+@dataclass
+class Pricing:
+    """A pricing file: per-model prices (see the module docstring).
+
+    Attributes:
+        currency: the currency the prices are in (``"USD"`` when the file does not say).
+        models: ``{name or glob pattern: ModelPrice}`` in file order.
+        source: the file it was read from.
+    """
+
+    currency: str = "USD"
+    models: dict[str, ModelPrice] = field(default_factory=dict)
+    source: str = ""
+
+    def price(self, model: str | None) -> ModelPrice | None:
+        """The prices of ``model``: its exact entry, else the first glob pattern matching it, else ``None``."""
+        if model is None:
+            return self.models.get("*")
+        if model in self.models:
+            return self.models[model]
+        for pattern, price in self.models.items():
+            if fnmatch.fnmatchcase(model, pattern):
+                return price
+        return None
+
+    def cost(self, model: str | None, counts: Mapping[str, int] | TokenCounts) -> float | None:
+        """The cost of ``counts`` spent on ``model``, or ``None`` when the file has no price for it."""
+        price = self.price(model)
+        return None if price is None else price.cost(counts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The pricing as recorded in reports and manifests."""
+        return {
+            "currency": self.currency,
+            "source": self.source,
+            "models": {
+                name: {"input": p.input, "output": p.output, "cached_input": p.input if p.cached_input is None else p.cached_input}
+                for name, p in self.models.items()
+            },
+        }
+
+
+def _price_field(path: str, name: str, entry: Mapping[str, Any], key: str, required: bool) -> float | None:
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise PricingError(f"{path}: models.{name}.{key} must be a non-negative number per million tokens, got {value!r}")
+    return float(value)
+
+
+def parse_pricing(obj: Any, source: str = "pricing") -> Pricing:
+    """A :class:`Pricing` from the decoded contents of a pricing file.
+
+    Args:
+        obj: the decoded JSON/TOML object.
+        source: the file's name, for messages.
+
+    Returns:
+        The pricing.
+
+    Raises:
+        PricingError: a missing or malformed field (named in the message).
+    """
+    if not isinstance(obj, Mapping):
+        raise PricingError(f"{source}: a pricing file is an object with a 'models' table")
+    currency = obj.get("currency", "USD")
+    if not isinstance(currency, str) or not currency.strip():
+        raise PricingError(f"{source}: 'currency' must be a non-empty string")
+    models = obj.get("models")
+    if not isinstance(models, Mapping) or not models:
+        raise PricingError(f"{source}: 'models' must be a non-empty table of model name -> prices")
+    prices: dict[str, ModelPrice] = {}
+    for name, entry in models.items():
+        if not isinstance(entry, Mapping):
+            raise PricingError(f"{source}: models.{name} must be a table with 'input' and 'output'")
+        unknown = sorted(set(entry) - {"input", "output", "cached_input"})
+        if unknown:
+            raise PricingError(f"{source}: models.{name} has unknown field(s) {', '.join(unknown)} "
+                               "(expected input, output, cached_input: prices per million tokens)")
+        inp = _price_field(source, name, entry, "input", True)
+        out = _price_field(source, name, entry, "output", True)
+        assert inp is not None and out is not None
+        prices[str(name)] = ModelPrice(inp, out, _price_field(source, name, entry, "cached_input", False))
+    return Pricing(currency=currency.strip(), models=prices, source=source)
+
+
+def load_pricing(path: Path | str) -> Pricing:
+    """Read a pricing file (JSON; TOML when the name ends in ``.toml``).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The pricing.
+
+    Raises:
+        PricingError: the file cannot be read or decoded, or a field is malformed.
+    """
+    path = Path(path)
+    try:
+        text = read_user_text(path, limit=1 << 20)
+    except (OSError, ValueError) as e:
+        raise PricingError(f"cannot read pricing file {path}: {e}") from None
+    try:
+        if path.suffix.lower() == ".toml":
+            import tomllib
+
+            obj: Any = tomllib.loads(text)
+        else:
+            obj = json.loads(text)
+    except ImportError:
+        raise PricingError(f"{path}: TOML pricing files need Python >= 3.11; use JSON") from None
+    except ValueError as e:
+        raise PricingError(f"{path}: not valid {'TOML' if path.suffix.lower() == '.toml' else 'JSON'}: {e}") from None
+    return parse_pricing(obj, str(path))
+
+
+class BudgetTracker:
+    """Running token and cost totals against optional limits; thread-safe.
+
+    Args:
+        max_cost: stop once the spent cost reaches this (needs ``pricing``).
+        max_total_tokens: stop once prompt + completion tokens reach this.
+        pricing: prices for the cost; without it cost is not tracked.
+        spent: counts already spent by earlier invocations, as ``{model: TokenCounts}``.
+
+    Raises:
+        ValueError: ``max_cost`` without ``pricing``, or a negative limit.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_cost: float | None = None,
+        max_total_tokens: int | None = None,
+        pricing: Pricing | None = None,
+        spent: Mapping[str, TokenCounts] | None = None,
+    ) -> None:
+        if max_cost is not None and pricing is None:
+            raise ValueError("a cost limit needs a pricing file (--pricing FILE)")
+        if (max_cost is not None and not max_cost >= 0) or (max_total_tokens is not None and max_total_tokens < 0):
+            raise ValueError("budget limits must be non-negative")
+        self.max_cost = max_cost
+        self.max_total_tokens = max_total_tokens
+        self.pricing = pricing
+        self._lock = threading.Lock()
+        self.by_model: dict[str, TokenCounts] = {}
+        for model, counts in (spent or {}).items():
+            self.by_model.setdefault(model, TokenCounts()).merge(counts)
+
+    def charge(self, model: str | None, usage: Mapping[str, Any] | None) -> None:
+        """Count one reply of ``model``."""
+        with self._lock:
+            self.by_model.setdefault(model or "", TokenCounts()).add(usage)
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt + completion tokens spent, all models."""
+        with self._lock:
+            return sum(c.total_tokens for c in self.by_model.values())
+
+    @property
+    def cost(self) -> float | None:
+        """The cost spent so far, or ``None`` without pricing; models the pricing lacks count as 0."""
+        if self.pricing is None:
+            return None
+        with self._lock:
+            return sum(self.pricing.cost(m or None, c) or 0.0 for m, c in self.by_model.items())
+
+    def exceeded(self) -> str | None:
+        """Why the job must stop (a sentence naming the limit and what was spent), or ``None``."""
+        if self.max_total_tokens is not None:
+            spent = self.total_tokens
+            if spent >= self.max_total_tokens:
+                return f"the token budget is spent: {spent:,} tokens >= --max-total-tokens {self.max_total_tokens:,}"
+        if self.max_cost is not None:
+            cost = self.cost or 0.0
+            if cost >= self.max_cost:
+                cur = self.pricing.currency if self.pricing else ""
+                return f"the cost budget is spent: {cost:.4f} {cur} >= --max-cost {self.max_cost:g}"
+        return None
