@@ -10,7 +10,6 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-import openai
 import pytest
 from _support import deadline
 

@@ -41,7 +41,7 @@ from _support import require_extra, required_extras
 
 require_extra("router", "vllm_router", module_level=True)
 
-from studybench.evaluate import EvalSpec, run_eval  # noqa: E402
+from studybench.evaluate import EndpointStoppedError, EvalSpec, run_eval  # noqa: E402
 from studybench.testing import Script, StubServer, start_stub_server  # noqa: E402
 
 N_PARENTS = 12
@@ -183,3 +183,32 @@ def test_eval_through_vllm_router_survives_a_dead_replica(tmp_path: Path, policy
     rows = [json.loads(x) for x in (tmp_path / "run" / "generations.jsonl").read_text().splitlines()]
     if "--disable-retries" in extra:  # the router passes the dead replica's failures on: the harness retried them
         assert any(r.get("attempts", 1) > 1 for r in rows)
+
+
+def test_a_run_stops_cleanly_when_every_replica_behind_the_router_dies(tmp_path: Path) -> None:
+    """The router answers HTTP 500 for a replica it cannot reach, then 503 ("no available workers") once
+    its circuits open: the harness counts the 503s as an unreachable endpoint and stops the run (what
+    was done is saved, and running again resumes) instead of failing every remaining turn."""
+    data = tmp_path / "synthetic.json"
+    total = _dataset(data) * K
+    with contextlib.ExitStack() as stack:
+        stubs = [stack.enter_context(start_stub_server(_script(), subprocess=True, latency=lat)) for lat in LATENCIES[:2]]
+        base_url = stack.enter_context(_router(stubs, "round_robin", tmp_path / "router.log"))
+        done = 0
+
+        def progress(phase: str, advance: int, _total: int | None) -> None:
+            nonlocal done
+            done += advance if phase == "generate" else 0
+            if done >= total // 3:
+                for s in stubs:
+                    s.kill()
+
+        spec = EvalSpec(split=str(data), model="stub-model", base_url=base_url, k=K, seeds=[0], concurrency=CONCURRENCY,
+                        max_retries=6, request_timeout=30, verify_workers=1)
+        with pytest.raises(EndpointStoppedError) as info:
+            run_eval(spec, tmp_path / "run", progress=progress)
+    report = info.value.result.report
+    assert report is not None and report["complete"] is False
+    rows = [json.loads(x) for x in (tmp_path / "run" / "generations.jsonl").read_text().splitlines()]
+    answered = {(r["parent"], r["sub_id"], r["attempt"]) for r in rows if not r.get("error")}
+    assert total // 3 <= len(answered) < total  # the turns done before the replicas died are kept
