@@ -1,115 +1,281 @@
-"""Harness throughput: a full Transfer run (k = 8) against a local zero-latency OpenAI-compatible server.
+"""Harness throughput through ``vllm-router`` against zero-latency replicas: where the harness, not the
+endpoints, becomes the limit.
 
-Measures, in one run on the same machine:
+Starts N stub servers (``studybench.testing.stub_server``, each its own process, answering at once)
+behind a real ``vllm-router`` process on loopback, and, for comparison, uses one stub directly. For
+each endpoint and each concurrency it measures, in the same run on the same machine:
 
-* ``studybench``: the generation phase of the runner (protocol + OpenAIBackend + append-only store,
-  all turns of all attempts with multi-turn continuity), then the rule pass (extraction + rule
-  verifier), in turns per second;
-* ``peer``: what a plain script does: the official ``openai`` SDK's ``chat.completions.create``
-  on the same conversations with the same concurrency, no store, no judging.
+* **harness**: the generation pass of ``studybench eval`` (:func:`~studybench.evaluate.generate_turns`
+  with the OpenAI backend, the append-only store and multi-turn continuity, ``--concurrency C``), in
+  turns per second, and the harness process's CPU seconds per turn (all its threads);
+* **ceiling**: what the endpoint itself serves to a load generator that is not the harness, firing a
+  typical turn's request body over ``C`` keep-alive connections: ``wrk`` when it is installed (a C
+  program: ``apt-get install wrk``), else a minimal raw-socket asyncio client in this script.
 
-The server runs in its own process (``studybench.testing.stub_server``) and answers instantly.
+When the harness's turns/s is well below the ceiling at a concurrency, the harness is the limit there;
+when the two are close, the endpoint is. Every process shares this machine's cores (the replicas, the
+router, the load generator, the harness), so the absolute figures are this machine's; the ratio is
+the point. No verification is done (it is a separate pass, see ``bench/verify_bench.py``).
 
 Usage::
 
-    python bench/harness_bench.py [--split transfer] [-k 8] [--concurrency 64] [--data-dir DIR]
+    python bench/harness_bench.py [--replicas 2] [--concurrency 64 256 1024] [--split transfer] [-k 16]
+                                  [--policy round_robin] [--router-arg=ARG ...] [--seconds 3]
+                                  [--no-direct | --no-router] [--data-dir DIR]
 
-Target (issue 2): >= 500 generation turns/s on 2 cores.
+The default workload is the Transfer split with k = 16 and one seed: 1,440 chains of one to several
+turns (enough chains to keep 1,024 turns in flight), 4,480 turns per setting. Without the data
+(``$STUDYBENCH_DATA``), or with ``--split synthetic``, a synthetic set of the same shape is used.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
+import re
+import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
-from studybench.datasets import load_dataset, resolve_split
-from studybench.evaluate import EvalSpec, add_rule_verdicts, generate_turns, prepare_eval
-from studybench.models.base import PRESETS
+from studybench.datasets import Dataset, load_dataset, resolve_split
+from studybench.evaluate import EvalSpec, generate_turns, prepare_eval
+from studybench.models.base import PRESETS, ChatRequest
 from studybench.models.openai_backend import OpenAIBackend
 from studybench.protocol import Artefacts, build_messages
 from studybench.records import SubProblemRef
-from studybench.report import write_report
-from studybench.store import rule_settings
-from studybench.testing import Script, start_stub_server
-from studybench.verify import Verifier
+from studybench.testing import Script, StubServer, start_stub_server
 
-REPLY = "<think>Some private reasoning.</think>\nUsing energy conservation we get the result.\n\nFinal Answer: \\boxed{{{turn1}}}"
+REPLY = "<think>Some private reasoning.</think>\nUsing energy conservation we get the result.\n\nFinal Answer: \\boxed{{turn1}}"
 
 
-async def _peer(parents: list, base_url: str, k: int, concurrency: int) -> tuple[int, float]:
-    """Plain SDK loop: same conversations (turn i sees earlier replies), same concurrency."""
-    from openai import AsyncOpenAI
+# -- endpoints ---------------------------------------------------------------------------------------
 
-    client = AsyncOpenAI(api_key="EMPTY", base_url=base_url, max_retries=0)
-    sem = asyncio.Semaphore(concurrency)
-    n = 0
 
-    async def chain(parent, attempt: int) -> None:
-        nonlocal n
-        prev: list[str | None] = []
-        for i, sub in enumerate(parent.subs()):
-            msgs = build_messages(SubProblemRef(parent, i, sub), prev)
-            async with sem:
-                r = await client.chat.completions.create(model="stub", messages=msgs, temperature=1.0, top_p=0.95, seed=attempt)
-            prev.append(r.choices[0].message.content or "")
-            n += 1
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except OSError:
+        return 0
+
+
+@contextlib.contextmanager
+def router(stubs: list[StubServer], policy: str, log: Path, extra: tuple[str, ...] = ()) -> Iterator[str]:
+    """A ``vllm-router`` process in front of ``stubs`` (``extra``: more of its flags); yields its base URL
+    (``http://127.0.0.1:PORT/v1``)."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "vllm_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
+           "--prometheus-host", "127.0.0.1", "--prometheus-port", str(_free_port()),
+           "--worker-urls", *[f"http://127.0.0.1:{s.port}" for s in stubs], "--policy", policy,
+           "--worker-startup-check-interval", "1", "--log-level", "warning", *extra]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        t0 = time.monotonic()
+        while _status(f"http://127.0.0.1:{port}/health") != 200:
+            if proc.poll() is not None or time.monotonic() - t0 > 120:
+                raise SystemExit(f"vllm-router did not start:\n{log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(15)
+
+
+# -- workload ----------------------------------------------------------------------------------------
+
+
+def _synthetic(n_parents: int = 90) -> Dataset:
+    """A set shaped like Transfer (1-5 sub-problems per parent, ~3.1 on average, paragraph-long texts)."""
+    stem = "A uniform rod of mass m and length L is hinged at one end and released from rest. " * 6
+    parents = []
+    for i in range(n_parents):
+        subs = [{"problem_id": f"S{i}({chr(97 + j)})", "problem": f"({chr(97 + j)}) {stem} Find quantity {j}.",
+                 "answer": f"\\boxed{{{j + 1}}}", "answer_type": "NV", "type_sequence": ""}
+                for j in range(1 + (i * 7) % 5)]
+        parents.append({"source": "Synthetic", "year": "2024", "source_problem_id": f"S{i}", "problem_type": "Mechanics",
+                        "problem": stem, "answer": "", "answer_type": "", "type_sequence": "", "sub_problems": subs})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "synthetic.json"
+        path.write_text(json.dumps(parents))
+        return load_dataset(path, name="synthetic")
+
+
+def workload(split: str, data_dir: str | None) -> Dataset:
+    """The test set to run (the synthetic one when the split's file is not found)."""
+    if split != "synthetic":
+        try:
+            return load_dataset(resolve_split(split, data_dir), name=split)
+        except Exception as exc:  # noqa: BLE001 - any reason the data is not here
+            print(f"({split} not available: {exc}; using a synthetic set of the same shape)")
+    return _synthetic()
+
+
+def typical_body(ds: Dataset) -> bytes:
+    """The JSON body of a typical turn (the second turn of the first parent with two sub-problems)."""
+    parent = next((p for p in ds.parents if len(p.subs()) > 1), ds.parents[0])
+    i = min(1, len(parent.subs()) - 1)
+    prev = [REPLY.replace("{turn1}", str(j + 1)) for j in range(i)]
+    msgs = build_messages(SubProblemRef(parent, i, parent.subs()[i]), prev)
+    backend = OpenAIBackend("stub", "http://127.0.0.1:1/v1", PRESETS["paper"])
+    return json.dumps(backend.build_payload(ChatRequest(messages=msgs, seed=1, ref=None, turn_index=i))).encode()  # type: ignore[arg-type]
+
+
+# -- measurements ------------------------------------------------------------------------------------
+
+
+def harness(ds: Dataset, base_url: str, concurrency: int, k: int, tmp: Path) -> tuple[int, float, float, int]:
+    """One generation pass of ``studybench eval``; returns (turns, wall seconds, CPU seconds, failed)."""
+    be = OpenAIBackend("stub", base_url, PRESETS["paper"], concurrency=concurrency, max_retries=2)
+    out = Path(tempfile.mkdtemp(dir=tmp))
+    plan = prepare_eval(EvalSpec(dataset=ds, k=k, seeds=[0], concurrency=concurrency), out / "run", backend=be)
+    store = plan.open_store()
+
+    async def go():  # noqa: ANN202
+        try:
+            return await generate_turns(plan.scope, store, be, Artefacts(), concurrency=concurrency)
+        finally:
+            await be.aclose()
+
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    g = asyncio.run(go())
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    store.close()
+    shutil.rmtree(out, ignore_errors=True)
+    return g.generated, wall, cpu, g.failed
+
+
+def ceiling_wrk(url: str, body: bytes, concurrency: int, seconds: float, tmp: Path) -> tuple[float, int]:
+    """Requests/s ``wrk`` gets from ``url`` with ``concurrency`` connections; (rate, non-2xx responses)."""
+    body_file, script = tmp / "body.json", tmp / "post.lua"
+    body_file.write_bytes(body)
+    script.write_text('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                      f'local f = io.open("{body_file}", "rb")\nwrk.body = f:read("*a")\nf:close()\n')
+    threads = min(2, concurrency)
+    r = subprocess.run(["wrk", "-t", str(threads), "-c", str(concurrency), "-d", f"{seconds:g}s", "-s", str(script), url],
+                       capture_output=True, text=True, timeout=seconds + 120)
+    m = re.search(r"Requests/sec:\s*([\d.]+)", r.stdout)
+    if r.returncode != 0 or not m:
+        raise SystemExit(f"wrk failed: {r.stdout}{r.stderr}")
+    bad = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", r.stdout)
+    errs = re.search(r"Socket errors:(.*)", r.stdout)
+    socket_errors = sum(int(x) for x in re.findall(r"\d+", errs.group(1))) if errs else 0
+    return float(m.group(1)), (int(bad.group(1)) if bad else 0) + socket_errors
+
+
+async def _raw_connection(host: str, port: int, request: bytes, end: float) -> tuple[int, int]:
+    reader, writer = await asyncio.open_connection(host, port)
+    done = bad = 0
+    try:
+        while time.perf_counter() < end:
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                bad += 1
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+            if length:
+                await reader.readexactly(int(length.group(1)))
+            else:  # chunked
+                while True:
+                    size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                    await reader.readexactly(size + 2)
+                    if size == 0:
+                        break
+            done += 1
+    finally:
+        writer.close()
+    return done, bad
+
+
+def ceiling_raw(url: str, body: bytes, concurrency: int, seconds: float) -> tuple[float, int]:
+    """Requests/s a minimal raw-socket asyncio client gets (keep-alive, ``concurrency`` connections)."""
+    m = re.match(r"http://([\d.]+):(\d+)(/.*)", url)
+    assert m, url
+    host, port, path = m.group(1), int(m.group(2)), m.group(3)
+    request = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    async def go() -> list[tuple[int, int]]:
+        end = time.perf_counter() + seconds
+        return await asyncio.gather(*(_raw_connection(host, port, request, end) for _ in range(concurrency)))
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(chain(p, a) for a in range(k) for p in parents))
-    dt = time.perf_counter() - t0
-    await client.close()
-    return n, dt
+    res = asyncio.run(go())
+    return sum(d for d, _ in res) / (time.perf_counter() - t0), sum(b for _, b in res)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--split", default="transfer")
-    ap.add_argument("-k", type=int, default=8)
-    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--replicas", type=int, default=2, help="stub servers behind the router (default 2)")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256, 1024])
+    ap.add_argument("--split", default="transfer", help="a split, a test-set file, or 'synthetic'")
+    ap.add_argument("-k", type=int, default=16, help="attempts per parent (chains = parents x k)")
+    ap.add_argument("--policy", default="round_robin", help="vllm-router --policy (round_robin, power_of_two, ...)")
+    ap.add_argument("--router-arg", action="append", default=[], metavar="ARG",
+                    help="one more vllm-router argument (repeat; e.g. --router-arg=--disable-retries)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="duration of each load-generator measurement")
+    ap.add_argument("--no-direct", action="store_true", help="skip the comparison against one stub without router")
+    ap.add_argument("--no-router", action="store_true", help="skip the router (e.g. without the router extra)")
     ap.add_argument("--data-dir", default=None)
     args = ap.parse_args()
 
-    ds = load_dataset(resolve_split(args.split, args.data_dir), name=args.split)
-    parents = ds.parents
-    n_turns = ds.n_sub_problems * args.k
-    print(f"{ds.name}: {len(parents)} parents, {ds.n_sub_problems} sub-problems, k={args.k} -> {n_turns} turns; "
-          f"concurrency {args.concurrency}; cores {os.cpu_count()}")
+    ds = workload(args.split, args.data_dir)
+    chains = len(ds.parents) * args.k
+    gen = "wrk" if shutil.which("wrk") else "raw asyncio client"
+    print(f"{ds.name}: {len(ds.parents)} parents, {ds.n_sub_problems} sub-problems, k={args.k}: {chains} chains, "
+          f"{ds.n_sub_problems * args.k} turns per setting; {os.cpu_count()} cores; ceiling by {gen}")
+    if chains < max(args.concurrency):
+        print(f"note: only {chains} chains, fewer than concurrency {max(args.concurrency)}: raise -k")
+    body = typical_body(ds)
+    rows: list[tuple[str, int, int, float, float, float, int, int]] = []
 
-    with start_stub_server(Script(default=REPLY), subprocess=True) as srv, tempfile.TemporaryDirectory() as tmp:
-        be = OpenAIBackend("stub", srv.base_url, PRESETS["paper"], concurrency=args.concurrency, max_retries=0)
-        plan = prepare_eval(EvalSpec(dataset=ds, k=args.k, seeds=[0], concurrency=args.concurrency), Path(tmp) / "run", backend=be)
-        store = plan.open_store()
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        n = max(args.replicas, 1)
+        stubs = [stack.enter_context(start_stub_server(Script(default=REPLY), subprocess=True, record=False))
+                 for _ in range(n)]
+        endpoints: list[tuple[str, str]] = []
+        if not args.no_router:
+            endpoints.append((f"router ({n} stubs, {args.policy})", stack.enter_context(router(stubs, args.policy, tmp / "router.log", tuple(args.router_arg)))))
+        if not args.no_direct:
+            endpoints.append(("direct (1 stub)", stubs[0].base_url))
+        for name, base_url in endpoints:
+            for c in args.concurrency:
+                turns, wall, cpu, failed = harness(ds, base_url, c, args.k, tmp)
+                url = base_url + "/chat/completions"
+                rate, bad = (ceiling_wrk(url, body, c, args.seconds, tmp) if gen == "wrk"
+                             else ceiling_raw(url, body, c, args.seconds))
+                rows.append((name, c, turns, turns / wall, 1000 * cpu / max(turns, 1), rate, failed, bad))
+                print(f"  {name:<28} c={c:<5} harness {turns / wall:8,.0f} turns/s ({1000 * cpu / max(turns, 1):.2f} ms CPU/turn, "
+                      f"{failed} failed)   ceiling {rate:8,.0f} req/s ({bad} errors)", flush=True)
 
-        async def ours():
-            try:
-                return await generate_turns(plan.scope, store, be, Artefacts(), concurrency=args.concurrency)
-            finally:
-                await be.aclose()
-
-        g = asyncio.run(ours())
-        assert g.generated == n_turns and g.failed == 0, (g.generated, g.failed)
-        with Verifier(timeout=5.0) as v:
-            v.warm()
-            j = add_rule_verdicts(plan.scope, store, v, rule_settings(5.0))
-        rep = write_report(store)
-        store.close()
-
-        n_peer, dt_peer = asyncio.run(_peer(parents, srv.base_url, args.k, args.concurrency))
-
-    gen_rate = g.generated / g.seconds
-    peer_rate = n_peer / dt_peer
-    print(f"studybench generate : {g.generated} turns in {g.seconds:.2f} s = {gen_rate:,.0f} turns/s")
-    print(f"studybench verify   : {j.verified} turns in {j.seconds:.2f} s = {j.verified / max(j.seconds, 1e-9):,.0f} turns/s")
-    print(f"studybench end-to-end (generate + verify): {n_turns / (g.seconds + j.seconds):,.0f} turns/s")
-    print(f"peer (openai SDK chat.completions.create, no store): {n_peer} turns in {dt_peer:.2f} s = {peer_rate:,.0f} turns/s")
-    print(f"ratio studybench/peer (generation): {gen_rate / peer_rate:.2f}x")
-    print(f"target >= 500 generation turns/s: {'met' if gen_rate >= 500 else 'NOT met'}")
-    print(f"(report sanity: Sub@{args.k} = {rep['sub_at_k']['mean']:.2f})")
+    print()
+    print("| endpoint | concurrency | harness turns/s | harness CPU ms/turn | endpoint ceiling req/s | harness / ceiling |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, c, _turns, tps, cpu_ms, rate, _failed, _bad in rows:
+        print(f"| {name} | {c} | {tps:,.0f} | {cpu_ms:.2f} | {rate:,.0f} | {tps / rate:.2f} |")
     return 0
 
 

@@ -343,6 +343,30 @@ def test_concurrency_bound_is_respected(stub: StubServer) -> None:
     assert stub.max_concurrent == 3
 
 
+def test_connection_pools_hold_the_whole_concurrency(stub: StubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The requests in flight reach ``concurrency`` whatever the SDK's default pool: with a default of 2
+    connections per client (8 clients for 64), the backend used to stop at 16 requests in flight (with the
+    real default, 1,000 per client and at most 16 clients: 16,000)."""
+    import openai._base_client
+
+    monkeypatch.setattr(openai._base_client, "DEFAULT_CONNECTION_LIMITS",
+                        type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=2, max_keepalive_connections=2))
+    stub.set_latency(1.0)  # long enough for all 64 to be sent before the first answer
+    backend = _fast(stub, concurrency=64)
+
+    async def many() -> list[ChatResult]:
+        try:
+            return await asyncio.gather(
+                *(backend.complete(_request([{"role": "user", "content": f"q{i}"}], seed=i)) for i in range(128))
+            )
+        finally:
+            await backend.aclose()
+
+    results = asyncio.run(many())
+    assert all(r.error is None for r in results)
+    assert stub.max_concurrent == 64
+
+
 def test_concurrency_slot_is_released_during_backoff(stub: StubServer) -> None:
     # One request backs off for a long time; with concurrency 1 the others must still proceed.
     stub.fault_when("slow-lane", Fault("status", status=429, retry_after=0.5), times=1)

@@ -285,3 +285,24 @@ def test_endpoint_check_names_the_missing_v1() -> None:
             check_endpoint(backend)
         backend.base_url = srv.base_url
         assert check_endpoint(backend) == []
+
+
+def test_health_like_vllm_for_routers() -> None:
+    """``GET /health`` answers 200 with an empty body at the root, as vLLM does (vllm-router polls it)."""
+    with start_stub_server(Script(default="x")) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+        conn.request("GET", "/health")
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, b"")
+        conn.close()
+        assert srv.count == 0  # a health check is not a chat request
+
+
+def test_kill_is_a_crash_of_the_server_process() -> None:
+    with start_stub_server(Script(default="x")) as srv, pytest.raises(RuntimeError, match="subprocess"):
+        srv.kill()
+    with start_stub_server(Script(default="x"), subprocess=True) as srv:
+        assert _chat(srv.port, [{"role": "user", "content": "q"}])[0] == 200
+        srv.kill()
+        with pytest.raises(ConnectionRefusedError):
+            _chat(srv.port, [{"role": "user", "content": "q"}])

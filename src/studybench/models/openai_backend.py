@@ -32,7 +32,9 @@ call the SDK documents for undocumented parameters. The body therefore is exactl
 module builds (see :meth:`OpenAIBackend.build_payload`), and the SDK's per-request
 type-transformation and model construction, which cost more CPU than the whole HTTP exchange on
 long conversations, are skipped. Connections are spread over several client instances (one per 8
-concurrent requests) because the HTTP connection pool scans all its connections on every request.
+concurrent requests, at most 16) because the HTTP connection pool scans all its connections on every
+request; each client's pool holds (and keeps alive) its share of ``concurrency``, so the pools never
+cap the requests in flight below it.
 """
 
 from __future__ import annotations
@@ -355,6 +357,13 @@ class OpenAIBackend:
         loop = asyncio.get_running_loop()
         state = self._state
         if state is None or state.loop is not loop:
+            # Each client's pool holds its share of the concurrency (requests go to the least-loaded
+            # client): the SDK's default pool (1,000 connections, 100 kept alive) would cap the
+            # requests in flight at 16,000 and reopen connections above 1,600.
+            per_client = math.ceil(self.concurrency / self._shards)
+            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+                max_connections=per_client, max_keepalive_connections=per_client
+            )
             clients = [
                 openai.AsyncOpenAI(
                     api_key=self._api_key,
@@ -362,6 +371,7 @@ class OpenAIBackend:
                     default_query=self.query or None,
                     timeout=self.request_timeout,
                     max_retries=0,
+                    http_client=openai.DefaultAsyncHttpxClient(limits=limits),
                 )
                 for _ in range(self._shards)
             ]

@@ -1,7 +1,7 @@
 """The stub server's core: the request handler (:class:`StubCore`) and its HTTP/1.1 protocol (:class:`HttpProtocol`).
 
 One asyncio protocol with a minimal keep-alive parser (``Content-Length`` bodies only); the core
-answers ``/v1/chat/completions``, ``/v1/models`` and the ``/_stub/...`` control plane. The public
+answers ``/v1/chat/completions``, ``/v1/models``, ``/health`` and the ``/_stub/...`` control plane. The public
 handle is :class:`studybench.testing.stub_server.StubServer`.
 """
 
@@ -190,6 +190,8 @@ class StubCore:
             if method != "POST":
                 return _Action(0.0, _response(405, _error_body(405, "use POST")))
             return self._chat(headers, body)
+        if path == "/health" and method == "GET":  # like vLLM: 200, empty body (routers' health checks)
+            return _Action(0.0, _response(200, b""))
         if path == "/v1/models" and method == "GET":
             data = {
                 "object": "list",

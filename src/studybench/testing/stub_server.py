@@ -10,6 +10,7 @@ Endpoints:
   ``finish_reason``, ``usage``). The reply comes from a *reply function* of the request body; the
   default is a :class:`Script`.
 - ``GET /v1/models``: one model.
+- ``GET /health``: HTTP 200 with an empty body, as vLLM answers (what ``vllm-router`` polls).
 - ``GET /_stub/stats``, ``GET /_stub/requests``, ``POST /_stub/control``: the control plane used by
   :class:`StubServer` when the server runs in a subprocess (statistics, recorded bodies, faults).
 
@@ -235,6 +236,19 @@ class StubServer:
         if self._script_file is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._script_file)
+
+    def kill(self) -> None:
+        """SIGKILL the server process, as a crashed replica dies (subprocess mode only): open
+        connections are reset, nothing is answered any more. :meth:`close` still cleans up.
+
+        Raises:
+            RuntimeError: the server runs in a thread of this process.
+        """
+        if self._proc is None:
+            raise RuntimeError("kill() needs a subprocess stub server (start_stub_server(subprocess=True))")
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(10)
 
     def __enter__(self) -> StubServer:
         return self
