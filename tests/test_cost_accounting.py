@@ -226,3 +226,20 @@ def test_max_cost_stops_and_resumes_with_the_recorded_prices(setup: Any, tmp_pat
     assert rep["complete"] is True and rep["sub_at_k"] == full_rep["sub_at_k"]
     assert rep["cost"]["total"] == pytest.approx(full_rep["cost"]["total"], rel=1e-9)
     assert len(_rows(out)) == TURNS
+
+
+def test_unknown_usage_is_never_priced_as_zero() -> None:
+    from studybench.costs import TokenCounts, parse_pricing
+    from studybench.report.tokens import cost_block
+
+    pricing = parse_pricing(PRICES, "p.json")
+    none = TokenCounts.of([None, {}]).to_dict()
+    tokens = {"model": "stub-model", "total": none, "per_seed": {"0": none}, "per_turn": {"1": none}}
+    cost = cost_block(tokens, pricing)
+    assert cost["total"] is None and cost["per_seed"] == {"0": None}
+    assert cost["reason"] == "no request reported its token usage: the cost is unknown"
+    some = TokenCounts.of([None, {"prompt_tokens": 1_000_000, "completion_tokens": 0}]).to_dict()
+    cost = cost_block({**tokens, "total": some}, pricing)
+    assert cost["total"] == 2.0 and cost["reason"] is None and "1 requests reported no usage" in cost["note"]
+    assert cost_block({**tokens, "model": "other"}, parse_pricing({"models": {"stub-*": {"input": 1, "output": 1}}}))["reason"] \
+        == "no price for model other in pricing"

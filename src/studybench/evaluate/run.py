@@ -455,7 +455,7 @@ def run_plan(
             _check_still_resumable(plan)
             store = plan.open_store()
             try:
-                if spec.pricing is not None:
+                if spec.pricing is not None and plan.pricing is not None:  # given now: later reports use it
                     record_pricing(store, plan.pricing)
                 if not spec.only_verify:
                     assert plan.backend is not None

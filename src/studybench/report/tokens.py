@@ -131,15 +131,19 @@ def cost_block(tokens: dict[str, Any], pricing: Pricing) -> dict[str, Any]:
 
     Returns:
         ``{"currency", "model", "total", "per_seed", "per_turn", "pricing", "reason"}``; the costs are
-        ``None`` and ``reason`` says why when the pricing has no price for the model; ``note``, present
+        ``None`` and ``reason`` says why when the pricing has no price for the model or no request
+        reported its usage (never a cost of zero for unknown tokens); ``note``, present
         when some requests reported no usage, says the cost leaves them out.
     """
     model = tokens.get("model")
-    price = pricing.price(model if isinstance(model, str) else None)
+    found = price = pricing.price(model if isinstance(model, str) else None)
+    total = tokens["total"]
+    if total["requests"] and total["unreported"] == total["requests"]:
+        price = None  # no request reported usage: the cost is unknown, not zero
     matched = None
-    if price is not None:
+    if found is not None:
         matched = model if isinstance(model, str) and model in pricing.models else next(
-            (pat for pat, p in pricing.models.items() if p is price), None)
+            (pat for pat, p in pricing.models.items() if p is found), None)
     out: dict[str, Any] = {
         "currency": pricing.currency,
         "model": model,
@@ -150,13 +154,17 @@ def cost_block(tokens: dict[str, Any], pricing: Pricing) -> dict[str, Any]:
             "source": pricing.source,
             "sha256": pricing.sha256 or None,
             "matched": matched,
-            "price": None if price is None else pricing.to_dict()["models"][matched],
+            "price": None if found is None else pricing.to_dict()["models"][matched],
         },
-        "reason": None if price is not None else f"no price for model {model} in {pricing.source or 'the pricing file'}",
+        "reason": None,
     }
+    if found is None:
+        out["reason"] = f"no price for model {model} in {pricing.source or 'the pricing file'}"
+    elif price is None:
+        out["reason"] = "no request reported its token usage: the cost is unknown"
     if price is not None and tokens["total"]["unreported"]:
         out["note"] = (f"{tokens['total']['unreported']} requests reported no usage: the cost leaves them out "
-                         "(a lower bound)")
+                       "(a lower bound)")
     return out
 
 
@@ -201,6 +209,8 @@ def token_table(rep: dict[str, Any]) -> tuple[list[str], list[list[str]], list[s
     if cost:
         p = cost["pricing"]
         sha = f", sha256 {p['sha256'][:12]}" if p.get("sha256") else ""
+        if cost["total"] is None and p["price"] is not None:
+            notes.append(f"Cost unknown: {cost['reason']}.")
         if p["price"] is None:
             notes.append(f"No price for model {cost['model']} in {p['source']}{sha}: the cost is unknown (not zero). "
                          "Add the model (or a glob pattern matching it) to the pricing file and run "
