@@ -36,6 +36,7 @@ job stops cleanly: re-running it with a higher limit resumes where it stopped.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import math
 import threading
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.files import read_user_text
+from studybench.files import decode_utf8, read_user_bytes
 
 __all__ = [
     "USAGE_FIELDS",
@@ -207,11 +208,13 @@ class Pricing:
         currency: the currency the prices are in (``"USD"`` when the file does not say).
         models: ``{name or glob pattern: ModelPrice}`` in file order.
         source: the file it was read from.
+        sha256: the sha256 of that file's bytes (``""`` when not read from a file).
     """
 
     currency: str = "USD"
     models: dict[str, ModelPrice] = field(default_factory=dict)
     source: str = ""
+    sha256: str = ""
 
     def price(self, model: str | None) -> ModelPrice | None:
         """The prices of ``model``: its exact entry, else the first glob pattern matching it, else ``None``."""
@@ -234,6 +237,7 @@ class Pricing:
         return {
             "currency": self.currency,
             "source": self.source,
+            "sha256": self.sha256,
             "models": {
                 name: {"input": p.input, "output": p.output, "cached_input": p.input if p.cached_input is None else p.cached_input}
                 for name, p in self.models.items()
@@ -300,7 +304,8 @@ def load_pricing(path: Path | str) -> Pricing:
     """
     path = Path(path)
     try:
-        text = read_user_text(path, limit=1 << 20)
+        data = read_user_bytes(path, limit=1 << 20)
+        text = decode_utf8(data, path)
     except (OSError, ValueError) as e:
         raise PricingError(f"cannot read pricing file {path}: {e}") from None
     try:
@@ -314,7 +319,9 @@ def load_pricing(path: Path | str) -> Pricing:
         raise PricingError(f"{path}: TOML pricing files need Python >= 3.11; use JSON") from None
     except ValueError as e:
         raise PricingError(f"{path}: not valid {'TOML' if path.suffix.lower() == '.toml' else 'JSON'}: {e}") from None
-    return parse_pricing(obj, str(path))
+    pricing = parse_pricing(obj, str(path))
+    pricing.sha256 = hashlib.sha256(data).hexdigest()
+    return pricing
 
 
 class BudgetTracker:

@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from studybench.answers import strip_reasoning
+from studybench.costs import Pricing
 from studybench.datasets import Dataset
 from studybench.evaluate import EvalError, run_dataset
 from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
 from studybench.records import Parent, SubProblemRef
 from studybench.report import SCORINGS, build_report
+from studybench.report.tokens import token_table
 from studybench.store import RunRows, RunStore, TurnKey, TurnVerdict, turn_verdicts
 
 __all__ = ["HTML_MODULES", "html_report", "write_html_report"]
@@ -136,6 +138,7 @@ def html_report(
     split_path: Path | None = None,
     data_dir: Path | None = None,
     artefacts: Artefacts | None = None,
+    pricing: Pricing | None = None,
 ) -> str:
     """The HTML page of a run directory (nothing is written).
 
@@ -148,6 +151,7 @@ def html_report(
         artefacts: the method artefacts the run used (system prompt, playbook, guidance), which the
             run directory does not keep; without them a run made with artefacts shows the default
             system message and user turns with a warning.
+        pricing: prices for the "Tokens and cost" table (``None``: the run's recorded ones, if any).
 
     Returns:
         The page. Without the test set (not found, or not the run's) the page still holds the replies
@@ -162,7 +166,7 @@ def html_report(
     if scoring is not None and scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     store = RunStore(Path(run_dir))
-    rep = build_report(store, scoring)
+    rep = build_report(store, scoring, pricing=pricing)
     man = store.read_manifest()
     judge = man.active_judge
     judge_id = judge["judge_id"] if judge is not None else None
@@ -253,6 +257,7 @@ def html_report(
         notes=notes,
         plots=[jinja2.utils.markupsafe.Markup(svg) for svg in _plots(rep)],
         data_json=jinja2.utils.markupsafe.Markup(_script_json(data)),
+        cost_table=token_table(rep),
         disciplines=sorted({p.problem_type for p in man.parents}),
         sources=sorted({p.source for p in man.parents}),
         answer_types=sorted({s.answer_type for p in man.parents for s in p.subs}),
@@ -267,6 +272,7 @@ def write_html_report(
     split_path: Path | None = None,
     data_dir: Path | None = None,
     artefacts: Artefacts | None = None,
+    pricing: Pricing | None = None,
 ) -> Path:
     """Write the HTML page of a run (:func:`html_report`) atomically.
 
@@ -277,6 +283,7 @@ def write_html_report(
         split_path: see :func:`html_report`.
         data_dir: see :func:`html_report`.
         artefacts: see :func:`html_report`.
+        pricing: see :func:`html_report`.
 
     Returns:
         The path written.
@@ -285,7 +292,7 @@ def write_html_report(
         RuntimeError, FileNotFoundError, ValueError: see :func:`html_report`; OSError when the file
             cannot be written.
     """
-    page = html_report(run_dir, scoring, split_path=split_path, data_dir=data_dir, artefacts=artefacts)
+    page = html_report(run_dir, scoring, split_path=split_path, data_dir=data_dir, artefacts=artefacts, pricing=pricing)
     out = Path(out_path) if out_path is not None else Path(run_dir) / "report.html"
     atomic_write_text(out, page)
     return out

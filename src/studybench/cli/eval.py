@@ -25,7 +25,10 @@ from studybench.cli.common import (
 from studybench.cli.label import parse_labels
 from studybench.cli.show import print_llm_pass, print_report, print_unjudgeable_alarm
 
-__all__ = ["eval_cmd"]
+__all__ = ["BUDGET_EXIT", "eval_cmd"]
+
+BUDGET_EXIT = 3
+"""``studybench eval``'s exit status when --max-total-tokens or --max-cost stopped the run (resumable)."""
 
 
 def _seeds(n: int, base: int, seed_list: str | None) -> list[int]:
@@ -109,6 +112,9 @@ def eval_cmd(
         str | None,
         typer.Option("--verifier-mode", rich_help_panel="LLM judge", help="rule (reward-safe, never calls an LLM) | rule+llm (leaderboard). Default: rule+llm with --judge-model, else the run's previous mode, else rule."),
     ] = None,
+    pricing: Annotated[Path | None, typer.Option("--pricing", rich_help_panel="Cost", help="Pricing file (JSON or TOML: currency, and per model or glob pattern the input, output and cached_input prices per million tokens): the report gets the run's cost per run, seed and turn; the run directory records the prices for its later reports.")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", rich_help_panel="Cost", help="Stop the run cleanly (exit 3) once its requests cost this much, in the pricing file's currency (needs --pricing, or prices the run recorded). Requests in flight finish and are kept; re-run with a higher limit to resume.")] = None,
+    max_total_tokens: Annotated[int | None, typer.Option("--max-total-tokens", rich_help_panel="Cost", help="Stop the run cleanly (exit 3) once its requests spent this many prompt + completion tokens (every request stored in the run directory counts). Re-run with a higher limit (or none) to resume.")] = None,
     label: Annotated[list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="KEY=VALUE stored in the manifest and the report (repeatable), e.g. --label method=GEPA; a resumed run merges them (later wins). Change later: `studybench label`.")] = None,
     *,
     judge_options: dict[str, Any],
@@ -120,10 +126,12 @@ def eval_cmd(
     report scores rule OR LLM (paper 2.2 leaderboard numbers). Exit 1 when turns failed, when the run
     measured nothing (every completion cut by the token limit or empty), or when more than 20% of the
     judge's verdicts (at least 5), or all of them, are unjudgeable: the judge is not answering in its format.
+    Exit 3 when --max-total-tokens or --max-cost stopped the run (resumable with a higher limit).
 
     One command at a time may write a run directory. If the endpoint stops answering, Ctrl-C, SIGTERM
     or a full disk stop the run, what is done is kept: re-run the same command to resume."""
     from studybench.evaluate import (
+        BudgetStoppedError,
         EndpointStoppedError,
         EvalError,
         EvalSpec,
@@ -153,7 +161,8 @@ def eval_cmd(
             system_prompt=system_prompt, playbook=playbook, playbook_max_tokens=playbook_max_tokens,
             guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
-            retry_timeouts=retry_timeouts, labels=parse_labels(label),
+            retry_timeouts=retry_timeouts, labels=parse_labels(label), pricing=pricing, max_cost=max_cost,
+            max_total_tokens=max_total_tokens,
         )
         plan = prepare_eval(spec, out)
     except EvalError as e:
@@ -226,6 +235,11 @@ def eval_cmd(
         if e.result.report is not None:
             print_report(e.result.report, plan.run_dir)
         fail(str(e), 1)
+    except BudgetStoppedError as e:
+        if e.result.report is not None:
+            print_report(e.result.report, plan.run_dir)
+        console.print(f"[bold yellow]{escape(str(e))}[/bold yellow]", soft_wrap=True)
+        raise typer.Exit(BUDGET_EXIT) from None
     except RunDirInUseError as e:
         fail(str(e), 1)
     except EvalError as e:

@@ -151,18 +151,24 @@ def report_cmd(
     ] = None,
     html: Annotated[bool, typer.Option("--html", help="Also write one self-contained HTML page (tables, plot, a drill-down per parent with filters); needs the analysis extra.")] = False,
     html_out: Annotated[Path | None, typer.Option("--html-out", help="Where --html writes the page (default RUN_DIR/report.html).")] = None,
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Pricing file (JSON or TOML, prices per million tokens per model): the report's cost per run, seed and turn from these prices, which the run directory records for its later reports. Default: the prices the run recorded (eval --pricing), if any.")] = None,
 ) -> None:
     """Recompute report.json / report.md of a run directory and print the summary; with -k, print reports for smaller k."""
+    from studybench.costs import PricingError, load_pricing
     from studybench.report import SCORINGS, build_report, write_report
 
     if scoring is not None and scoring not in SCORINGS:
         fail(f"--scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     ks = _ks(k)
     try:
-        reps = [build_report(run_dir, scoring, kk) for kk in ks] if ks else [write_report(run_dir, scoring)]
+        prices = load_pricing(pricing) if pricing is not None else None
+    except PricingError as e:
+        fail(str(e))
+    try:
+        reps = [build_report(run_dir, scoring, kk, prices) for kk in ks] if ks else [write_report(run_dir, scoring, prices)]
     except (OSError, ValueError) as e:
         fail(str(e))
-    page = _html_page(run_dir, html_out, scoring) if html or html_out is not None else None
+    page = _html_page(run_dir, html_out, scoring, prices) if html or html_out is not None else None
     if as_json:
         out_console.print_json(json.dumps(reps if len(reps) > 1 else reps[0]))
         return
@@ -172,12 +178,12 @@ def report_cmd(
         console.print(f"HTML report: {escape(str(page))}")
 
 
-def _html_page(run_dir: Path, out: Path | None, scoring: str | None) -> Path:
+def _html_page(run_dir: Path, out: Path | None, scoring: str | None, pricing: Any = None) -> Path:
     """Write the HTML page of ``studybench report --html`` (a clean message when the analysis extra is missing)."""
     try:
         from studybench.analysis.html import write_html_report
 
-        return write_html_report(run_dir, out, scoring)
+        return write_html_report(run_dir, out, scoring, pricing=pricing)
     except ImportError as e:
         fail(f"--html needs the 'analysis' extra ({e}): pip install 'studybench[analysis]'", 1)
     except (OSError, ValueError, RuntimeError) as e:

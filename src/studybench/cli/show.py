@@ -117,6 +117,19 @@ def print_truncation(tr: dict[str, Any]) -> None:
         console.print(f"[bold red]WARNING: {escape(tr['warning'])}[/bold red]", soft_wrap=True)
 
 
+def _print_tokens(rep: dict[str, Any]) -> None:
+    """One line: the run's tokens and, with prices, its cost (or why it has none)."""
+    tok, cost = (rep.get("tokens") or {}).get("total"), rep.get("cost")
+    if not tok or (not cost and tok["requests"] == tok["unreported"]):
+        return
+    line = (f"tokens: {tok['total_tokens']:,} in {plural(tok['requests'], 'request')} (prompt {tok['prompt_tokens']:,}, "
+            f"{tok['cached_tokens']:,} cached; completion {tok['completion_tokens']:,}, {tok['reasoning_tokens']:,} reasoning)"
+            + (f"; {tok['unreported']} reported no usage" if tok["unreported"] else ""))
+    if cost:
+        line += "; cost " + (f"{cost['total']:,.6f} {cost['currency']}" if cost["total"] is not None else f"unknown: {cost['reason']}")
+    console.print(escape(line), soft_wrap=True)
+
+
 def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> None:
     """The report's table, its warnings (failed turns, missing verdicts, truncation, LLM counts) and where it is.
 
@@ -163,6 +176,7 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> No
         if v["error"] or v["not judged"]:
             console.print(f"[yellow]{v['error'] + v['not judged']} rule rejections have no LLM verdict and count as incorrect; "
                           f"run `studybench judge {escape(str(run_dir))}` to judge them.[/yellow]", soft_wrap=True)
+    _print_tokens(rep)
     if written:
         console.print(f"report: {escape(str(run_dir / 'report.json'))}, {escape(str(run_dir / 'report.md'))}", soft_wrap=True)
     else:

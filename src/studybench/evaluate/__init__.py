@@ -26,7 +26,6 @@ from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.resume import resume_refusal
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts, problem_text
 from studybench.evaluate.run import (
-    EndpointStoppedError,
     EvalPlan,
     EvalResult,
     JudgeRunResult,
@@ -42,8 +41,10 @@ from studybench.evaluate.run import (
 )
 from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
 from studybench.evaluate.spec import EvalError, EvalSpec, parse_parent_slice, select_parents
+from studybench.evaluate.stopping import BudgetStoppedError, EndpointStoppedError
 
 __all__ = [
+    "BudgetStoppedError",
     "EndpointStoppedError",
     "EvalError",
     "EvalPlan",

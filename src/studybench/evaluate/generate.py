@@ -17,6 +17,11 @@ is noticed within seconds instead of after every turn's retries. For backends wi
 count is kept over failed *turns* (:func:`is_unreachable_error`). On stopping, no new turn is asked,
 turns in flight are cancelled (their rows are not written), and :attr:`GenerationStats.stopped` says
 why. Everything finished before is saved; running the pass again resumes.
+
+A budget (``budget``, a :class:`~studybench.costs.BudgetTracker`): every reply is charged to it, and
+it is checked before each request is sent; once a limit is reached no request is sent, the requests
+in flight finish and are stored, and :attr:`GenerationStats.budget_stopped` says which limit
+(:mod:`studybench.evaluate.stopping`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from studybench.answers import clean_surrogates
+from studybench.costs import BudgetTracker
 from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
 from studybench.models import ChatBackend, ChatRequest, EndpointHealth
 from studybench.protocol import Artefacts, build_messages, messages_digest
@@ -106,6 +112,8 @@ class GenerationStats:
         stopped: ``None`` when the pass ran to the end; else why it stopped early (the endpoint
             stopped answering: ``max_consecutive_failures`` unreachable-endpoint failures in a row).
         last_answer: epoch seconds of the last answered turn (the pass's start when none was answered).
+        budget_stopped: ``None`` unless the pass stopped because its token or cost budget was spent
+            (:meth:`studybench.costs.BudgetTracker.exceeded`'s sentence).
     """
 
     total: int = 0
@@ -115,6 +123,7 @@ class GenerationStats:
     seconds: float = 0.0
     stopped: str | None = None
     last_answer: float = 0.0
+    budget_stopped: str | None = None
 
     @property
     def done(self) -> int:
@@ -142,6 +151,7 @@ async def generate_turns(
     progress: ProgressFn | None = None,
     on_error: Callable[[TurnKey, str], None] | None = None,
     max_consecutive_failures: int | None = DEFAULT_MAX_CONSECUTIVE_FAILURES,
+    budget: BudgetTracker | None = None,
 ) -> GenerationStats:
     """Generate every missing or stale turn of ``scope`` (see the module docstring).
 
@@ -155,9 +165,12 @@ async def generate_turns(
         on_error: called with (turn key, error) for every turn that failed after the backend's retries.
         max_consecutive_failures: stop after this many request attempts in a row got no answer from
             the endpoint (``None`` or 0: never stop); see the module docstring.
+        budget: charged with every reply (under the backend's described model); no request is sent
+            once it is exceeded (``stats.budget_stopped``).
 
     Returns:
-        Counts and the wall time of the pass; ``stats.stopped`` is set when the pass stopped early.
+        Counts and the wall time of the pass; ``stats.stopped`` (the endpoint) or
+        ``stats.budget_stopped`` is set when the pass stopped early.
 
     Raises:
         OSError: a row could not be written (e.g. the disk is full); rows written before are kept.
@@ -193,6 +206,7 @@ async def generate_turns(
                 t.cancel()
 
     health = getattr(backend, "health", None)
+    model = str(backend.describe().get("model") or "") if budget is not None else ""
 
     async def watch(h: EndpointHealth) -> None:
         """Stop the pass when the endpoint's request attempts have gone unanswered for a while."""
@@ -222,7 +236,13 @@ async def generate_turns(
                 continue
             rseed = request_seed(seed, attempt, parent.uid, ref.index)
             async with sem:
+                spent = budget.exceeded() if budget is not None else None
+                if spent is not None or stats.budget_stopped is not None:
+                    stats.budget_stopped = stats.budget_stopped or spent
+                    return  # no new request; those in flight finish and are stored
                 res = await backend.complete(ChatRequest(msgs, rseed, ref, ref.index))
+            if budget is not None:
+                budget.charge(model, res.usage)
             completion = clean_surrogates(res.completion or "")
             row = GenerationRow(
                 **key.to_dict(),
@@ -274,4 +294,6 @@ async def generate_turns(
             await asyncio.gather(watcher, return_exceptions=True)
         store.generation_log.sync()
         stats.seconds = time.perf_counter() - t0
+        if stats.budget_stopped is not None and budget is not None:  # what was spent once the requests in flight came back
+            stats.budget_stopped = budget.exceeded() or stats.budget_stopped
     return stats

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from studybench import __version__
+from studybench.costs import Pricing
 from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
 from studybench.evaluate.generate import GenerationStats, generate_turns
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
@@ -29,6 +30,7 @@ from studybench.evaluate.resume import resume_refusal
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
+from studybench.evaluate.stopping import plan_pricing, run_budget, stop_error
 from studybench.llm_judge import LLMJudge, LLMJudgeConfigError, LLMJudgeSpec, LLMJudgeSpecError
 from studybench.models import ChatBackend, EndpointError, ReferenceBackend, check_endpoint
 from studybench.protocol import (
@@ -42,6 +44,7 @@ from studybench.protocol import (
 )
 from studybench.records import SubProblemRef
 from studybench.report import write_report
+from studybench.report.tokens import record_pricing
 from studybench.secrets import env_secrets, known_secrets, redact_command, url_secrets
 from studybench.store import (
     Manifest,
@@ -56,7 +59,6 @@ from studybench.store import (
 )
 
 __all__ = [
-    "EndpointStoppedError",
     "EvalPlan",
     "EvalResult",
     "JudgeRunResult",
@@ -125,6 +127,8 @@ class EvalPlan:
         judge: the LLM judge (``None`` unless ``rule+llm`` with a judge given now).
         guidance: (sub-problems of the selection with hints, guidance keys matching no sub-problem).
         notes: things the user should know (e.g. a judge ignored in ``rule`` mode).
+        pricing: the prices (``spec.pricing``, else the run directory's recorded ones), for the
+            report's cost and ``spec.max_cost``.
     """
 
     spec: EvalSpec
@@ -138,6 +142,7 @@ class EvalPlan:
     judge: LLMJudge | None
     guidance: tuple[int, list[GuidanceKey]] | None = None
     notes: list[str] = field(default_factory=list)
+    pricing: Pricing | None = None
 
     @property
     def resuming(self) -> bool:
@@ -202,29 +207,6 @@ class EvalResult:
     def sub_at_k(self) -> float | None:
         """Sub@k in percent, mean over seeds (``None`` without a report)."""
         return None if self.report is None else self.report["sub_at_k"]["mean"]
-
-
-class EndpointStoppedError(RuntimeError):
-    """The model endpoint stopped answering mid-run: the run stopped early, and what it did is saved.
-
-    Turns finished before are kept, the turns done were verified and the report (written unless
-    ``only_generate``) says the run is incomplete. Running the same evaluation again resumes.
-
-    Attributes:
-        result: what the run did (``result.report`` has ``"complete": false``).
-        last_answer: epoch seconds of the endpoint's last answer.
-        done: turns of the selection with a usable completion.
-        left: turns still to generate.
-    """
-
-    def __init__(self, result: EvalResult) -> None:
-        g = result.generation
-        assert g is not None and g.stopped is not None
-        self.result, self.last_answer, self.done, self.left = result, g.last_answer, g.done, g.left
-        super().__init__(
-            f"the endpoint stopped answering at {time.strftime('%H:%M:%S', time.localtime(g.last_answer))} ({g.stopped}); "
-            f"{g.done} turns done, {g.left} left; the run is incomplete (the report says so); "
-            "re-run the same command to resume once the endpoint is back")
 
 
 def _load(spec: EvalSpec) -> Dataset:
@@ -311,6 +293,7 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
             raise EvalError(f"out: {run_dir} is not empty and holds no run (no manifest.json; it has {other[0]}"
                             f"{f' and {len(other) - 1} more' if len(other) > 1 else ''}); give a new or empty directory", "out")
     store.check_unlocked()
+    pricing = plan_pricing(spec.pricing, spec.max_cost, store, previous is not None)
     notes: list[str] = []
     if spec.only_verify:
         be, backend_desc = None, dict(previous.backend) if previous is not None else {}
@@ -342,7 +325,7 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         if changed:
             notes.append(f"labels merged into the run's (later wins): {'; '.join(changed)}")
     return EvalPlan(spec, run_dir, ds, RunScope(ds.name, parents, spec.k, list(spec.seeds)), art, manifest,
-                    previous, be, judge, coverage, notes)
+                    previous, be, judge, coverage, notes, pricing)
 
 
 def _secrets(spec: EvalSpec, backend: Any, judge: LLMJudge | None) -> tuple[str, ...]:
@@ -453,6 +436,7 @@ def run_plan(
         EvalError: an endpoint check failed, or the run directory now holds another run.
         EndpointStoppedError: the endpoint stopped answering mid-run (``spec.max_consecutive_failures``
             turns in a row could not reach it); what was done is saved, verified and reported as incomplete.
+        BudgetStoppedError: ``spec.max_total_tokens`` or ``spec.max_cost`` was reached; likewise.
         studybench.store.RunDirInUseError: another process is writing the run directory (it is
             locked for the whole run: :meth:`studybench.store.RunStore.lock`).
         studybench.llm_judge.LLMJudgeConfigError: the judge endpoint refuses every request.
@@ -471,21 +455,24 @@ def run_plan(
             _check_still_resumable(plan)
             store = plan.open_store()
             try:
+                if spec.pricing is not None and plan.pricing is not None:  # given now: later reports use it
+                    record_pricing(store, plan.pricing)
                 if not spec.only_verify:
                     assert plan.backend is not None
+                    budget = run_budget(store, plan.manifest.backend.get("model"), plan.pricing, spec.max_cost, spec.max_total_tokens)
                     result.generation = run_sync(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
                                                             concurrency=spec.concurrency, progress=progress,
-                                                            on_error=on_turn_error,
+                                                            on_error=on_turn_error, budget=budget,
                                                             max_consecutive_failures=spec.max_consecutive_failures))
-                stopped = result.generation is not None and result.generation.stopped is not None
+                stop = stop_error(result)
                 if spec.only_generate:
-                    if stopped:
-                        raise EndpointStoppedError(result)
+                    if stop is not None:
+                        raise stop
                     return result
                 with Verifier(workers=spec.verify_workers, timeout=spec.verify_timeout) as verifier:
                     result.rule = add_rule_verdicts(plan.scope, store, verifier, rule_settings(spec.verify_timeout),
                                                     progress=progress, retry_timeouts=spec.retry_timeouts)
-                if plan.judge is not None and not stopped:
+                if plan.judge is not None and stop is None:
                     judge = plan.judge
 
                     async def llm() -> LLMStats:
@@ -506,8 +493,8 @@ def run_plan(
                         store.write_manifest(plan.manifest.model_copy(update={"verifier": verifier}))
                         raise
                 result.report = write_report(store)
-                if stopped:
-                    raise EndpointStoppedError(result)
+                if stop is not None:
+                    raise stop
             finally:
                 store.close()
     finally:

@@ -99,6 +99,13 @@ class EvalSpec(BaseModel):
         judge: the LLM judge for rule rejections (leaderboard mode).
         only_generate: generate turns; do not verify or report.
         only_verify: verify stored turns and report; generate nothing (needs no endpoint).
+        pricing: a pricing file (JSON or TOML; :mod:`studybench.costs`): the report gets a ``cost`` block
+            and the run directory records the prices (``pricing.json``) for its later reports.
+        max_cost: stop the run cleanly once its requests cost this much (needs prices); resumable.
+        max_total_tokens: stop the run cleanly once its requests spent this many prompt + completion
+            tokens (every request stored in the run directory counts); resumable. Neither limit is
+            part of the run's identity: raise it and run again to continue
+            (:mod:`studybench.evaluate.stopping`).
         labels: free ``key: value`` strings stored in the manifest (method, layer, base model, ...;
             see :func:`studybench.store.check_labels`); a resumed run merges them into its own (later wins).
     """
@@ -144,6 +151,9 @@ class EvalSpec(BaseModel):
     judge: LLMJudgeSpec | None = None
     only_generate: bool = False
     only_verify: bool = False
+    pricing: Path | None = None
+    max_cost: float | None = Field(None, ge=0.0, allow_inf_nan=False)
+    max_total_tokens: int | None = Field(None, ge=0)
     labels: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("labels", mode="before")

@@ -8,7 +8,8 @@ type), run bookkeeping (model, split, turn/judgement counts, failed turns, missi
 warning above :data:`TRUNCATION_WARN_SHARE`), ``pass_at_k`` (the unbiased pass@k for k = 1..K, per
 sub-problem and per parent, by the headline scoring: :func:`studybench.metrics.pass_at_k_table`);
 ``labels``, present when the run has any, are the manifest's labels
-(:attr:`studybench.store.Manifest.labels`). What each turn scores comes from
+(:attr:`studybench.store.Manifest.labels`); ``tokens`` (per run, seed and turn) and, with a pricing file,
+``cost``: :mod:`studybench.report.tokens` (``usage``, the older sum over the current rows, is kept). What each turn scores comes from
 :func:`studybench.store.turn_verdicts` (the one currency rule).
 """
 
@@ -20,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from studybench.answers import strip_reasoning
+from studybench.costs import Pricing
 from studybench.files import atomic_write_text, dumps_json
 from studybench.metrics import breakdown, mean_std, par_at_k, pass_at_k_table, sub_at_k, sub_at_k_by
 from studybench.report.render import render_markdown
+from studybench.report.tokens import cost_block, record_pricing, recorded_pricing, token_block
 from studybench.store import Manifest, RunRows, RunStore, TurnVerdict, turn_verdicts
 
 __all__ = ["SCORINGS", "TRUNCATION_WARN_SHARE", "build_report", "parent_outcomes", "write_report"]
@@ -59,7 +62,8 @@ def _grid(manifest: Manifest, values: list[bool], seed_index: int) -> Grid:
     return out
 
 
-def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int | None = None) -> dict[str, Any]:
+def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int | None = None,
+                 pricing: Pricing | None = None) -> dict[str, Any]:
     """Compute the report of a run directory from its manifest and logs (nothing is written).
 
     A turn without a counting rule verdict (not generated, not yet judged, or judged on an older
@@ -77,14 +81,16 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
         k: report Par@k / Sub@k for ``k`` <= the run's k from the first ``k`` attempts of every
             parent and seed (attempts ``0..k-1``: exactly the turns a run made with this ``k`` would
             hold); the report then carries ``run_k``, the run's own k. ``None``: the run's k.
+        pricing: prices for the ``cost`` block (``None``: the run directory's recorded ones, if any;
+            :mod:`studybench.report.tokens`).
 
     Returns:
         The report as a JSON-ready dict.
 
     Raises:
         FileNotFoundError: not a run directory.
-        ValueError: an unreadable or invalid manifest (the message names the file and field), an
-            unknown ``scoring``, or a ``k`` that is not between 1 and the run's k.
+        ValueError: an unreadable or invalid manifest or recorded pricing (the message names the
+            file and field), an unknown ``scoring``, or a ``k`` that is not between 1 and the run's k.
     """
     if scoring is not None and scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
@@ -180,9 +186,13 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
         "label_normalisation": [{"raw": r, "normalised": n} for r, n in raw_labels],
         "unsolved_sub_problems": unsolved,
         "usage": dict(usage),
+        "tokens": token_block(store, man, (t.key for t in table)),
         "truncation": _truncation(table, seeds, headline),
         "pass_at_k": pass_at_k_table(main, k),  # k = 1..K from the same verdicts (metrics module docstring)
     }
+    pricing = pricing if pricing is not None else recorded_pricing(store)
+    if pricing is not None:
+        rep["cost"] = cost_block(rep["tokens"], pricing)
     if man.labels:  # only when set: reports of unlabelled runs stay as they were
         rep["labels"] = dict(man.labels)
     timeouts = sum(1 for t in table if t.rule.timed_out)
@@ -351,12 +361,14 @@ def _reason_kind(reason: str) -> str:
     return r[:100]
 
 
-def write_report(run: RunStore | Path | str, scoring: str | None = None) -> dict[str, Any]:
+def write_report(run: RunStore | Path | str, scoring: str | None = None, pricing: Pricing | None = None) -> dict[str, Any]:
     """Build the report (:func:`build_report`) and write ``report.json`` and ``report.md`` atomically.
 
     Args:
         run: the run directory (or its :class:`RunStore`).
         scoring: see :func:`build_report`.
+        pricing: prices for the report's cost; recorded in the run directory (``pricing.json``), so
+            later reports of the run use them too. ``None``: the recorded ones, if any.
 
     Returns:
         The report.
@@ -365,7 +377,9 @@ def write_report(run: RunStore | Path | str, scoring: str | None = None) -> dict
         FileNotFoundError, ValueError: see :func:`build_report`; OSError when a file cannot be written.
     """
     store = _store(run)
-    rep = build_report(store, scoring)
+    rep = build_report(store, scoring, pricing=pricing)
+    if pricing is not None:
+        record_pricing(store, pricing)
     atomic_write_text(store.root / "report.json", dumps_json(rep) + "\n")
     atomic_write_text(store.root / "report.md", render_markdown(rep))
     return rep

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from studybench.report.tokens import token_table
+
 __all__ = ["md_cell", "render_markdown", "rich_table"]
 
 
@@ -50,6 +52,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines += _truncation_section(rep["truncation"])
     if rep.get("pass_at_k"):
         lines += _pass_at_k_section(rep["pass_at_k"])
+    lines += _tokens_section(rep)
     if rep.get("llm_judge"):
         lj = rep["llm_judge"]
         jd = lj["judge"]
@@ -148,6 +151,18 @@ def _truncation_section(tr: dict[str, Any]) -> list[str]:
     for name, g in [("overall", tr["overall"]), *tr["per_seed"].items()]:
         lines.append(f"| {md_cell(name)} | {g['turns']} | {share(g['truncated'], g['truncated_share'])} | "
                      f"{share(g['empty'], g['empty_share'])} | {g['incorrect']} | {g['incorrect_truncated']} | {g['incorrect_empty']} |")
+    return [*lines, ""]
+
+
+def _tokens_section(rep: dict[str, Any]) -> list[str]:
+    """The ``## Tokens and cost`` section: per run, seed and turn (none when no usage was reported nor priced)."""
+    table = token_table(rep)
+    if table is None:
+        return []
+    header, rows, notes = table
+    lines = ["## Tokens and cost", "", *(x for n in notes for x in (md_cell(n), "")),
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return [*lines, ""]
 
 

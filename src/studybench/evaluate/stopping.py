@@ -1,0 +1,142 @@
+"""Runs that stop early and resume: a dead endpoint, a spent token or cost budget.
+
+Both stop a run the same way: no new turn is asked, what finished is saved and verified, the report
+(unless ``only_generate``) says the run is incomplete, and running the same command again resumes.
+
+**Budgets** (``EvalSpec.max_total_tokens``, ``EvalSpec.max_cost``; ``studybench eval
+--max-total-tokens N``, ``--max-cost X``): a :class:`~studybench.costs.BudgetTracker` starts from
+the tokens every request stored in the run directory spent (failed and superseded ones included),
+and counts each reply of this invocation. The generation pass checks it before it sends a request;
+once a limit is reached it sends none, lets the requests in flight finish (they are stored, so a run
+may go past its limit by the replies in flight, at most ``concurrency``) and stops with
+:class:`BudgetStoppedError`. Limits are not part of a run's identity: running again with a higher
+limit (or none) continues where the run stopped. ``--max-cost`` needs prices: ``--pricing FILE``,
+or the pricing the run directory recorded when an earlier invocation was given one.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from studybench.costs import BudgetTracker, Pricing, PricingError, TokenCounts, load_pricing
+from studybench.evaluate.spec import EvalError
+from studybench.report.tokens import recorded_pricing
+from studybench.store import RunStore
+
+if TYPE_CHECKING:
+    from studybench.evaluate.run import EvalResult
+
+__all__ = ["BudgetStoppedError", "EndpointStoppedError", "plan_pricing", "run_budget", "stop_error"]
+
+
+class EndpointStoppedError(RuntimeError):
+    """The model endpoint stopped answering mid-run: the run stopped early, and what it did is saved.
+
+    Turns finished before are kept, the turns done were verified and the report (written unless
+    ``only_generate``) says the run is incomplete. Running the same evaluation again resumes.
+
+    Attributes:
+        result: what the run did (``result.report`` has ``"complete": false``).
+        last_answer: epoch seconds of the endpoint's last answer.
+        done: turns of the selection with a usable completion.
+        left: turns still to generate.
+    """
+
+    def __init__(self, result: EvalResult) -> None:
+        g = result.generation
+        assert g is not None and g.stopped is not None
+        self.result, self.last_answer, self.done, self.left = result, g.last_answer, g.done, g.left
+        super().__init__(
+            f"the endpoint stopped answering at {time.strftime('%H:%M:%S', time.localtime(g.last_answer))} ({g.stopped}); "
+            f"{g.done} turns done, {g.left} left; the run is incomplete (the report says so); "
+            "re-run the same command to resume once the endpoint is back")
+
+
+class BudgetStoppedError(RuntimeError):
+    """The run's token or cost budget is spent: it stopped early, and what it did is saved.
+
+    Like :class:`EndpointStoppedError`: the turns done are kept and verified, the report says the run
+    is incomplete, and running again with a higher limit resumes.
+
+    Attributes:
+        result: what the run did.
+        reason: which limit, and what was spent (:meth:`studybench.costs.BudgetTracker.exceeded`).
+        done: turns of the selection with a usable completion.
+        left: turns still to generate.
+    """
+
+    def __init__(self, result: EvalResult) -> None:
+        g = result.generation
+        assert g is not None and g.budget_stopped is not None
+        self.result, self.reason, self.done, self.left = result, g.budget_stopped, g.done, g.left
+        flag = "--max-cost" if "--max-cost" in g.budget_stopped else "--max-total-tokens"
+        super().__init__(
+            f"stopped: {g.budget_stopped}; {g.done} turns done, {g.left} left; the run is incomplete (the report says so); "
+            f"re-run the same command with a higher {flag} (or without it) to resume")
+
+
+def stop_error(result: EvalResult) -> EndpointStoppedError | BudgetStoppedError | None:
+    """The error to raise for a run whose generation pass stopped early, or ``None`` when it did not.
+
+    Args:
+        result: what the run did so far.
+    """
+    g = result.generation
+    if g is None:
+        return None
+    if g.stopped is not None:
+        return EndpointStoppedError(result)
+    return BudgetStoppedError(result) if g.budget_stopped is not None else None
+
+
+def plan_pricing(path: Path | None, max_cost: float | None, store: RunStore, resuming: bool) -> Pricing | None:
+    """The prices an evaluation uses: the file given, else the ones the run directory recorded.
+
+    Args:
+        path: ``EvalSpec.pricing``.
+        max_cost: ``EvalSpec.max_cost`` (needs prices).
+        store: the run directory.
+        resuming: whether it already holds the run.
+
+    Returns:
+        The pricing, or ``None``.
+
+    Raises:
+        EvalError: an unreadable or malformed pricing file (field ``pricing``), or a cost limit
+            without prices (field ``max_cost``).
+    """
+    pricing: Pricing | None = None
+    try:
+        if path is not None:
+            pricing = load_pricing(path)
+        elif resuming:
+            pricing = recorded_pricing(store)
+    except (PricingError, ValueError) as e:
+        raise EvalError(str(e), "pricing") from None
+    if max_cost is not None and pricing is None:
+        raise EvalError("max_cost: a cost limit needs prices: give --pricing FILE "
+                        "(EvalSpec(pricing=...)), a JSON or TOML file of prices per million tokens", "max_cost")
+    return pricing
+
+
+def run_budget(store: RunStore, model: str | None, pricing: Pricing | None, max_cost: float | None,
+               max_total_tokens: int | None) -> BudgetTracker | None:
+    """The budget of a run, starting from what the requests stored in its directory spent.
+
+    Args:
+        store: the run directory.
+        model: the run's model (the manifest's ``backend.model``), which the prices are looked up by.
+        pricing: the prices (needed with ``max_cost``).
+        max_cost: the cost limit, in the pricing's currency.
+        max_total_tokens: the limit on prompt + completion tokens.
+
+    Returns:
+        The tracker, or ``None`` without limits.
+    """
+    if max_cost is None and max_total_tokens is None:
+        return None
+    spent = TokenCounts.of(row.get("usage") for row in store.generation_log.rows())
+    return BudgetTracker(max_cost=max_cost, max_total_tokens=max_total_tokens, pricing=pricing,
+                         spent={model or "": spent})
