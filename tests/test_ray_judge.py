@@ -142,3 +142,20 @@ def test_ray_without_the_extra_is_a_one_line_usage_error(monkeypatch: pytest.Mon
     assert r.exit_code == 2, r.output
     assert "pip install 'studybench[ray]'" in r.output and "--ray needs the 'ray' extra" in r.output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_ray_address_fails_fast_with_one_line(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"gold": "1", "response": "1", "answer_type": "NV"}) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    r = subprocess.run([sys.executable, "-m", "studybench.cli", "verify-file", str(src), "-o", str(tmp_path / "out"),
+                        "--ray-address", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 1, r.stderr
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in r.stderr and "ray start --head" in r.stderr
+    assert not (tmp_path / "out").exists()

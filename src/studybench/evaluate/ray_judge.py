@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import pickle
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -98,11 +99,12 @@ class JudgeActor:
     """
 
     def __init__(self, timeout: float = 5.0, mode: str = "boxes") -> None:
-        """Start the actor's verifier (one sandbox worker, started before the first judgement that needs it)."""
+        """Start the actor's verifier and its one sandbox worker (a second or so, part of the actor's start)."""
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
         self.mode = mode
         self.verifier = Verifier(workers=1, timeout=timeout)
+        self.verifier.warm()
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         """Judge one batch.
@@ -120,7 +122,7 @@ class JudgeActor:
         items: list[Any] = []
         for blob in batch["item"]:
             try:
-                items.append(pickle.loads(bytes(blob)))  # written by the driver of this pipeline (_rows)
+                items.append(pickle.loads(bytes(blob)))  # pickled by this pipeline's driver (RayVerifier)
             except Exception:  # noqa: BLE001 - judged below as a malformed item
                 items.append(None)
         out: list[str] = []
@@ -160,6 +162,20 @@ def _quiet_data_context(ray: Any) -> Iterator[None]:
         for k, v in saved.items():
             setattr(ctx, k, v)
         log.setLevel(level)
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on a ``host:port`` (or ``ray://host:port``) nobody answers at: Ray itself retries for minutes."""
+    hostport = address.removeprefix("ray://").strip()
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host or "/" in hostport:
+        return  # "auto", "local": Ray resolves them itself (and fails fast)
+    host = host.strip("[]")
+    try:
+        socket.create_connection((host, int(port)), timeout=5.0).close()
+    except OSError as e:
+        raise RayJudgeError(f"cannot reach the Ray cluster at {address}: {e.strerror or type(e).__name__} "
+                            "(start one with `ray start --head`, or check the address)") from None
 
 
 class RayVerifier:
@@ -229,6 +245,7 @@ class RayVerifier:
                                   "ignore_reinit_error": True}
         address = self.address or os.environ.get("RAY_ADDRESS") or None
         if address:
+            _check_reachable(address)
             kwargs["address"] = address
         elif self.num_cpus is not None:
             kwargs["num_cpus"] = self.num_cpus
