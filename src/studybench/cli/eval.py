@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +25,7 @@ from studybench.cli.common import (
 )
 from studybench.cli.label import parse_labels
 from studybench.cli.show import print_llm_pass, print_report, print_unjudgeable_alarm
+from studybench.cli.verify import RAY_ADDRESS_HELP, RAY_HELP, ray_verifier
 
 __all__ = ["BUDGET_EXIT", "eval_cmd"]
 
@@ -115,6 +117,8 @@ def eval_cmd(
     pricing: Annotated[Path | None, typer.Option("--pricing", rich_help_panel="Cost", help="Pricing file (JSON or TOML: currency, and per model or glob pattern the input, output and cached_input prices per million tokens): the report gets the run's cost per run, seed and turn; the run directory records the prices for its later reports.")] = None,
     max_cost: Annotated[float | None, typer.Option("--max-cost", rich_help_panel="Cost", help="Stop the run cleanly (exit 3) once its requests cost this much, in the pricing file's currency (needs --pricing, or prices the run recorded). Requests in flight finish and are kept; re-run with a higher limit to resume.")] = None,
     max_total_tokens: Annotated[int | None, typer.Option("--max-total-tokens", rich_help_panel="Cost", help="Stop the run cleanly (exit 3) once its requests spent this many prompt + completion tokens (every request stored in the run directory counts). Re-run with a higher limit (or none) to resume.")] = None,
+    use_ray: Annotated[bool, typer.Option("--ray", rich_help_panel="Rule verifier", help=RAY_HELP + " --verify-workers: the actors.")] = False,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", metavar="ADDRESS", rich_help_panel="Rule verifier", help=RAY_ADDRESS_HELP)] = None,
     label: Annotated[list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="KEY=VALUE stored in the manifest and the report (repeatable), e.g. --label method=GEPA; a resumed run merges them (later wins). Change later: `studybench label`.")] = None,
     *,
     judge_options: dict[str, Any],
@@ -142,6 +146,8 @@ def eval_cmd(
     from studybench.store import RunDirInUseError
 
     verify_timeout, verify_workers = verify_settings(verify_options)
+    rule_verifier = (ray_verifier(ray_address, verify_workers, 5.0 if verify_timeout is None else verify_timeout)
+                     if use_ray or ray_address else None)  # exit 2 now, before any work, when the extra is missing
     if only_judge:
         deprecated("--only-judge", "--only-verify")
     seed_vals = _seeds(seeds, seed, seed_list)
@@ -211,6 +217,7 @@ def eval_cmd(
         elif len(errors) == 4:
             console.print("[yellow]more turns failed; counting them silently[/yellow]")
 
+    from studybench.evaluate.ray_judge import RayJudgeError
     from studybench.llm_judge import LLMJudgeConfigError
 
     done: dict[str, int] = {}
@@ -222,8 +229,11 @@ def eval_cmd(
         return update
 
     try:
-        with interruptible() as term, progress_bars() as progress:
-            result = run_plan(plan, progress=track(progress), on_turn_error=on_error, preflight=False)
+        with interruptible() as term, progress_bars() as progress, rule_verifier or nullcontext():
+            result = run_plan(plan, progress=track(progress), on_turn_error=on_error, preflight=False,
+                              rule_verifier=rule_verifier)
+    except RayJudgeError as e:
+        fail(f"{e}; what was generated is saved, and running again without --ray verifies it", 1)
     except KeyboardInterrupt:
         if spec.only_verify:
             what = f"{done.get('verify', 0)} turns verified in this session and saved"

@@ -12,7 +12,11 @@ from rich.markup import escape
 
 from studybench.cli.common import console, fail, out_console, progress_bars
 
-__all__ = ["verify_cmd", "verify_file_cmd"]
+__all__ = ["RAY_ADDRESS_HELP", "RAY_HELP", "ray_verifier", "verify_cmd", "verify_file_cmd"]
+
+RAY_HELP = ("Judge on Ray: a Ray Data pipeline over an actor pool, one verifier per actor (the cluster at --ray-address, "
+            "else $RAY_ADDRESS, else a local one started for this command). Needs pip install 'studybench[ray]'.")
+RAY_ADDRESS_HELP = "Ray cluster to judge on (implies --ray): auto, HOST:6379 (`ray start --head`) or ray://HOST:10001."
 
 
 def _check_timeout(timeout: float) -> None:
@@ -93,6 +97,25 @@ def _pair_item(row: dict[str, Any]) -> tuple[Any, ...]:
     return golds, preds, at, ts, unit, problem
 
 
+def ray_verifier(address: str | None, actors: int | None, timeout: float, progress: Any = None) -> Any:
+    """A :class:`~studybench.evaluate.ray_judge.RayVerifier` for ``--ray`` / ``--ray-address``, or a clean exit 2.
+
+    Args:
+        address: ``--ray-address`` (``None``: ``$RAY_ADDRESS``, else a local cluster).
+        actors: the actor pool's size (``None``: the cluster's CPUs); also the CPUs of a local cluster.
+        timeout: seconds per judgement.
+        progress: called with the number of items judged as batches come back.
+
+    Returns:
+        The verifier (use it in a ``with`` block: it shuts down what it started).
+    """
+    from studybench.evaluate.ray_judge import RAY_INSTALL_HINT, RayVerifier, ray_available
+
+    if not ray_available():
+        fail(f"--ray needs the 'ray' extra: {RAY_INSTALL_HINT}")
+    return RayVerifier(address, num_cpus=None if address else actors, actors=actors, timeout=timeout, progress=progress)
+
+
 def verify_cmd(
     gold: Annotated[str, typer.Argument(help="Gold answer: a \\boxed{...} string (one box per answer) or a bare answer.")],
     response: Annotated[str, typer.Argument(help="Model response (boxes on the Final Answer line are extracted) or a bare answer.")],
@@ -141,8 +164,10 @@ def verify_file_cmd(
     out_path: Annotated[Path, typer.Option("-o", "--out", help="Output JSONL: the same rows with correct and reason added.")],
     workers: Annotated[int | None, typer.Option("--workers", help="Verifier worker processes (default: CPU count).")] = None,
     timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic verification.")] = 5.0,
+    use_ray: Annotated[bool, typer.Option("--ray", help=RAY_HELP + " --workers: the actors.")] = False,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP)] = None,
 ) -> None:
-    """Verify every row of a JSONL file on a process pool; write rows with `correct` and `reason` added."""
+    """Verify every row of a JSONL file on a process pool (or on Ray); write rows with `correct` and `reason` added."""
     from studybench.files import (
         MAX_DATA_BYTES,
         InputFileError,
@@ -176,12 +201,23 @@ def verify_file_cmd(
     if not rows:
         fail(f"{in_path}: no rows")
     verdicts: list[Any] = []
-    with Verifier(workers=workers, timeout=timeout) as v, progress_bars() as progress:
-        progress("verify", 0, len(items))
-        for start in range(0, len(items), 256):
-            chunk = items[start : start + 256]
-            verdicts.extend(v.verify_many(chunk))
-            progress("verify", len(chunk), None)
+    if use_ray or ray_address:
+        from studybench.evaluate.ray_judge import RayJudgeError
+
+        with progress_bars() as progress:
+            progress("verify", 0, len(items))
+            try:
+                with ray_verifier(ray_address, workers, timeout, lambda n: progress("verify", n, None)) as rv:
+                    verdicts = rv.verify_many(items)
+            except RayJudgeError as e:
+                fail(str(e), 1)
+    else:
+        with Verifier(workers=workers, timeout=timeout) as v, progress_bars() as progress:
+            progress("verify", 0, len(items))
+            for start in range(0, len(items), 256):
+                chunk = items[start : start + 256]
+                verdicts.extend(v.verify_many(chunk))
+                progress("verify", len(chunk), None)
     out_lines = []
     tp = fp = fn = tn = 0
     for row, item, verdict in zip(rows, items, verdicts, strict=True):

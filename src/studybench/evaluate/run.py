@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,7 +28,7 @@ from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_spl
 from studybench.evaluate.generate import GenerationStats, generate_turns
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.resume import resume_refusal
-from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts
+from studybench.evaluate.rule_pass import RuleStats, RuleVerifier, add_rule_verdicts
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
 from studybench.evaluate.stopping import plan_pricing, run_budget, stop_error
@@ -417,6 +418,7 @@ def run_plan(
     progress: ProgressFn | None = None,
     on_turn_error: Callable[[TurnKey, str], None] | None = None,
     preflight: bool = True,
+    rule_verifier: RuleVerifier | None = None,
 ) -> EvalResult:
     """Run a prepared evaluation: generate, verify, ask the LLM judge, write the report.
 
@@ -427,6 +429,10 @@ def run_plan(
         progress: see :data:`~studybench.evaluate.scope.ProgressFn`.
         on_turn_error: called with (turn key, error) for each turn that failed after all retries.
         preflight: check the endpoints first (:func:`check_endpoints`).
+        rule_verifier: the rule verifier to use instead of a local one (e.g. a
+            :class:`~studybench.evaluate.ray_judge.RayVerifier`); it must judge with ``spec.verify_timeout``,
+            and the caller closes it. Its ``chunk`` attribute, when it has one, is the number of turns
+            sent to it at once (default 512).
 
     Returns:
         The counts of each pass and the report (see :class:`EvalResult`). Turns that failed after
@@ -469,9 +475,11 @@ def run_plan(
                     if stop is not None:
                         raise stop
                     return result
-                with Verifier(workers=spec.verify_workers, timeout=spec.verify_timeout) as verifier:
+                with (nullcontext(rule_verifier) if rule_verifier is not None
+                      else Verifier(workers=spec.verify_workers, timeout=spec.verify_timeout)) as verifier:
                     result.rule = add_rule_verdicts(plan.scope, store, verifier, rule_settings(spec.verify_timeout),
-                                                    progress=progress, retry_timeouts=spec.retry_timeouts)
+                                                    progress=progress, retry_timeouts=spec.retry_timeouts,
+                                                    chunk=getattr(verifier, "chunk", 512))
                 if plan.judge is not None and stop is None:
                     judge = plan.judge
 
