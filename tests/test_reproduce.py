@@ -263,15 +263,22 @@ def test_data_commit_from_a_git_checkout(tmp_path: Path, monkeypatch: pytest.Mon
     assert data_commit(Path("<memory:x>")) is None and data_commit(None) is None
 
 
-def test_server_version_probe_is_best_effort() -> None:
+def test_server_version_probe_is_best_effort(monkeypatch: pytest.MonkeyPatch) -> None:
     with start_stub_server(model="m") as srv:
         assert server_version(srv.base_url) is None  # 404
         srv.control({"op": "version", "version": "0.9.1"})
         assert server_version(srv.base_url) == "0.9.1" and server_version(srv.base_url + "/") == "0.9.1"
+        assert server_version(srv.base_url.replace("://", "://user:s3cret@") + "?api_key=k") == "0.9.1"
         srv.control({"op": "version", "version": "x" * 500})
         assert server_version(srv.base_url) is None  # not a plausible version string
         assert srv.count == 0  # the probe is not a chat request
     assert server_version("http://127.0.0.1:9/v1", timeout=0.5) is None  # nothing listening
+    import httpx
+
+    asked: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(httpx, "get", lambda url, **kw: asked.append((url, kw)) or httpx.Response(404))
+    server_version("https://user:s3cret@host.example:8443/v1?api_key=k")
+    assert asked == [("https://host.example:8443/version", {"timeout": 2.0, "follow_redirects": False})]
 
 
 def test_reproduction_spec_refuses_what_it_cannot_rebuild(tmp_path: Path) -> None:
@@ -280,10 +287,17 @@ def test_reproduction_spec_refuses_what_it_cannot_rebuild(tmp_path: Path) -> Non
     f = tmp_path / "set.json"
     f.write_text(json.dumps(SET[:1]), encoding="utf-8")
     run = tmp_path / "run"
-    run_eval(EvalSpec(split=str(f), k=1, seeds=[0], verify_workers=1, reference_mode="solution"), run)
+    prompt = tmp_path / "p.txt"
+    prompt.write_text("Be brief.", encoding="utf-8")
+    run_eval(EvalSpec(split=str(f), k=1, seeds=[0], verify_workers=1, reference_mode="solution", playbook=prompt), run)
     rep = reproduction_spec(run)
     assert rep.spec.uses_reference and rep.spec.reference_mode == "solution" and rep.spec.k == 1
+    assert rep.spec.playbook == prompt.absolute()
     obj = json.loads((run / "manifest.json").read_text())
+    del obj["artefacts"]["paths"]  # a manifest from before paths were recorded: the command line names the file
+    obj["command"] = ["studybench", "eval", f"--playbook={prompt}", "--out", str(run)]
+    (run / "manifest.json").write_text(json.dumps(obj))
+    assert reproduction_spec(run).spec.playbook == prompt
     obj["backend"] = {"backend": "mine", "model": "x"}
     (run / "manifest.json").write_text(json.dumps(obj))
     with pytest.raises(EvalError, match="'mine' backend"):

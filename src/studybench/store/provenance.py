@@ -189,7 +189,8 @@ def data_commit(split_path: Path | str | None) -> str | None:
 def server_version(base_url: str | None, timeout: float = SERVER_PROBE_TIMEOUT) -> str | None:
     """The model server's version, asked once with ``GET <root>/version`` (vLLM answers ``{"version": ...}``).
 
-    The root is ``base_url`` without a trailing ``/v1``. No API key is sent. Any failure (no such
+    The root is ``base_url`` without a trailing ``/v1``, its query and any ``user:password@``. No API
+    key is sent. Any failure (no such
     route, an error, a timeout, an answer not of that form) is ``None``: the probe never fails a run.
 
     Args:
@@ -202,7 +203,9 @@ def server_version(base_url: str | None, timeout: float = SERVER_PROBE_TIMEOUT) 
     if not base_url or not isinstance(base_url, str):
         return None
     root = base_url.split("?", 1)[0].split("#", 1)[0].rstrip("/")
-    root = root.removesuffix("/v1").rstrip("/")
+    scheme, sep, rest = root.partition("://")
+    host, slash, path = rest.partition("/")
+    root = f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{path}".removesuffix("/v1").rstrip("/")  # no credentials
     try:
         import httpx
 
