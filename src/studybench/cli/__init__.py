@@ -7,6 +7,7 @@ command                            module                                       
 ``judge``, ``consistency``,        :mod:`studybench.cli.runs`                   :func:`studybench.evaluate.add_llm_verdicts`,
 ``report``                                                                      :func:`studybench.analysis.consistency.write_consistency`,
                                                                                 :func:`studybench.report.write_report`
+``reproduce``                      :mod:`studybench.cli.reproduce`              :func:`studybench.evaluate.reproduce_run`
 ``data fetch|check|ids|stats``     :mod:`studybench.cli.data`                   :mod:`studybench.fetch`, :mod:`studybench.checks`, :func:`studybench.build.stats.data_stats`
 ``guidance-gap``                   :mod:`studybench.cli.guidance_gap`           :func:`studybench.analysis.guidance_gap.guidance_gap`
 ``verify``, ``verify-file``        :mod:`studybench.cli.verify`                 :class:`studybench.verify.Verifier`
@@ -49,6 +50,7 @@ from studybench.cli.helptext import use_readable_help
 from studybench.cli.label import label_cmd
 from studybench.cli.leaderboard import leaderboard_cmd
 from studybench.cli.plateau import plateau_cmd
+from studybench.cli.reproduce import reproduce_cmd
 from studybench.cli.runs import consistency_cmd, judge_cmd, report_cmd
 from studybench.cli.verify import verify_cmd, verify_file_cmd
 
@@ -68,6 +70,7 @@ app.command("plateau")(plateau_cmd)
 app.command("judge")(judge_cmd)
 app.command("consistency")(consistency_cmd)
 app.command("compare")(compare_cmd)
+app.command("reproduce")(reproduce_cmd)
 app.command("label")(label_cmd)
 app.command("guidance-gap")(guidance_gap_cmd)
 app.command("verify")(verify_cmd)

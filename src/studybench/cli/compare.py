@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from studybench.cli.common import console, fail, out_console
+from studybench.cli.reproduce import differences_table
 
 __all__ = ["compare_cmd"]
 
@@ -24,6 +25,15 @@ def _side(path: Path, levels: list[str], scoring: str | None, id_column: str, ou
     if path.is_dir():
         return {lv: run_outcomes(path, lv, scoring) for lv in levels}
     return {"file": read_outcome_file(path, id_column=id_column, outcome_column=outcome_column)}
+
+
+def _manifest_diffs(a: Path, b: Path) -> list[tuple[str, Any, Any]] | None:
+    """The manifest fields in which two run directories differ (``None`` for outcome files)."""
+    if not a.is_dir():
+        return None
+    from studybench.store import RunStore, manifest_differences
+
+    return manifest_differences(RunStore(a).read_manifest(), RunStore(b).read_manifest())
 
 
 def _table(res: Any, a: str, b: str, title: str) -> Table:
@@ -82,7 +92,9 @@ def compare_cmd(
 
     A and B are two run directories over the same items (compared per sub-problem and per parent; the
     sub-problem CI resamples parents), or two files with an item id and a 0/1 column (e.g. original vs
-    translated prompts scored elsewhere). Needs the analysis extra: pip install "studybench[analysis]"."""
+    translated prompts scored elsewhere). For run directories, a table first lists the manifest fields
+    that differ (test set, selection, k, seeds, backend and sampling, artefacts, verifier, and the
+    package versions and platform each run was made with). Needs the analysis extra: pip install "studybench[analysis]"."""
     from studybench.analysis.paired import AnalysisExtraMissing, compare_outcomes
 
     if level not in _LEVELS:
@@ -117,11 +129,20 @@ def compare_cmd(
         fail(str(e), 1)
     except ValueError as e:
         fail(str(e))
+    try:
+        diffs = _manifest_diffs(a, b)
+    except (OSError, ValueError) as e:
+        fail(str(e))
     if as_json:
-        out_console.print_json(json.dumps({"a": str(a), "b": str(b), "comparisons": [
+        extra = {} if diffs is None else {"manifest_differences": [{"field": f, "a": va, "b": vb} for f, va, vb in diffs]}
+        out_console.print_json(json.dumps({"a": str(a), "b": str(b), **extra, "comparisons": [
             {"level": c["level"], **c["result"].to_dict(), "conclusion": c["result"].conclusion(), "notes": c["notes"]}
             for c in out]}))
         return
+    if diffs:
+        out_console.print(differences_table(diffs, str(a), str(b)))
+    elif diffs is not None:
+        out_console.print("manifests: the same configuration and environment")
     for note in dict.fromkeys(n for c in out for n in c["notes"]):
         console.print(f"[dim]note: {escape(note)}[/dim]", soft_wrap=True)
     for c in out:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from studybench.cli.common import console, fail, out_console
+from studybench.cli.reproduce import warn_installed_versions
 
 __all__ = ["leaderboard_cmd"]
 
@@ -94,6 +95,8 @@ def leaderboard_cmd(
         fail(f"{e} (or --no-significance)", 1)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
+    for d in dirs:  # one line per run made with other package versions than the installed ones
+        warn_installed_versions(Path(d), prefix=f"{d}: ")
     try:
         text = render_leaderboard(board, fmt)
         page = render_leaderboard(board, "html") if html is not None else None

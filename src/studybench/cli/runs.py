@@ -25,6 +25,7 @@ from studybench.cli.common import (
     progress_bars,
     verify_settings,
 )
+from studybench.cli.reproduce import warn_installed_versions
 from studybench.cli.show import TerminalMarkdown, print_llm_pass, print_report, print_unjudgeable_alarm
 
 __all__ = ["consistency_cmd", "judge_cmd", "report_cmd"]
@@ -169,6 +170,7 @@ def report_cmd(
     except (OSError, ValueError) as e:
         fail(str(e))
     page = _html_page(run_dir, html_out, scoring, prices) if html or html_out is not None else None
+    warn_installed_versions(run_dir)
     if as_json:
         out_console.print_json(json.dumps(reps if len(reps) > 1 else reps[0]))
         return

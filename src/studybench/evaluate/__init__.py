@@ -10,6 +10,8 @@ From Python::
 - :func:`run_eval` = :func:`prepare_eval` (load, check, plan; no request) + :func:`run_plan`
   (endpoint check, manifest, generation pass, rule pass, LLM pass, report), :mod:`~studybench.evaluate.run`;
 - :func:`add_llm_verdicts`: the LLM judge over a finished run (``studybench judge RUN_DIR``);
+- :func:`reproduce_run`: a finished run re-run with its recorded configuration (``studybench reproduce``),
+  :mod:`~studybench.evaluate.reproduce`;
 - the passes on their own: :func:`generate_turns`, :func:`add_rule_verdicts`, :func:`add_llm_verdicts_to_scope`
   over a :class:`RunScope` (the selected turns);
 - reports: :func:`studybench.report.write_report` / :func:`studybench.report.build_report` (a run directory in,
@@ -23,6 +25,13 @@ from studybench.evaluate.generate import (
     is_unreachable_error,
 )
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
+from studybench.evaluate.reproduce import (
+    ReproduceResult,
+    Reproduction,
+    prepare_reproduction,
+    reproduce_run,
+    reproduction_spec,
+)
 from studybench.evaluate.resume import resume_refusal
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts, problem_text
 from studybench.evaluate.run import (
@@ -54,6 +63,8 @@ __all__ = [
     "JudgeRunResult",
     "LLMStats",
     "ProgressFn",
+    "ReproduceResult",
+    "Reproduction",
     "RuleStats",
     "RunScope",
     "add_llm_verdicts",
@@ -68,6 +79,9 @@ __all__ = [
     "judge_spec_from_run",
     "parse_parent_slice",
     "prepare_eval",
+    "prepare_reproduction",
+    "reproduce_run",
+    "reproduction_spec",
     "request_seed",
     "resume_refusal",
     "run_dataset",

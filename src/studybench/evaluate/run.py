@@ -54,8 +54,10 @@ from studybench.store import (
     SplitInfo,
     TurnKey,
     VerifierInfo,
+    artefact_paths,
     merge_labels,
     parents_index,
+    record_environment,
     rule_settings,
 )
 
@@ -375,7 +377,7 @@ def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dic
         k=spec.k,
         seeds=list(spec.seeds),
         backend=backend_desc,
-        artefacts=art.describe(),
+        artefacts={**art.describe(), "paths": artefact_paths(spec.system_prompt, spec.playbook, spec.guidance)},
         verifier=VerifierInfo(**{**rule_settings(spec.verify_timeout), "mode": mode, "judge": judge_desc}),
         parents=parents_index(parents),
         command=redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], secrets),
@@ -459,6 +461,8 @@ def run_plan(
             result.warnings = check_endpoints(plan)
         with RunStore(plan.run_dir).lock():
             _check_still_resumable(plan)
+            plan.manifest = record_environment(plan.manifest, plan.previous, base_url=getattr(plan.backend, "base_url", None),
+                                               split_path=plan.dataset.path)  # asks the server's version once
             store = plan.open_store()
             try:
                 if spec.pricing is not None and plan.pricing is not None:  # given now: later reports use it

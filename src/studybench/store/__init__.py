@@ -6,7 +6,8 @@
 - :mod:`studybench.store.currency`: which stored verdict counts, and which must be judged again;
 - :mod:`studybench.store.run`: :class:`RunStore`, the files of one run directory (and its writer lock);
 - :mod:`studybench.store.verdicts`: the verdict table of a run (what each turn scores);
-- :mod:`studybench.store.labels`: :func:`set_labels`, a run's labels set after the fact.
+- :mod:`studybench.store.labels`: :func:`set_labels`, a run's labels set after the fact;
+- :mod:`studybench.store.provenance`: the environment a run was made in, and how two manifests differ.
 """
 
 from studybench.store.currency import (
@@ -32,6 +33,16 @@ from studybench.store.manifest import (
     parents_index,
     rule_settings,
 )
+from studybench.store.provenance import (
+    VERDICT_PACKAGES,
+    artefact_paths,
+    collect_environment,
+    installed_versions,
+    latest_environment,
+    manifest_differences,
+    record_environment,
+    version_mismatches,
+)
 from studybench.store.rows import (
     FINAL_LLM_VERDICTS,
     LLM_VERDICTS,
@@ -44,13 +55,21 @@ from studybench.store.run import RunDirInUseError, RunStore
 from studybench.store.verdicts import RunRows, TurnVerdict, turn_verdicts
 
 __all__ = [
+    "artefact_paths",
     "check_labels",
+    "collect_environment",
+    "installed_versions",
+    "latest_environment",
+    "manifest_differences",
+    "record_environment",
+    "version_mismatches",
     "current_budgets",
     "merge_labels",
     "FINAL_LLM_VERDICTS",
     "LLM_VERDICTS",
     "OPERATIONAL_BACKEND_KEYS",
     "RETRYABLE_RULE_REASON",
+    "VERDICT_PACKAGES",
     "VERIFIER_MODES",
     "GenerationRow",
     "LLMVerdictRow",

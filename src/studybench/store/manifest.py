@@ -19,7 +19,13 @@ model, ...), set with ``studybench eval --label`` or :func:`studybench.store.set
 part of what must match to resume: a resumed invocation's labels are merged into the run's (later
 wins).
 
-Manifests written by older versions load unchanged (unknown fields are kept).
+**Environment** (``environment``, ``later_environments``): the Python, platform and package versions,
+the model server's version and the data's commit of the invocations that wrote the run (see
+:mod:`studybench.store.provenance`). Not part of what must match to resume. **Reproduction**
+(``reproduces``): set by ``studybench reproduce`` on the new run: which run it re-runs and what was
+overridden.
+
+Manifests written by older versions load unchanged (unknown fields are kept; no environment: ``null``).
 """
 
 from __future__ import annotations
@@ -66,6 +72,9 @@ MAX_LABEL_KEY = 64
 
 MAX_LABEL_VALUE = 500
 """The longest label value (characters)."""
+
+MAX_LATER_ENVIRONMENTS = 100
+"""The most later-invocation environments a manifest keeps (the oldest are dropped first)."""
 
 MAX_CELLS = 50_000_000
 """Upper bound on k x seeds x sub-problems of a manifest (guards reports against hostile files)."""
@@ -221,6 +230,11 @@ class Manifest(_Model):
         command: the command line of the latest invocation (secrets redacted).
         labels: free ``key: value`` strings describing the run (:func:`check_labels`); not part of
             :meth:`resume_conflicts`.
+        environment: the first invocation's environment (:mod:`studybench.store.provenance`;
+            ``None``: not recorded).
+        later_environments: environments of later invocations that differed from the one before.
+        reproduces: for a run made by ``studybench reproduce``: the original run, its creation time
+            and the overrides given (``None`` otherwise).
     """
 
     studybench_version: str | None = None
@@ -235,6 +249,19 @@ class Manifest(_Model):
     parents: list[ParentIndex] = Field(min_length=1)
     command: list[str] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
+    environment: dict[str, Any] | None = None
+    later_environments: list[dict[str, Any]] = Field(default_factory=list)
+    reproduces: dict[str, Any] | None = None
+
+    @field_validator("environment", "reproduces", mode="before")
+    @classmethod
+    def _object_or_none(cls, v: Any) -> Any:
+        return v if isinstance(v, dict) else None  # a hand-edited or foreign value is not an error
+
+    @field_validator("later_environments", mode="before")
+    @classmethod
+    def _environments(cls, v: Any) -> Any:
+        return [e for e in v if isinstance(e, dict)][-MAX_LATER_ENVIRONMENTS:] if isinstance(v, list) else []
 
     @field_validator("labels", mode="before")
     @classmethod

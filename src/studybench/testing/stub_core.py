@@ -1,7 +1,8 @@
 """The stub server's core: the request handler (:class:`StubCore`) and its HTTP/1.1 protocol (:class:`HttpProtocol`).
 
 One asyncio protocol with a minimal keep-alive parser (``Content-Length`` bodies only); the core
-answers ``/v1/chat/completions``, ``/v1/models``, ``/health`` and the ``/_stub/...`` control plane. The public
+answers ``/v1/chat/completions``, ``/v1/models``, ``/health``, ``/version`` (like vLLM, once a version is set with
+the ``version`` control op; 404 before) and the ``/_stub/...`` control plane. The public
 handle is :class:`studybench.testing.stub_server.StubServer`.
 """
 
@@ -94,6 +95,7 @@ class StubCore:
         self._queue: deque[Fault] = deque()
         self._rules: list[_FaultRule] = []
         self._created = int(time.time())
+        self.version: str | None = None
 
     # -- control plane -------------------------------------------------------------------------------
 
@@ -120,7 +122,7 @@ class StubCore:
 
         Operations (``op`` key): ``push`` (``fault``, ``times``), ``at`` (``n``, ``fault``),
         ``when`` (``match``, ``fault``, ``times``), ``clear``, ``reset_stats``, ``latency``
-        (``seconds``), ``stats``.
+        (``seconds``), ``version`` (``version``: what ``GET /version`` reports; ``None``: 404), ``stats``.
 
         Raises:
             ValueError: unknown operation or bad arguments.
@@ -152,6 +154,8 @@ class StubCore:
                 self.headers.clear()
             elif name == "latency":
                 self.latency = float(op["seconds"])
+            elif name == "version":
+                self.version = None if op.get("version") is None else str(op["version"])
             elif name != "stats":
                 raise ValueError(f"unknown control op {name!r}")
         return self.stats()
@@ -198,6 +202,8 @@ class StubCore:
                 "data": [{"id": self.model, "object": "model", "created": self._created, "owned_by": "stub"}],
             }
             return _Action(0.0, _response(200, json.dumps(data).encode()))
+        if path == "/version" and method == "GET" and self.version is not None:
+            return _Action(0.0, _response(200, json.dumps({"version": self.version}).encode()))
         if path == "/_stub/stats" and method == "GET":
             return _Action(0.0, _response(200, json.dumps(self.stats()).encode()))
         if path == "/_stub/requests" and method == "GET":
