@@ -73,6 +73,8 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     f.write_text(json.dumps(SET), encoding="utf-8")
     prompt = tmp / "prompt.txt"
     prompt.write_text("You are a careful physicist. End with Final Answer: \\boxed{...}.", encoding="utf-8")
+    prices = tmp / "prices.json"
+    prices.write_text(json.dumps({"models": {"stub-model": {"input": 2.0, "output": 8.0, "cached_input": 0.5}}}))
     with pytest.MonkeyPatch.context() as mp, start_stub_server(model_reply, model="stub-model") as model_srv, \
             start_stub_server(judge_reply_fn(oracle), model="stub-judge") as judge_srv:
         mp.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp / "cache"))
@@ -84,7 +86,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                   "--slice", "1:", "--limit", "3", "-k", "2", "--seed-list", "5,9", "--temperature", "0.3",
                   "--top-p", "0.9", "--max-tokens", "512", "--system-prompt", prompt, "--verify-workers", "1",
                   "--judge-model", "stub-judge", "--judge-base-url", judge_srv.base_url, "--label", "method=base",
-                  "--out", run)
+                  "--pricing", prices, "--out", run)
         assert res.exit_code == 0, res.output
         yield {"tmp": tmp, "set": f, "prompt": prompt, "run": run, "model": model_srv, "judge": judge_srv,
                "requests": _bodies(model_srv)}
@@ -127,6 +129,9 @@ def test_reproduce_reruns_the_same_configuration_and_compare_shows_no_difference
     for c in data["comparisons"]:  # a deterministic backend: the same verdict on every item
         assert c["table"]["a_only"] == c["table"]["b_only"] == 0 and c["diff"] == 0
     assert 0 < data["comparisons"][0]["acc_a"] < 1  # the runs are not trivially all right or all wrong
+    # the run's recorded prices price the reproduction too
+    costs = [json.loads((r / "report.json").read_text())["cost"]["total"] for r in (run, new)]
+    assert costs[0] is not None and costs[0] > 0 and costs[1] == pytest.approx(costs[0])
 
 
 def test_reproduce_checks_artefacts_and_records_overrides(base: dict[str, Any], tmp_path: Path) -> None:

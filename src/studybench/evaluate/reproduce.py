@@ -30,6 +30,7 @@ from studybench.evaluate.scope import ProgressFn
 from studybench.evaluate.spec import EvalError, EvalSpec
 from studybench.files import InputFileError, read_user_bytes
 from studybench.models import ChatBackend, SamplingParams
+from studybench.report.tokens import PRICING_FILE
 from studybench.store import Manifest, RunStore, TurnKey, current_budgets, manifest_differences
 
 __all__ = ["Reproduction", "ReproduceResult", "prepare_reproduction", "reproduce_run", "reproduction_spec"]
@@ -270,6 +271,8 @@ def reproduction_spec(
         values["concurrency"] = concurrency
     if verify_workers is not None:
         values["verify_workers"] = verify_workers
+    if (source / PRICING_FILE).is_file():  # the run's recorded prices: both reports price alike
+        values["pricing"] = source / PRICING_FILE
     try:
         spec = EvalSpec.create(**values)
     except EvalError as e:
