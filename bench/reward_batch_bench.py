@@ -110,6 +110,29 @@ def distinct_mix(pairs: list[dict[str, Any]], n: int, seed: int) -> list[tuple[s
     return out[:n]
 
 
+def _children_cpu() -> float | None:
+    """CPU seconds (user + system) of this process's live child processes (the verifier's workers).
+
+    Linux only (``/proc``); None elsewhere. On a shared, loaded machine wall time says little, CPU time
+    says what the batch costs: about ``parent + workers / cores`` is its latency on idle cores.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    me, tick, total = os.getpid(), os.sysconf("SC_CLK_TCK"), 0
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        f = stat[stat.rindex(")") + 2:].split()
+        if int(f[1]) == me:
+            total += int(f[11]) + int(f[12])
+    return total / tick
+
+
 def _fresh(workers: int) -> float:
     """Close the shared reward verifier, start a new one and warm its pool; the start-up seconds."""
     from studybench.rewards import close_reward_verifier, reward_verifier
@@ -134,10 +157,13 @@ def measure(name: str, rollouts: list[tuple[str, dict[str, Any]]], args: argpars
     batch_scores: list[Any] = []
     for _ in range(args.reps):
         res["startup_s"].append(_fresh(args.workers))
-        t = time.perf_counter()
+        c0, p0, t = _children_cpu(), time.process_time(), time.perf_counter()
         batch_scores = compute_score_batch(data_sources=["studybench"] * len(sols), solution_strs=sols,
                                            ground_truths=gts, extra_infos=infos)
         res["batch_s"].append(time.perf_counter() - t)
+        c1 = _children_cpu()
+        res.setdefault("batch_parent_cpu_s", []).append(time.process_time() - p0)
+        res.setdefault("batch_worker_cpu_s", []).append(None if c0 is None or c1 is None else c1 - c0)
         res["stats"] = dict(reward_verifier().stats)
     t = time.perf_counter()
     compute_score_batch(data_sources=None, solution_strs=sols, ground_truths=gts, extra_infos=infos)
@@ -145,13 +171,18 @@ def measure(name: str, rollouts: list[tuple[str, dict[str, Any]]], args: argpars
     single: list[Any] = []
     for _ in range(args.per_rollout_reps):
         res["startup_s"].append(_fresh(args.workers))
-        t = time.perf_counter()
+        c0, p0, t = _children_cpu(), time.process_time(), time.perf_counter()
         single = [compute_score("studybench", s, g, i) for s, g, i in zip(sols, gts, infos, strict=True)]
         res["per_rollout_s"].append(time.perf_counter() - t)
+        c1 = _children_cpu()
+        res["per_rollout_cpu_s"] = time.process_time() - p0 + (c1 - c0 if c0 is not None and c1 is not None else 0.0)
     res["mismatches"] = sum(a != b for a, b in zip(batch_scores, single, strict=True))
     res["mean_reward"] = sum(batch_scores) / max(1, len(batch_scores))
     res["timeouts"] = res["stats"].get("timeouts", 0)
     res["batch_median_s"] = statistics.median(res["batch_s"])
+    res["batch_parent_cpu_median_s"] = statistics.median(res["batch_parent_cpu_s"])
+    wc = [x for x in res["batch_worker_cpu_s"] if x is not None]
+    res["batch_worker_cpu_median_s"] = statistics.median(wc) if wc else None
     res["per_rollout_median_s"] = statistics.median(res["per_rollout_s"])
     res["speedup"] = res["per_rollout_median_s"] / res["batch_median_s"] if res["batch_median_s"] else None
     return res
@@ -198,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['batch_median_s']:>8.2f}s {runs:>20} {r['batch_warm_memo_s']:>9.3f}s "
               f"{r['per_rollout_median_s']:>10.2f}s {r['speedup']:>5.2f}x {s['worker']:>6} {s['fast']:>5} "
               f"{s['memo']:>5} {r['timeouts']:>4} {r['mismatches']:>4}")
+    for r in results:
+        w = r["batch_worker_cpu_median_s"]
+        if w is not None:
+            print(f"{r['mix']}: batch CPU (median) parent {r['batch_parent_cpu_median_s']:.2f}s + workers {w:.2f}s; "
+                  f"estimate on {args.workers} idle cores: parent + workers / {args.workers} = "
+                  f"{r['batch_parent_cpu_median_s'] + w / args.workers:.2f}s (balanced workers; "
+                  f"the busier one adds at most the longest item); per-rollout CPU {r['per_rollout_cpu_s']:.2f}s; "
+                  f"load average now {os.getloadavg()[0]:.1f}")
     print("startup: pool start + warm-up of a fresh verifier (median), not in the batch time; batch: one "
           "compute_score_batch call on a fresh warmed verifier; memo rerun: the same batch again on the same "
           "verifier; per-rollout: compute_score once per rollout; worker/fast/memo: the last batch run's "
