@@ -18,6 +18,10 @@ Two adapters share one lazily started :class:`studybench.verify.Verifier`:
   (``answer missing``, ``unknown answer_type``, ``bad type_sequence``, ``TUP needs a
   type_sequence``); ``extracted`` is the predicted boxes joined by ``" | "`` and ``pred`` a copy
   of it (verl's validation reports ``acc`` as its core metric and votes on ``pred`` for ``maj@n``).
+* :func:`compute_score_batch` - the same for verl's batch reward manager (``reward_manager.name=batch``;
+  older configs ``reward_model.reward_manager=batch``), which calls it once per batch with
+  ``data_sources``, ``solution_strs``, ``ground_truths`` and ``extra_infos`` lists and takes one float
+  (or dict) per rollout: the whole batch is judged in one verifier call (see below).
 * :func:`trl_reward` - a TRL ``GRPOTrainer`` reward function (TRL 1.x): TRL passes ``prompts``,
   ``completions``, ``completion_ids``, ``trainer_state`` and every dataset column as keyword lists;
   the columns ``answer``, ``answer_type`` and optional ``type_sequence`` / ``gold_unit`` are read,
@@ -42,6 +46,14 @@ truth or model text gives the lowest reward (0.0 binary, -0.5 dense), and each k
 ground truth is logged once per process (``logging`` warning from ``studybench.rewards``) so that a
 broken dataset does not train on silent zeros. Symbolic work is bounded by the verifier's hard
 wall-clock timeout (``STUDYBENCH_REWARD_TIMEOUT`` seconds, default 5).
+
+Batches: :func:`compute_score_batch`, :func:`trl_reward` and their dense variants hand every
+rollout of a batch to ONE :meth:`studybench.verify.Verifier.verify_many` call on the shared verifier
+(:func:`reward_verifier`): memo hits and string-rule cases are decided in-process, identical
+(gold, prediction, type) items are judged once, and the rest run in parallel on the worker pool
+(``STUDYBENCH_REWARD_WORKERS`` processes, default the CPU count, at most 8), each verification
+under its own timeout. Each rollout gets exactly the reward :func:`compute_score` gives it alone.
+``bench/reward_batch_bench.py`` measures a 1,024-rollout batch.
 """
 
 from __future__ import annotations
@@ -56,11 +68,15 @@ from typing import Any, cast
 
 __all__ = [
     "DENSE_WEIGHTS",
+    "close_reward_verifier",
     "compute_score",
+    "compute_score_batch",
+    "compute_score_batch_dense",
     "compute_score_dense",
     "dense_components",
     "dense_reward_for",
     "reward_for",
+    "reward_verifier",
     "trl_reward",
     "trl_reward_dense",
 ]
@@ -81,6 +97,35 @@ def _verifier() -> Any:
                 timeout = 5.0
             _VERIFIER = Verifier(workers=int(os.environ.get("STUDYBENCH_REWARD_WORKERS", "0")) or None, timeout=timeout)
         return _VERIFIER
+
+
+def reward_verifier() -> Any:
+    """The :class:`studybench.verify.Verifier` every reward function of this process shares.
+
+    Started on first use with ``STUDYBENCH_REWARD_WORKERS`` worker processes (default: the CPU
+    count, at most 8) and a ``STUDYBENCH_REWARD_TIMEOUT``-second wall-clock limit per verification
+    (default 5). Call its ``warm()`` to start the workers before the first batch.
+
+    Returns:
+        The shared verifier (its ``stats`` count fast, worker, memo and timed-out verifications).
+
+    Raises:
+        ValueError: ``STUDYBENCH_REWARD_WORKERS`` is not a whole number, or the timeout is not positive.
+    """
+    return _verifier()
+
+
+def close_reward_verifier() -> None:
+    """Stop the shared reward verifier's workers and forget its memo; the next reward starts a fresh one.
+
+    Useful between benchmark repetitions and in tests; a training loop never needs it (the workers
+    die with the process).
+    """
+    global _VERIFIER
+    with _LOCK:
+        v, _VERIFIER = _VERIFIER, None
+    if v is not None:
+        v.close()
 
 
 def _types(response: Any, answer: Any, answer_type: Any, type_sequence: Any) -> tuple[Any, Any] | None:
@@ -162,52 +207,66 @@ def dense_components(response: Any, answer: Any, answer_type: Any, type_sequence
 
     Returns the components; :func:`dense_reward_for` sums them and clips to [-1, 1].
     """
-    comp = {"answer": 0.0, "format": 0.0, "dimensional": 0.0, "symbolic": 0.0, "consistency": 0.0}
-    w = DENSE_WEIGHTS
     try:
-        from studybench.answers import find_boxes, strip_reasoning
-        from studybench.verify.conversion import symbol_keys
-        from studybench.verify.latex import norm_string
-        from studybench.verify.quantity import split_hints
-
         prep = _prepare(response, answer, answer_type, type_sequence)
         if prep is None or not prep[3]:
-            comp["format"] = w["no_answer"]
-            return comp
+            return _no_answer_components()
         at, ts, golds, preds = prep
-        if _verifier().verify(golds, preds, at, ts, gold_unit=gold_unit).correct:
-            comp["answer"] = w["answer"]
-        visible = strip_reasoning(response)
-        boxes = [b.content for b in find_boxes(visible)]
-        finals = _FINAL_LINE.search(visible) is not None
-        if finals and len(preds) == len(golds):
-            comp["format"] = w["format"]
-        if len(boxes) > len(golds) and len({norm_string(b) for b in boxes}) > len(golds):
-            comp["consistency"] = w["inconsistent"]
-        types = ts if at.value in ("TUP", "ALT") and len(ts) == len(golds) else [at] * len(golds)
-        hints = split_hints(gold_unit, len(golds))
-        dims: list[float] = []
-        syms: list[float] = []
-        for g, p, t, h in zip(golds, preds, types, hints, strict=False):
-            tv = getattr(t, "value", str(t))
-            if tv == "NV":
-                d = _dimension_check(g, p, h)
-                if d is not None:
-                    dims.append(w["dimensional"] if d else w["wrong_dimension"])
-            elif tv in ("EX", "EQ"):
-                gk, pk = symbol_keys(g), symbol_keys(p)
-                if pk is None:
-                    syms.append(w["unreadable"])
-                elif gk is not None and gk and gk == pk:
-                    syms.append(w["symbolic"])
-                else:
-                    syms.append(0.0)
-        if dims:
-            comp["dimensional"] = sum(dims) / len(dims)
-        if syms:
-            comp["symbolic"] = sum(syms) / len(syms)
+        correct = _verifier().verify(golds, preds, at, ts, gold_unit=gold_unit).correct
+        return _dense_rest(response, prep, gold_unit, correct)
     except Exception:  # noqa: BLE001 - a reward must never raise
-        return {"answer": 0.0, "format": w["no_answer"], "dimensional": 0.0, "symbolic": 0.0, "consistency": 0.0}
+        return _no_answer_components()
+
+
+def _no_answer_components() -> dict[str, float]:
+    """The dense components of a response without a usable final answer (or of malformed input)."""
+    return {"answer": 0.0, "format": DENSE_WEIGHTS["no_answer"], "dimensional": 0.0, "symbolic": 0.0, "consistency": 0.0}
+
+
+def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold_unit: Any, correct: bool) -> dict[str, float]:
+    """The dense components once the answer is judged (``prep`` from :func:`_prepare`, with answers).
+
+    May raise; callers fall back to :func:`_no_answer_components`.
+    """
+    from studybench.answers import find_boxes, strip_reasoning
+    from studybench.verify.conversion import symbol_keys
+    from studybench.verify.latex import norm_string
+    from studybench.verify.quantity import split_hints
+
+    w = DENSE_WEIGHTS
+    comp = {"answer": 0.0, "format": 0.0, "dimensional": 0.0, "symbolic": 0.0, "consistency": 0.0}
+    at, ts, golds, preds = prep
+    if correct:
+        comp["answer"] = w["answer"]
+    visible = strip_reasoning(response)
+    boxes = [b.content for b in find_boxes(visible)]
+    finals = _FINAL_LINE.search(visible) is not None
+    if finals and len(preds) == len(golds):
+        comp["format"] = w["format"]
+    if len(boxes) > len(golds) and len({norm_string(b) for b in boxes}) > len(golds):
+        comp["consistency"] = w["inconsistent"]
+    types = ts if at.value in ("TUP", "ALT") and len(ts) == len(golds) else [at] * len(golds)
+    hints = split_hints(gold_unit, len(golds))
+    dims: list[float] = []
+    syms: list[float] = []
+    for g, p, t, h in zip(golds, preds, types, hints, strict=False):
+        tv = getattr(t, "value", str(t))
+        if tv == "NV":
+            d = _dimension_check(g, p, h)
+            if d is not None:
+                dims.append(w["dimensional"] if d else w["wrong_dimension"])
+        elif tv in ("EX", "EQ"):
+            gk, pk = symbol_keys(g), symbol_keys(p)
+            if pk is None:
+                syms.append(w["unreadable"])
+            elif gk is not None and gk and gk == pk:
+                syms.append(w["symbolic"])
+            else:
+                syms.append(0.0)
+    if dims:
+        comp["dimensional"] = sum(dims) / len(dims)
+    if syms:
+        comp["symbolic"] = sum(syms) / len(syms)
     return comp
 
 
@@ -382,6 +441,196 @@ def compute_score_dense(
     return compute_score(data_source, solution_str, ground_truth, extra_info, variant="dense", return_dict=return_dict)
 
 
+def _score_batch(rows: Sequence[tuple[Any, Any, dict[str, Any], bool]]) -> list[dict[str, Any]]:
+    """:func:`_score` of many rollouts ``(solution_str, ground_truth, info, dense)``, judged together.
+
+    Every rollout's verification (and, for the dense reward, the answer component's verification)
+    goes into ONE :meth:`studybench.verify.Verifier.verify_many` call, which decides memo hits and
+    string-rule cases in-process, deduplicates identical items and spreads the rest over the worker
+    pool. Each rollout gets exactly what :func:`_score` gives it alone; a bad rollout never affects
+    another. Never raises.
+    """
+    from studybench.verify import extract_pair
+    from studybench.verify.rules import normalise_types
+
+    outs: list[dict[str, Any]] = []
+    items: list[tuple[Any, ...]] = []
+    # per rollout: (index of its response item or a ready Verdict, the dense plan) or None when done
+    plans: list[tuple[Any, Any] | None] = []
+    for solution_str, ground_truth, info, dense in rows:
+        low = DENSE_WEIGHTS["no_answer"] if dense else 0.0
+        out: dict[str, Any] = {"score": low, "acc": 0.0, "reason": "", "answer_type": "", "extracted": "", "pred": ""}
+        outs.append(out)
+        plans.append(None)
+        try:
+            gt = _ground_truth(ground_truth, info)
+            if isinstance(gt, str):
+                _warn_once(gt)
+                out["reason"] = gt
+                continue
+            answer, at, ts, unit = gt
+            out["answer_type"] = at.value
+            if not isinstance(solution_str, str):
+                out["reason"] = "bad input: solution_str is not a string"
+                continue
+            problem = _given(ground_truth.get("problem") if isinstance(ground_truth, dict) else None, info.get("problem"))
+            pair = extract_pair(answer, solution_str, at, ts)
+            if isinstance(pair, tuple):  # as Verifier.verify_response does before Verifier.verify
+                nat, nts = normalise_types(at, ts)
+                items.append((pair[0], pair[1], nat, nts, unit, problem if isinstance(problem, str) else None))
+                first: Any = len(items) - 1
+            else:
+                first = pair
+            dense_plan: Any = None
+            if dense:  # as dense_components: its own extraction, verified without the problem text
+                try:
+                    prep = _prepare(solution_str, answer, at, ts)
+                    if prep is None or not prep[3]:
+                        dense_plan = _no_answer_components()
+                    else:
+                        items.append((prep[2], prep[3], prep[0], prep[1], unit))
+                        dense_plan = (prep, unit, len(items) - 1)
+                except Exception:  # noqa: BLE001
+                    dense_plan = _no_answer_components()
+            plans[-1] = (first, dense_plan)
+        except Exception as e:  # noqa: BLE001 - a reward must never raise inside a training loop
+            out["score"], out["acc"], out["reason"] = low, 0.0, f"internal error ({type(e).__name__})"
+    try:
+        verdicts = _verifier().verify_many(items) if any(p is not None for p in plans) else []
+    except Exception as e:  # noqa: BLE001 - e.g. a bad STUDYBENCH_REWARD_WORKERS; each row keeps its lowest reward
+        for out, plan in zip(outs, plans, strict=True):
+            if plan is not None:
+                out["reason"] = f"internal error ({type(e).__name__})"
+        return outs
+    for (solution_str, _gt, _info, dense), out, plan in zip(rows, outs, plans, strict=True):
+        if plan is None:
+            continue
+        low = out["score"]
+        try:
+            first, dense_plan = plan
+            verdict = verdicts[first] if isinstance(first, int) else first
+            out["acc"] = 1.0 if verdict.correct else 0.0
+            out["reason"] = verdict.reason
+            out["extracted"] = out["pred"] = " | ".join(verdict.extracted)
+            if not dense:
+                out["score"] = out["acc"]
+                continue
+            try:
+                if isinstance(dense_plan, dict):
+                    comps = dense_plan
+                else:
+                    prep, unit, k = dense_plan
+                    comps = _dense_rest(solution_str, prep, unit, verdicts[k].correct)
+            except Exception:  # noqa: BLE001
+                comps = _no_answer_components()
+            out["score"] = _dense_total(comps)
+        except Exception as e:  # noqa: BLE001
+            out["score"], out["acc"], out["reason"] = low, 0.0, f"internal error ({type(e).__name__})"
+    return outs
+
+
+def _dense_total(comps: dict[str, float]) -> float:
+    """The dense reward from its components: their sum clipped to [-1, 1] (as :func:`dense_reward_for`)."""
+    try:
+        return max(-1.0, min(1.0, float(sum(comps.values()))))
+    except Exception:  # noqa: BLE001
+        return DENSE_WEIGHTS["no_answer"]
+
+
+def _as_list(values: Any, n: int) -> list[Any]:
+    """A verl batch field as a list of ``n`` (numpy arrays and tuples too; missing rows are None)."""
+    if values is None or isinstance(values, (str, bytes, bytearray, dict)):
+        return [None] * n
+    try:
+        out = list(values)[:n]
+    except TypeError:
+        return [None] * n
+    return out + [None] * (n - len(out))
+
+
+def compute_score_batch(
+    data_sources: Any = None,
+    solution_strs: Any = None,
+    ground_truths: Any = None,
+    extra_infos: Any = None,
+    *,
+    variant: str | None = None,
+    return_dict: bool | str | None = None,
+    **kwargs: Any,
+) -> list[float | dict[str, Any]]:
+    """verl batch reward function (rule-only): every rollout of a batch judged in one verifier call.
+
+    For verl's ``BatchRewardManager`` (``reward_model.reward_manager=batch``, or
+    ``reward_manager.name=batch`` in newer configs, with ``custom_reward_function.path`` = this
+    module's file and ``custom_reward_function.name=compute_score_batch``). verl calls it once per
+    batch (verl/workers/reward_manager/batch.py, ``BatchRewardManager.verify``, volcengine/verl at
+    b178a3cd, 2026-01)::
+
+        scores = self.compute_score(data_sources=data_sources, solution_strs=responses_str,
+                                    ground_truths=ground_truths, extra_infos=extras, **self.reward_kwargs)
+
+    and reads ``scores[i]`` as a float or as a dict with a ``"score"`` key (every other key goes
+    into ``reward_extra_info``). ``data_sources`` and ``extra_infos`` are numpy object arrays there;
+    any sequence works. Each rollout gets exactly what :func:`compute_score` gives it alone (same
+    ground-truth forms, ``extra_info`` keys, dense choice per row, dict keys); a malformed rollout
+    gets its own lowest reward and never fails the batch. (verl's asynchronous reward loop,
+    ``verl/experimental/reward_loop``, has no batch manager at that commit: it scores one rollout
+    at a time through :func:`compute_score`.)
+
+    All rollouts' verifications go to ONE :meth:`studybench.verify.Verifier.verify_many` call on
+    the shared reward verifier (:func:`reward_verifier`): memo hits and string-rule cases are
+    decided in-process, identical (gold, prediction, type) items are judged once, and the rest run
+    in parallel on its worker pool of ``STUDYBENCH_REWARD_WORKERS`` processes (default: the CPU
+    count, at most 8), each verification under a hard wall-clock limit of
+    ``STUDYBENCH_REWARD_TIMEOUT`` seconds (default 5; an overrun is "incorrect: timed out" and
+    scores the lowest reward). The pool starts (about a second per worker, in parallel) before the
+    first symbolic verification of the process.
+
+    Args:
+        data_sources: one data source per rollout (unused).
+        solution_strs: the decoded responses.
+        ground_truths: one ``reward_model.ground_truth`` per rollout, as for :func:`compute_score`.
+        extra_infos: one ``extra_info`` per rollout, as for :func:`compute_score` (a row's
+            ``{"reward": "dense"}`` selects the dense reward for that row).
+        variant: ``"dense"`` or ``"binary"`` for every row (overrides ``extra_info`` and
+            ``STUDYBENCH_REWARD``).
+        return_dict: return dicts (as :func:`compute_score`; default ``STUDYBENCH_REWARD_DICT``).
+        **kwargs: whatever else verl passes: ignored.
+
+    Returns:
+        One reward (or dict) per entry of ``solution_strs``, in order; ``[]`` when
+        ``solution_strs`` is not a list of rows. Never raises.
+    """
+    try:
+        n = len(solution_strs) if solution_strs is not None and not isinstance(solution_strs, (str, bytes, dict)) else 0
+        sols = _as_list(solution_strs, n)
+    except Exception:  # noqa: BLE001
+        _warn_once("the batch reward function got solution_strs that are not a list")
+        return []
+    flag: Any = os.environ.get("STUDYBENCH_REWARD_DICT", "") if return_dict is None else return_dict
+    if isinstance(flag, str):
+        flag = flag.strip().lower() in _TRUE
+    rows: list[tuple[Any, Any, dict[str, Any], bool]] = []
+    for sol, gt, extra in zip(sols, _as_list(ground_truths, n), _as_list(extra_infos, n), strict=True):
+        info = extra if isinstance(extra, dict) else {}
+        try:
+            dense = _variant(info, variant) == "dense"
+        except Exception:  # noqa: BLE001
+            dense = False
+        rows.append((sol, gt, info, dense))
+    outs = _score_batch(rows)
+    return [o if flag else float(o["score"]) for o in outs]
+
+
+def compute_score_batch_dense(
+    data_sources: Any = None, solution_strs: Any = None, ground_truths: Any = None, extra_infos: Any = None,
+    *, return_dict: bool | str | None = None, **kwargs: Any,
+) -> list[float | dict[str, Any]]:
+    """verl batch reward function with the dense reward (rule-only); as :func:`compute_score_batch`."""
+    return compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, variant="dense",
+                               return_dict=return_dict)
+
+
 def _text(completion: Any) -> Any:
     """Completion text from a string or a conversational completion (list of message dicts)."""
     if isinstance(completion, str):
@@ -426,15 +675,19 @@ def _trl(completions: Sequence[Any], kwargs: dict[str, Any], dense: bool) -> lis
             _warn_once(f"the {k!r} column reached the TRL reward function as a {type(kwargs[k]).__name__}, not a list")
             return [low] * n
     answers, types, seqs, units = (cast(list[Any], c) for c in cols.values())
-    out: list[float | None] = []
+    rows: list[tuple[Any, Any, dict[str, Any], bool]] = []
+    judged: list[int] = []
     for i, c in enumerate(completions):
         answer = answers[i]
         if answer is None or (isinstance(answer, str) and not answer.strip()):
-            out.append(None)  # no gold (e.g. an instruction without an answer): TRL ignores the row
-            continue
+            continue  # no gold (e.g. an instruction without an answer): None, which TRL ignores
         gt = {"answer": answer, "answer_type": types[i], "type_sequence": seqs[i], "gold_unit": units[i],
               "problem": problems[i] if problems is not None else None}
-        out.append(float(_score(_text(c), gt, {}, dense)["score"]))
+        rows.append((_text(c), gt, {}, dense))
+        judged.append(i)
+    out: list[float | None] = [None] * n
+    for i, o in zip(judged, _score_batch(rows), strict=True):  # the whole batch in one verifier call
+        out[i] = float(o["score"])
     return out
 
 

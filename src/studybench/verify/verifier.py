@@ -118,6 +118,32 @@ def _unit_key(gold_unit: Any) -> Any:
         return None
 
 
+def _cost(key: tuple[Any, ...]) -> int:
+    """A rough cost guess for a pending verification: its text length, tripled for equations."""
+    n = sum(len(g) for g in key[0]) + sum(len(p) for p in key[1])
+    return 3 * n if "EQ" in key[2] or "EQ" in key[3] else n
+
+
+def _chunks(keys: list[tuple[Any, ...]], workers: int) -> list[list[tuple[Any, ...]]]:
+    """Pending verifications in chunks for the worker threads, most expensive first.
+
+    Keys with the same gold go to the same chunk (one thread runs a chunk in order and mostly keeps
+    its worker, whose parse cache then serves every prediction for that gold); a chunk holds at most
+    about an eighth of a worker's share, so the threads stay balanced; chunks are sorted by their
+    guessed cost, largest first (longest-processing-time-first list scheduling).
+    """
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for k in keys:
+        groups.setdefault((k[0], k[2], k[3]), []).append(k)
+    cap = max(1, math.ceil(len(keys) / (8 * max(1, workers))))
+    chunks: list[list[tuple[Any, ...]]] = []
+    for g in groups.values():
+        g.sort(key=_cost, reverse=True)
+        chunks.extend(g[i:i + cap] for i in range(0, len(g), cap))
+    chunks.sort(key=lambda c: sum(_cost(k) for k in c), reverse=True)
+    return chunks
+
+
 class Verifier:
     r"""Reusable, thread-safe rule verifier (PROTOCOL.md section 5).
 
@@ -340,7 +366,8 @@ class Verifier:
         """Verify many answers in parallel.
 
         Items decided by the memo or the fast path never touch a worker; the rest are deduplicated
-        and spread over the worker pool.
+        and spread over the worker pool's threads in chunks (items with the same gold together, the
+        most expensive first); every item keeps its own timeout.
 
         Args:
             items: ``(gold_boxes, pred_boxes, answer_type, type_sequence[, gold_unit[, problem]])``
@@ -370,14 +397,20 @@ class Verifier:
             if len(keys) == 1:
                 results = [self._run_worker(keys[0])]
             else:
+                chunks = _chunks(keys, self._pool.max_workers)
+                keys = [k for c in chunks for k in c]
                 try:
-                    results = list(self._executor().map(self._run_worker, keys))
+                    results = [v for c in self._executor().map(self._run_chunk, chunks) for v in c]
                 except Exception as e:  # executor shut down
                     results = [Verdict(False, f"incorrect: internal error ({type(e).__name__})", k[1]) for k in keys]
             for k, v in zip(keys, results, strict=True):
                 for i in pending[k]:
                     out[i] = v
         return [v if v is not None else Verdict(False, "incorrect: internal error", ()) for v in out]
+
+    def _run_chunk(self, keys: list[tuple[Any, ...]]) -> list[Verdict]:
+        """Verify keys one after another in this thread (each under its own timeout)."""
+        return [self._run_worker(k) for k in keys]
 
     def verify_responses(self, items: Sequence[tuple[Any, ...]]) -> list[tuple[list[str], Verdict]]:
         r"""Extract the final answers of many raw responses and verify them in parallel.
