@@ -1,0 +1,176 @@
+"""Token and cost accounting of the LLM judge (`judge RUN_DIR`) and the construction stages (`build ...`).
+
+Stub servers stand in for the judge and the teacher; their ``usage`` is computed from text lengths
+(:mod:`studybench.testing.stub_core`), so the expected sums are recomputed here from the requests
+and replies the stubs saw.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from studybench.cli import app
+from studybench.cli.budget import BUDGET_EXIT_CODE
+from studybench.costs import load_pricing
+from studybench.llm_judge import judge_usage, judge_usage_summary
+from studybench.store import RunStore
+from studybench.testing.stub_judge import judge_reply_fn
+from studybench.testing.stub_script import message_text
+from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
+
+PRICES = {"currency": "EUR", "models": {"stub-judge": {"input": 2.0, "output": 8.0, "cached_input": 0.5},
+                                        "stub-teacher": {"input": 1.0, "output": 3.0, "cached_input": 0.25}}}
+
+SET = """[
+ {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block slides.",
+  "answer": "", "answer_type": "", "type_sequence": "",
+  "sub_problems": [
+   {"problem_id": "a", "problem": "Q: the speed in m/s?", "solution": "v = 1.", "answer": "\\\\boxed{1}", "answer_type": "NV", "type_sequence": ""},
+   {"problem_id": "b", "problem": "Q: the time in s?", "solution": "t = 2.", "answer": "\\\\boxed{2}", "answer_type": "NV", "type_sequence": ""}]},
+ {"source": "S", "year": "", "source_problem_id": "P2", "problem_type": "Thermo", "problem": "Q: the heat in J?",
+  "solution": "Q = 3.", "answer": "\\\\boxed{3}", "answer_type": "NV", "type_sequence": "", "sub_problems": []}
+]"""
+K = 4  # 3 sub-problems x 4 attempts = 12 rule rejections, all with distinct texts
+
+
+def expected_usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+    """The stub's usage of one reply (stub_core._render), recomputed by hand."""
+    msgs = [m for m in body.get("messages") or () if isinstance(m, dict)]
+    prompt = math.ceil(sum(len(message_text(m.get("content"))) for m in msgs) / 4)
+    cached = min(sum(len(message_text(m.get("content"))) for m in msgs[:-1]) // 4, prompt)
+    return {"prompt_tokens": prompt, "completion_tokens": math.ceil((len(reply.content) + len(reply.reasoning or "")) / 4),
+            "cached_tokens": cached, "reasoning_tokens": math.ceil(len(reply.reasoning or "") / 4)}
+
+
+class Recorder:
+    """Wraps a stub reply function; sums the usage the stub reports for every reply it renders."""
+
+    def __init__(self, fn: Callable[[dict[str, Any]], Any]) -> None:
+        self.fn = fn
+        self.lock = threading.Lock()
+        self.usages: list[dict[str, int]] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        reply = Reply.coerce(self.fn(body))
+        with self.lock:
+            self.usages.append(expected_usage(body, reply))
+        return reply
+
+    def total(self, name: str) -> int:
+        return sum(u[name] for u in self.usages)
+
+
+def cli(*args: Any) -> Any:
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def model_reply(body: dict[str, Any]) -> Reply:
+    """Always the wrong value, with the seed in the working so every completion (and judge input) differs."""
+    return Reply(f"Working for seed {body.get('seed')}.\nFinal Answer: \\boxed{{7}}")
+
+
+@pytest.fixture
+def judge_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("STUDYBENCH_JUDGE_BASE_URL", raising=False)
+    f = tmp_path / "set.json"
+    f.write_text(SET, encoding="utf-8")
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES), encoding="utf-8")
+    run = tmp_path / "run"
+    with start_stub_server(model_reply, model="stub-model") as msrv:
+        res = cli("eval", "--split", f, "--model", "stub-model", "--base-url", msrv.base_url, "-k", K, "--seeds", 1,
+                  "--out", run, "--verify-workers", 1)
+        assert res.exit_code == 0, res.output
+    rec = Recorder(judge_reply_fn(lambda x: False))
+    with start_stub_server(rec, model="stub-judge") as jsrv:
+        yield {"tmp": tmp_path, "run": run, "prices": prices, "rec": rec, "srv": jsrv}
+
+
+def _judge(e: dict[str, Any], run: Path, *extra: Any) -> Any:
+    return cli("judge", run, "--judge-model", "stub-judge", "--judge-base-url", e["srv"].base_url,
+               "--judge-max-retries", 0, "--judge-concurrency", 2, "--pricing", e["prices"], *extra)
+
+
+def _verdicts(run: Path) -> dict[Any, tuple[str | None, str | None]]:
+    return {k: (r.verdict, r.inputs_digest) for k, r in RunStore(run).latest_llm_verdicts().items()}
+
+
+def test_judge_tokens_and_cost_equal_the_stubs_usage(judge_env: dict[str, Any]) -> None:
+    e = judge_env
+    res = _judge(e, e["run"])
+    assert res.exit_code == 0, res.output
+    rec = e["rec"]
+    assert len(rec.usages) == 3 * K
+    u = judge_usage(e["run"])["stub-judge"]
+    assert u.verdicts == 3 * K and u.spent.requests == 3 * K and u.spent.unreported == 0
+    for name in ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"):
+        assert getattr(u.spent, name) == rec.total(name), name
+    assert u.from_cache.total_tokens == 0
+    # cost by hand: (prompt - cached) x 2 + cached x 0.5 + completion x 8, per million
+    p, c, o = rec.total("prompt_tokens"), rec.total("cached_tokens"), rec.total("completion_tokens")
+    want = ((p - c) * 2.0 + c * 0.5 + o * 8.0) / 1e6
+    summary = judge_usage_summary(e["run"], load_pricing(e["prices"]))
+    assert summary["cost"] == pytest.approx(want) and summary["currency"] == "EUR"
+    assert summary["spent"]["total_tokens"] == p + o
+    assert f"{p + o:,} tokens = {want:.4f} EUR" in res.output
+
+    # a second run judged by the same judge: every verdict comes from the cache, nothing is charged
+    run2 = e["tmp"] / "run2"
+    import shutil
+
+    shutil.copytree(e["run"], run2)
+    (run2 / "llm_judgements.jsonl").unlink()
+    res2 = _judge(e, run2, "--max-total-tokens", 1)
+    assert res2.exit_code == 0, res2.output  # cache hits cost nothing, so a tiny budget is no obstacle
+    assert len(rec.usages) == 3 * K  # no new request
+    u2 = judge_usage(run2)["stub-judge"]
+    assert u2.spent.total_tokens == 0 and u2.spent.requests == 0
+    assert u2.from_cache.total_tokens == p + o and u2.from_cache.requests == 3 * K  # what they took originally
+
+
+def test_judge_budget_stops_and_a_rerun_resumes(judge_env: dict[str, Any]) -> None:
+    e = judge_env
+    full = e["tmp"] / "full"
+    import shutil
+
+    shutil.copytree(e["run"], full)
+    res = _judge(e, e["run"], "--max-total-tokens", 1500)
+    assert res.exit_code == BUDGET_EXIT_CODE, res.output
+    assert "stopped:" in res.output and "--max-total-tokens 1,500" in res.output and "left un-judged" in res.output
+    asked = len(e["rec"].usages)
+    assert 0 < asked < 3 * K
+    judged = _verdicts(e["run"])
+    assert len(judged) == asked  # what was judged is kept; the rest has no row
+    per_request = e["rec"].usages[0]["prompt_tokens"] + e["rec"].usages[0]["completion_tokens"]
+    assert judge_usage(e["run"])["stub-judge"].spent.total_tokens < 1500 + 2 * per_request  # at most the in-flight ones over
+    # the rule verdicts stand
+    assert len(RunStore(e["run"]).latest_rule_verdicts()) == 3 * K
+    # the same limit again: the tokens spent before count, so nothing new is asked
+    res = _judge(e, e["run"], "--max-total-tokens", 1500)
+    assert res.exit_code == BUDGET_EXIT_CODE and len(e["rec"].usages) == asked
+    # without a limit the rest is judged; the verdicts equal an uninterrupted run's
+    res = _judge(e, e["run"])
+    assert res.exit_code == 0, res.output
+    assert len(e["rec"].usages) == 3 * K  # nothing asked twice
+    u = judge_usage(e["run"])["stub-judge"]
+    assert u.spent.total_tokens == e["rec"].total("prompt_tokens") + e["rec"].total("completion_tokens")
+    (e["tmp"] / "cache").rename(e["tmp"] / "cache-old")  # the uninterrupted run asks afresh
+    res = _judge(e, full)
+    assert res.exit_code == 0, res.output
+    assert _verdicts(full) == _verdicts(e["run"])
+    assert judge_usage(full)["stub-judge"].spent.total_tokens == u.spent.total_tokens
+
+
+def test_max_cost_needs_pricing(judge_env: dict[str, Any]) -> None:
+    res = cli("judge", judge_env["run"], "--judge-model", "stub-judge", "--judge-base-url", judge_env["srv"].base_url,
+              "--max-cost", "1")
+    assert res.exit_code == 2 and "--max-cost needs --pricing" in res.output
