@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from studybench.llm_judge import judge_usage, judge_usage_summary
 from studybench.store import RunStore
 from studybench.testing.stub_judge import judge_reply_fn
 from studybench.testing.stub_script import message_text
-from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
+from studybench.testing.stub_server import Reply, start_stub_server
 
 PRICES = {"currency": "EUR", "models": {"stub-judge": {"input": 2.0, "output": 8.0, "cached_input": 0.5},
                                         "stub-teacher": {"input": 1.0, "output": 3.0, "cached_input": 0.25}}}
@@ -77,19 +78,28 @@ def model_reply(body: dict[str, Any]) -> Reply:
     return Reply(f"Working for seed {body.get('seed')}.\nFinal Answer: \\boxed{{7}}")
 
 
-@pytest.fixture
-def judge_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("STUDYBENCH_JUDGE_BASE_URL", raising=False)
-    f = tmp_path / "set.json"
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One evaluated run (no judge yet), copied by each test."""
+    tmp = tmp_path_factory.mktemp("evaluated")
+    f = tmp / "set.json"
     f.write_text(SET, encoding="utf-8")
-    prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps(PRICES), encoding="utf-8")
-    run = tmp_path / "run"
+    run = tmp / "run"
     with start_stub_server(model_reply, model="stub-model") as msrv:
         res = cli("eval", "--split", f, "--model", "stub-model", "--base-url", msrv.base_url, "-k", K, "--seeds", 1,
                   "--out", run, "--verify-workers", 1)
         assert res.exit_code == 0, res.output
+    return run
+
+
+@pytest.fixture
+def judge_env(evaluated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("STUDYBENCH_JUDGE_BASE_URL", raising=False)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES), encoding="utf-8")
+    run = tmp_path / "run"
+    shutil.copytree(evaluated, run)
     rec = Recorder(judge_reply_fn(lambda x: False))
     with start_stub_server(rec, model="stub-judge") as jsrv:
         yield {"tmp": tmp_path, "run": run, "prices": prices, "rec": rec, "srv": jsrv}
@@ -125,8 +135,6 @@ def test_judge_tokens_and_cost_equal_the_stubs_usage(judge_env: dict[str, Any]) 
 
     # a second run judged by the same judge: every verdict comes from the cache, nothing is charged
     run2 = e["tmp"] / "run2"
-    import shutil
-
     shutil.copytree(e["run"], run2)
     (run2 / "llm_judgements.jsonl").unlink()
     res2 = _judge(e, run2, "--max-total-tokens", 1)
@@ -140,8 +148,6 @@ def test_judge_tokens_and_cost_equal_the_stubs_usage(judge_env: dict[str, Any]) 
 def test_judge_budget_stops_and_a_rerun_resumes(judge_env: dict[str, Any]) -> None:
     e = judge_env
     full = e["tmp"] / "full"
-    import shutil
-
     shutil.copytree(e["run"], full)
     res = _judge(e, e["run"], "--max-total-tokens", 1500)
     assert res.exit_code == BUDGET_EXIT_CODE, res.output

@@ -20,9 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studybench.answers import extract_answers
-from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.costs import TokenCounts
-from studybench.llm_judge import JudgeBudgetExceeded, LLMJudge, LLMJudgeInputs, UnjudgeableTally, llm_judge_inputs
+from studybench.evaluate.scope import ProgressFn, RunScope
+from studybench.llm_judge import (
+    JudgeBudgetExceeded,
+    LLMJudge,
+    LLMJudgeInputs,
+    UnjudgeableTally,
+    llm_judge_inputs,
+)
 from studybench.records import SubProblemRef
 from studybench.store import LLMVerdictRow, RunStore, TurnKey, llm_verdict_status, rule_verdict_status
 
