@@ -180,3 +180,106 @@ def test_max_cost_needs_pricing(judge_env: dict[str, Any]) -> None:
     res = cli("judge", judge_env["run"], "--judge-model", "stub-judge", "--judge-base-url", judge_env["srv"].base_url,
               "--max-cost", "1")
     assert res.exit_code == 2 and "--max-cost needs --pricing" in res.output
+
+
+# --- construction stages: `build verify` with the stub as teacher ---------------------------------
+
+FRAGMENT_TEXT = "Fragment {f}: the law of {kp} says that the quantity is conserved in every closed system."
+
+
+def teacher_reply(body: dict[str, Any]) -> Reply:
+    """A valid score with its quote, and some reasoning (so reasoning tokens are reported too)."""
+    text = body["messages"][-1]["content"]
+    score = 3 if "F1" in text else 1
+    return Reply(json.dumps({"score": score, "quote": "the quantity is conserved in every closed system"}),
+                 reasoning="Reading the fragment carefully.")
+
+
+def _verify_work(work: Path) -> None:
+    work.mkdir()
+    kps = ["A", "B", "C", "D"]
+    rows = {
+        "kps.jsonl": [{"key": f"s{k}", "source": "X", "year": "2020", "source_problem_id": "P", "problem_id": f"s{k}",
+                       "sub_discipline": "Mechanics", "status": "ok"} for k in kps],
+        "kp_canonical.jsonl": [{"id": k, "type": "law_or_equation", "name": f"law {k}", "descriptions": [f"Law {k}."],
+                                "keywords": [k], "sub_discipline": "Mechanics", "uses": [f"s{k}"]} for k in kps],
+        "retrieval.jsonl": [{"kp_id": k, "candidates": [{"fragment_id": f"{k}F{i}", "rank": i, "score": 0.1} for i in (1, 2)]}
+                            for k in kps],
+        "fragments.jsonl": [{"id": f"{k}F{i}", "source": "UP1", "chapter": "1", "section": "1.1", "kind": "exposition",
+                             "text": FRAGMENT_TEXT.format(f=f"{k}F{i}", kp=k)} for k in kps for i in (1, 2)],
+    }
+    for name, rs in rows.items():
+        (work / name).write_text("".join(json.dumps(r) + "\n" for r in rs), encoding="utf-8")
+
+
+def _verify(work: Path, url: str, prices: Path, *extra: Any) -> Any:
+    return cli("build", "verify", "--work", work, "--teacher", "stub-teacher", "--base-url", url, "--max-retries", 0,
+               "--pricing", prices, *extra)
+
+
+def _usage(work: Path) -> dict[str, Any]:
+    return json.loads((work / "verify.usage.json").read_text())
+
+
+def test_build_stage_tokens_cost_budget_and_resume(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES), encoding="utf-8")
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    _verify_work(full)
+    _verify_work(cut)
+    rec = Recorder(teacher_reply)
+    with start_stub_server(rec, model="stub-teacher") as srv:
+        res = _verify(full, srv.base_url, prices)
+        assert res.exit_code == 0, res.output
+        assert len(rec.usages) == 8
+        u = _usage(full)
+        now = u["now"]["teacher"]
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+            assert now[name] == rec.total(name) > 0, name
+        p, c, o = rec.total("prompt_tokens"), rec.total("cached_tokens"), rec.total("completion_tokens")
+        want = ((p - c) * 1.0 + c * 0.25 + o * 3.0) / 1e6
+        assert now["cost"] == pytest.approx(want) and u["total"]["cost"] == pytest.approx(want) and u["currency"] == "EUR"
+        assert u["total"]["total_tokens"] == p + o and u["budget_stop"] is None
+        assert f"cost {want:.4f} EUR" in res.output and f"{c:,} cached-prompt" in res.output
+        # --restart with every reply cached: nothing is asked or charged (so a spent budget is no obstacle);
+        # the stage's total is unchanged
+        res = _verify(full, srv.base_url, prices, "--restart", "--max-total-tokens", 1)
+        assert res.exit_code == 0, res.output
+        assert len(rec.usages) == 8
+        u2 = _usage(full)
+        assert u2["now"]["teacher"]["requests"] == 0 and u2["now"]["teacher"]["prompt_tokens"] == 0
+        assert u2["now"]["teacher"]["cached"] == 8 and u2["total"]["total_tokens"] == p + o
+
+        # a small budget stops the stage after some pairs
+        per_pair = (p + o) // 8
+        limit = 3 * per_pair
+        res = _verify(cut, srv.base_url, prices, "--concurrency", 1, "--max-total-tokens", limit)
+        assert res.exit_code == BUDGET_EXIT_CODE, res.output
+        assert "stopped:" in res.output and f"--max-total-tokens {limit:,}" in res.output and "pairs not asked" in res.output
+        asked = len(rec.usages) - 8
+        assert 2 <= asked <= 4
+        assert len(read_pairs(cut)) == asked and _usage(cut)["budget_stop"]
+        statuses = {r["kp_id"]: r["status"] for r in read_coverage(cut) if r["record"] == "kp"}
+        assert "uncovered" not in statuses.values()  # pairs not asked leave their KPs unverified
+        # the same limit again: the stage's earlier spending counts, nothing new is asked
+        res = _verify(cut, srv.base_url, prices, "--concurrency", 1, "--max-total-tokens", limit)
+        assert res.exit_code == BUDGET_EXIT_CODE and len(rec.usages) - 8 == asked
+        # no limit: the rest is asked once, and the outputs equal the uninterrupted run's
+        res = _verify(cut, srv.base_url, prices)
+        assert res.exit_code == 0, res.output
+        assert len(rec.usages) == 16
+    assert _usage(cut)["total"]["total_tokens"] == p + o  # nothing charged twice
+    assert (cut / "coverage.jsonl").read_text() == (full / "coverage.jsonl").read_text()
+    assert sorted(map(_strip_key_order, read_pairs(cut))) == sorted(map(_strip_key_order, read_pairs(full)))
+
+
+def read_pairs(work: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (work / "verify_pairs.jsonl").read_text().splitlines()]
+
+
+def read_coverage(work: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (work / "coverage.jsonl").read_text().splitlines()]
+
+
+def _strip_key_order(row: dict[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True)
