@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from studybench.cli import app
 from studybench.cli.budget import BUDGET_EXIT_CODE
-from studybench.costs import load_pricing
+from studybench.costs import load_pricing, parse_pricing
 from studybench.llm_judge import judge_usage, judge_usage_summary
 from studybench.store import RunStore
 from studybench.testing.stub_judge import judge_reply_fn
@@ -157,7 +157,7 @@ def test_judge_budget_stops_and_a_rerun_resumes(judge_env: dict[str, Any]) -> No
     judged = _verdicts(e["run"])
     assert len(judged) == asked  # what was judged is kept; the rest has no row
     per_request = e["rec"].usages[0]["prompt_tokens"] + e["rec"].usages[0]["completion_tokens"]
-    assert judge_usage(e["run"])["stub-judge"].spent.total_tokens < 1500 + 2 * per_request  # at most the in-flight ones over
+    assert judge_usage(e["run"])["stub-judge"].spent.total_tokens < 1500 + 3 * per_request  # only the requests in flight (2) go over
     # the rule verdicts stand
     assert len(RunStore(e["run"]).latest_rule_verdicts()) == 3 * K
     # the same limit again: the tokens spent before count, so nothing new is asked
@@ -283,3 +283,26 @@ def read_coverage(work: Path) -> list[dict[str, Any]]:
 
 def _strip_key_order(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True)
+
+
+def test_judge_usage_counts_rows_by_how_they_were_obtained(tmp_path: Path) -> None:
+    base = {"parent_uid": "p", "sub_id": "a", "seed": 0, "attempt": 0, "judge_id": "j", "judge_model": "m", "verdict": "FALSE"}
+    rows = [
+        {**base, "requests": 2, "usage": {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40}},
+        {**base, "requests": 0, "cached": True, "usage": {"prompt_tokens": 7, "completion_tokens": 3}},
+        {**base, "requests": 0, "shared": True, "usage": {"prompt_tokens": 100, "completion_tokens": 10}},
+        {**base, "requests": 1},  # written before usage was recorded
+        {**base, "judge_model": "n", "requests": 1, "usage": {"prompt_tokens": 5, "completion_tokens": 5}},
+    ]
+    (tmp_path / "llm_judgements.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    u = judge_usage(tmp_path)
+    m = u["m"]
+    assert m.verdicts == 4
+    assert (m.spent.requests, m.spent.prompt_tokens, m.spent.completion_tokens, m.spent.cached_tokens) == (3, 100, 10, 40)
+    assert m.spent.unreported == 1  # the old row
+    assert (m.from_cache.requests, m.from_cache.total_tokens) == (1, 10)  # what the cached verdict took originally
+    assert u["n"].spent.total_tokens == 10
+    prices = parse_pricing({"models": {"m": {"input": 1.0, "output": 2.0}}})
+    s = judge_usage_summary(tmp_path, prices)
+    assert s["models"]["m"]["cost"] == pytest.approx((100 + 10 * 2) / 1e6)
+    assert s["models"]["n"]["cost"] is None and s["cost"] is None  # a model without a price: no total, not zero
