@@ -174,9 +174,9 @@ def test_run_items_skips_done_and_restarts(tmp_path: Path) -> None:
         return {"value": i * i}
 
     summary = asyncio.run(run_items(range(5), str, work, out, concurrency=2))
-    assert summary == {"total": 5, "skipped": 0, "done": 5}
+    assert summary == {"total": 5, "skipped": 0, "done": 5, "left": 0, "budget_stop": None}
     summary = asyncio.run(run_items(range(7), str, work, out, concurrency=2))
-    assert summary == {"total": 7, "skipped": 5, "done": 2} and sorted(calls) == [0, 1, 2, 3, 4, 5, 6]
+    assert summary == {"total": 7, "skipped": 5, "done": 2, "left": 0, "budget_stop": None} and sorted(calls) == [0, 1, 2, 3, 4, 5, 6]
     rows = {r["key"]: r["value"] for r in read_rows(out)}
     assert rows == {str(i): i * i for i in range(7)}
     asyncio.run(run_items(range(2), str, work, out, concurrency=2, restart=True))

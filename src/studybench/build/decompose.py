@@ -400,7 +400,8 @@ def decompose(
 
     Returns:
         The summary: ``sub_problems``, ``ok``, ``failed``, ``kps``, ``invalid_kps``, ``canonical``,
-        ``exact_merged``, ``embedding_merges``, ``usage`` and the paths written.
+        ``exact_merged``, ``embedding_merges``, ``usage`` and the paths written; ``left`` (sub-problems
+        not asked because the teacher's budget was spent, ``budget_stop`` says why; a re-run asks them).
 
     Raises:
         StageMetaError: ``kps.jsonl`` was made from another test set or with other settings (use ``restart``).
@@ -454,6 +455,7 @@ def decompose(
                                                         len(canonical), settings.embed_merge))
     return {
         "sub_problems": len(refs), "asked": counts["done"], "resumed": counts["skipped"],
+        "left": counts["left"], "budget_stop": counts["budget_stop"],
         "ok": len(ok), "failed": len(rows) - len(ok), "kps": n_kps,
         "invalid_kps": sum(len(r.get("invalid") or []) for r in ok),
         "canonical": len(canonical), "embedding_merges": len(merges),

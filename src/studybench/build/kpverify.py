@@ -306,7 +306,8 @@ def verify(
 
     Returns:
         The summary: ``pairs``, ``asked``, ``failed_pairs``, ``demoted``, ``kps`` and ``sub_problems``
-        (counts per status), ``usage`` and the files written.
+        (counts per status), ``usage`` and the files written; ``left`` (pairs not asked because the
+        teacher's budget was spent, ``budget_stop`` says why; a re-run asks them).
 
     Raises:
         ValueError: an input file is missing (says which stage makes it).
@@ -369,15 +370,22 @@ def verify(
     counts = asyncio.run(run())
     wanted = {pair_key(i) for i in items}
     pairs = [p for p in read_rows(out) if p.get("key") in wanted]
-    return _aggregate(work, subs, canonical, retrieval, fragments, pairs, counts, llm, missing_fragments)
+    done = {p.get("key") for p in pairs}
+    # pairs a spent budget left unasked are unverified (never uncovered) until a re-run asks them
+    pending = [{"kp_id": kp["id"], "fragment_id": str(c["fragment_id"]), "rank": c.get("rank"), "status": "failed",
+                "score": None, "error": "not asked: the budget was spent"}
+               for kp, c in items if pair_key((kp, c)) not in done]
+    return _aggregate(work, subs, canonical, retrieval, fragments, pairs, counts, llm, missing_fragments, pending)
 
 
 def _aggregate(work: Path, subs: list[dict[str, Any]], canonical: dict[str, dict[str, Any]],
                retrieval: dict[str, Any], fragments: dict[str, dict[str, Any]], pairs: list[dict[str, Any]],
-               counts: dict[str, int], llm: StageLLM, missing_fragments: set[tuple[str, str]]) -> dict[str, Any]:
+               counts: dict[str, Any], llm: StageLLM, missing_fragments: set[tuple[str, str]],
+               pending: list[dict[str, Any]]) -> dict[str, Any]:
     by_kp: dict[str, list[dict[str, Any]]] = {}
     gone = [{"kp_id": k, "fragment_id": f, "status": "failed", "score": None, "error": "fragment not in fragments.jsonl"}
             for k, f in sorted(missing_fragments)]  # a candidate that cannot be read is unverified, never uncovered
+    gone += pending
     for p in [*pairs, *gone]:
         by_kp.setdefault(p["kp_id"], []).append(p)
     kp_rows: dict[str, dict[str, Any]] = {}
@@ -419,6 +427,7 @@ def _aggregate(work: Path, subs: list[dict[str, Any]], canonical: dict[str, dict
                                                           lambda k: "" if k["best_score"] is None else str(k["best_score"])))
     summary = {
         "pairs": len(pairs), "asked": counts["done"], "resumed": counts["skipped"],
+        "left": counts["left"], "budget_stop": counts["budget_stop"],
         "failed_pairs": sum(p.get("status") != "ok" for p in pairs),
         "demoted": sum(bool(p.get("demoted")) for p in pairs),
         "missing_fragments": sorted({f for _, f in missing_fragments}),

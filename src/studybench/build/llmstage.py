@@ -10,9 +10,18 @@
   that reply and a short correction, so it is a different request (and a different cache key) and a
   deterministic teacher is not asked the same question again. Transport errors are retried by the
   backend (:class:`~studybench.models.openai_backend.OpenAIBackend`: 429/5xx/timeouts with backoff)
-  and then end the ask with ``error`` set. Token usage is totalled in :attr:`StageLLM.usage`.
+  and then end the ask with ``error`` set. Token usage is totalled in :attr:`StageLLM.usage`
+  (prompt, completion, reasoning and cached-prompt tokens of the replies received now; cached replies
+  cost nothing).
+- Budgets: a :class:`~studybench.costs.BudgetTracker` (:attr:`StageLLM.budget`) is charged with every
+  reply received; once it is exceeded no new request is sent (:class:`StageBudgetExceeded`; cached
+  replies are still served, requests in flight finish). A stage's budget starts from what the stage
+  already spent in the same work directory: :meth:`StageCache.spent` sums the usage of every reply in
+  its cache file, and every paid reply is appended there (deleting the cache forgets it).
+  :func:`write_stage_usage` records the totals and the cost in ``DIR/<stage>.usage.json``.
 - :func:`run_items`: the resumable driver: one output line per item key, appended and flushed as each
   item finishes, so a SIGKILL loses at most the items in flight; a re-run skips the keys already written.
+  A spent budget stops it taking new items (``budget_stop``); items not finished are left for a re-run.
 - :func:`check_stage_meta`: the first run's settings and input digests in ``DIR/<stage>.meta.json``; a
   re-run with different ones is refused (use ``--restart``).
 - :func:`open_backend`: the chat backend for ``--teacher MODEL --base-url URL``, resolved the way
@@ -30,11 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.costs import BudgetTracker, TokenCounts, normalise_usage
 from studybench.files import JsonlLog, atomic_write_text, dumps_json, file_sha256
 from studybench.models import ChatBackend, ChatRequest, SamplingParams
 
 __all__ = [
     "Asked",
+    "StageBudgetExceeded",
     "StageCache",
     "StageLLM",
     "StageMetaError",
@@ -43,10 +54,17 @@ __all__ = [
     "open_backend",
     "read_rows",
     "run_items",
+    "write_stage_usage",
 ]
 
-#: The usage counters of :attr:`StageLLM.usage`.
-USAGE_KEYS = ("requests", "cached", "prompt_tokens", "completion_tokens", "reasoning_tokens", "reasked", "failures")
+#: The usage counters of :attr:`StageLLM.usage` (``cached``: replies served from the reply cache;
+#: ``cached_tokens``: prompt tokens the server served from its prompt cache).
+USAGE_KEYS = ("requests", "cached", "prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens",
+              "reasked", "failures")
+
+
+class StageBudgetExceeded(RuntimeError):
+    """The stage's budget (:attr:`StageLLM.budget`) is spent: no new request is sent (the message says why)."""
 
 _ECHO_LIMIT = 4000  # characters of a rejected reply sent back with the correction
 
@@ -131,6 +149,20 @@ class StageCache:
         """fsync and close the file (idempotent)."""
         self._log.close()
 
+    def spent(self) -> dict[str, TokenCounts]:
+        """The tokens of every reply in the cache file, per model: what the stage paid for, in this
+        invocation and earlier ones (each line is one request; a cache hit adds no line).
+
+        Returns:
+            ``{model: TokenCounts}``.
+        """
+        out: dict[str, TokenCounts] = {}
+        for row in self._log.rows():
+            if isinstance(row.get("key"), str) and isinstance(row.get("text"), str):
+                model = row.get("model")
+                out.setdefault(model if isinstance(model, str) else "", TokenCounts()).add(row.get("usage"))
+        return out
+
 
 @dataclass
 class Asked:
@@ -171,12 +203,15 @@ class StageLLM:
         backend: the chat backend (:func:`open_backend`); its ``model`` attribute (else ``name``) keys the cache.
         cache: the reply cache, or ``None`` for none.
         concurrency: most requests in flight at once (>= 1).
+        budget: charged with every reply received (under :attr:`model`); once exceeded, an ask that
+            needs a request raises :class:`StageBudgetExceeded` (also settable as :attr:`budget`).
 
     Raises:
         ValueError: ``concurrency`` below 1.
     """
 
-    def __init__(self, backend: ChatBackend, cache: StageCache | None, *, concurrency: int = 16) -> None:
+    def __init__(self, backend: ChatBackend, cache: StageCache | None, *, concurrency: int = 16,
+                 budget: BudgetTracker | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.backend = backend
@@ -184,6 +219,7 @@ class StageLLM:
         self.concurrency = concurrency
         self.model = str(getattr(backend, "model", None) or getattr(backend, "name", "model"))
         self.usage: dict[str, int] = dict.fromkeys(USAGE_KEYS, 0)
+        self.budget = budget
         self._semaphore: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -194,12 +230,8 @@ class StageLLM:
         return self._semaphore
 
     def _count(self, usage: dict[str, int] | None) -> None:
-        if not usage:
-            return
-        for key in ("prompt_tokens", "completion_tokens", "reasoning_tokens"):
-            value = usage.get(key)
-            if isinstance(value, int) and value > 0:
-                self.usage[key] += value
+        for key, value in normalise_usage(usage).items():
+            self.usage[key] += value
 
     async def _one(self, messages: list[dict[str, str]], sampling: dict[str, Any], salt: str) -> tuple[dict[str, Any], bool]:
         """One reply (cached or asked) as a cache entry dict, and whether it came from the cache."""
@@ -211,9 +243,14 @@ class StageLLM:
                 return hit, True
         request = ChatRequest(messages, None, None, 0, sampling=SamplingParams(**sampling))
         async with self._sem():
+            why = self.budget.exceeded() if self.budget is not None else None
+            if why:
+                raise StageBudgetExceeded(why)
             result = await self.backend.complete(request)
         self.usage["requests"] += 1
         if result.error is not None:
+            if result.usage and self.budget is not None:
+                self.budget.charge(self.model, result.usage)
             return {"error": result.error}, False
         entry = {
             "model": self.model,
@@ -223,6 +260,8 @@ class StageLLM:
             "usage": dict(result.usage or {}),
         }
         self._count(entry["usage"])
+        if self.budget is not None:
+            self.budget.charge(self.model, entry["usage"])
         if self.cache is not None:
             self.cache.put(key, entry)
         return entry, False
@@ -254,6 +293,7 @@ class StageLLM:
 
         Raises:
             ValueError: ``attempts`` below 1 or a non-finite ``temperature``.
+            StageBudgetExceeded: the budget is spent and a reply is needed that is not cached.
         """
         if attempts < 1:
             raise ValueError("attempts must be >= 1")
@@ -316,13 +356,15 @@ async def run_items(
     concurrency: int,
     progress: Callable[[int, int], None] | None = None,
     restart: bool = False,
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """Run ``work`` on every item whose key is not yet in ``out``, appending one line per item.
 
     Items are processed by ``concurrency`` workers; each result is written (with its ``"key"``) as soon
     as it is ready, in completion order. A SIGKILL loses only the items in flight: the next run skips
     every key already in ``out`` (a torn last line is cut first). The first exception from ``work``
-    stops the run (items in flight are cancelled; lines written stay) and propagates.
+    stops the run (items in flight are cancelled; lines written stay) and propagates, except
+    :class:`StageBudgetExceeded`: then no new item is started, items in flight finish (or stop at
+    their next request), and the reason is returned as ``budget_stop``.
 
     Args:
         items: the items (keys must be unique; a repeated key is done once).
@@ -334,7 +376,8 @@ async def run_items(
         restart: delete ``out`` first and do every item.
 
     Returns:
-        ``{"total": items, "skipped": already done, "done": written now}``.
+        ``{"total": items, "skipped": already done, "done": written now, "left": not done (a re-run
+        does them), "budget_stop": why the budget stopped the run, or None}``.
 
     Raises:
         ValueError: ``concurrency`` below 1.
@@ -361,11 +404,20 @@ async def run_items(
     log.open()
     queue = iter(todo)
     written = 0
+    stop: list[str] = []
 
     async def worker() -> None:
         nonlocal written
-        for k, item in queue:
-            row = await work(item)
+        while not stop:
+            nxt = next(queue, None)
+            if nxt is None:
+                return
+            k, item = nxt
+            try:
+                row = await work(item)
+            except StageBudgetExceeded as e:
+                stop.append(str(e))
+                return
             log.append({**row, "key": k})
             written += 1
             if progress is not None:
@@ -381,7 +433,8 @@ async def run_items(
         raise
     finally:
         log.close()
-    return {"total": total, "skipped": total - len(todo), "done": written}
+    return {"total": total, "skipped": total - len(todo), "done": written, "left": len(todo) - written,
+            "budget_stop": stop[0] if stop else None}
 
 
 class StageMetaError(ValueError):
@@ -471,3 +524,59 @@ def open_backend(
         return spec.make_backend()
     except EvalError as e:
         raise ValueError(str(e).replace("base_url is required for the openai backend", "an endpoint is required for the teacher")) from None
+
+
+def write_stage_usage(
+    work: Path,
+    stage: str,
+    roles: dict[str, StageLLM],
+    budget: BudgetTracker | None,
+    budget_stop: str | None = None,
+) -> dict[str, Any]:
+    """Write ``DIR/<stage>.usage.json``: this invocation's tokens per role, the stage's totals, cost.
+
+    Args:
+        work: the work directory.
+        stage: the stage name.
+        roles: the stage's models by role (``{"teacher": llm}``, ``{"writer": w, "reviewer": r}``);
+            the same :class:`StageLLM` under two roles is counted once.
+        budget: the stage's tracker (its ``by_model`` holds the stage's totals over every invocation,
+            its ``pricing`` the prices); ``None``: this invocation's counts only.
+        budget_stop: why the budget stopped this invocation, or ``None``.
+
+    Returns:
+        What was written: ``stage``, ``now`` (``{role: {"model", usage counters, "cost"}}``), ``total``
+        (``{"models": {model: TokenCounts dict + "cost"}, "total_tokens", "cost"}``), ``currency``,
+        ``limits`` and ``budget_stop``. A cost is ``None`` without pricing or for a model the
+        pricing has no price for.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    pricing = budget.pricing if budget is not None else None
+    now: dict[str, Any] = {}
+    seen: set[int] = set()
+    for role, llm in roles.items():
+        if id(llm) in seen:
+            continue
+        seen.add(id(llm))
+        now[role] = {"model": llm.model, **llm.usage,
+                     "cost": pricing.cost(llm.model, llm.usage) if pricing is not None else None}
+    models: dict[str, Any] = {}
+    costs: list[float | None] = []
+    for model, counts in sorted((budget.by_model if budget is not None else {}).items()):
+        cost = pricing.cost(model or None, counts) if pricing is not None else None
+        costs.append(cost)
+        models[model] = {**counts.to_dict(), "cost": cost}
+    out = {
+        "stage": stage,
+        "now": now,
+        "total": {"models": models, "total_tokens": sum(m["total_tokens"] for m in models.values()),
+                  "cost": None if pricing is None or None in costs else sum(c for c in costs if c is not None)},
+        "currency": pricing.currency if pricing is not None else None,
+        "limits": {"max_cost": budget.max_cost if budget is not None else None,
+                   "max_total_tokens": budget.max_total_tokens if budget is not None else None},
+        "budget_stop": budget_stop,
+    }
+    atomic_write_text(Path(work) / f"{stage}.usage.json", dumps_json(out) + "\n")
+    return out

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from studybench.cli.budget import BUDGET_OPTIONS
 from studybench.cli.build import build_app
 from studybench.cli.common import console, fail
 
@@ -28,6 +29,7 @@ def _dataset(split: str) -> Any:
 
 
 @build_app.command("guide")
+@BUDGET_OPTIONS
 def build_guide(
     work: _Work,
     teacher: Annotated[str, typer.Option("--teacher", help="Writer model (temperature 0.7).")],
@@ -39,8 +41,13 @@ def build_guide(
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=16, help="Writer completion budget.")] = 1024,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
     restart: Annotated[bool, typer.Option("--restart", help="Discard guide.jsonl and start again.")] = False,
+    *,
+    budget_options: dict[str, Any],
 ) -> None:
-    """Write method-only guidance per covered sub-problem: writer, leakage gate, review; 3 rounds, then the sanitiser."""
+    """Write method-only guidance per covered sub-problem: writer, leakage gate, review; 3 rounds, then the sanitiser.
+
+    Exit 3 when --max-cost / --max-total-tokens stopped it: the limit covers writer and reviewer together and
+    counts every reply in DIR/cache/guide*.jsonl; sub-problems not finished are done by a re-run."""
     from studybench.build.guide import GuideError, GuideSettings, run_guide
     from studybench.build.llmstage import StageCache, StageLLM, open_backend
 
@@ -56,6 +63,9 @@ def build_guide(
     work.mkdir(parents=True, exist_ok=True)
     writer = StageLLM(wb, StageCache.for_stage(work, "guide"), concurrency=concurrency)
     rev = writer if rb is wb else StageLLM(rb, StageCache.for_stage(work, "guide-review"), concurrency=concurrency)
+    from studybench.cli.build_llm import attach_budget, finish_stage
+
+    budget = attach_budget(work, "guide", [writer, rev], budget_options)
 
     async def go() -> dict[str, Any]:
         try:
@@ -74,15 +84,12 @@ def build_guide(
     c = res["counts"]
     paths = ", ".join(f"{k}: {v}" for k, v in sorted(c.items()) if k != "emitted")
     from studybench.build.llmstage import read_rows
-    from studybench.cli.build_llm import usage_line
 
     resumed = res["items"].get("skipped", 0)
     console.print(f"guide: {paths}; {c['emitted']} emitted to {work / 'guidance.jsonl'}"
                   f"{' (sanitised fallbacks included)' if accept_fallback else ''}"
                   f"{f' ({resumed} sub-problems from an earlier run)' if resumed else ''}")
-    console.print(usage_line(res["writer_usage"], "writer"))
-    if res["reviewer_usage"]:
-        console.print(usage_line(res["reviewer_usage"], "reviewer"))
+    finish = res["items"]
     unread = [r for r in read_rows(work / "guide.jsonl")
               if any((rd.get("review") or {}).get("error") for rd in r.get("rounds") or [])]
     if unread:
@@ -90,6 +97,8 @@ def build_guide(
                       "was unreadable (see rounds[].review.error in guide.jsonl): such rounds count as failed. Rows are "
                       "final once written: after fixing the reviewer, re-run with --restart (cached replies, also "
                       "malformed ones, are replayed; delete WORK/cache/guide*.jsonl for new ones).", soft_wrap=True)
+    finish_stage(work, "guide", {"writer": writer, "reviewer": rev}, budget, finish.get("budget_stop"),
+                 finish.get("left", 0), "sub-problem")
 
 
 @build_app.command("retry")

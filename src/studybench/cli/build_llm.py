@@ -8,10 +8,11 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from studybench.cli.budget import BUDGET_OPTIONS, budget_tracker, cost_text, stop_for_budget
 from studybench.cli.build import build_app
 from studybench.cli.common import OptionSet, console, fail, fail_write, interruptible, plural, progress_bars
 
-__all__ = ["decompose_cmd", "usage_line", "verify_cmd"]
+__all__ = ["attach_budget", "decompose_cmd", "finish_stage", "usage_line", "verify_cmd"]
 
 _T = "Teacher"
 TEACHER_OPTIONS = OptionSet("teacher_options", {
@@ -26,6 +27,67 @@ TEACHER_OPTIONS = OptionSet("teacher_options", {
 
 _Work = Annotated[Path, typer.Option("--work", help="Work directory of the construction (read and written).")]
 _Restart = Annotated[bool, typer.Option("--restart", help="Discard this stage's output and recorded settings and start again (the reply cache is kept).")]
+
+
+def attach_budget(work: Path, stage: str, llms: list[Any], budget_options: dict[str, Any]) -> Any:
+    """Give the stage's models one budget tracker, starting from what the stage already spent in ``work``.
+
+    Args:
+        work: the work directory.
+        stage: the stage name (for messages).
+        llms: the stage's :class:`~studybench.build.llmstage.StageLLM` objects (each with its cache).
+        budget_options: the :data:`~studybench.cli.budget.BUDGET_OPTIONS` values.
+
+    Returns:
+        The :class:`~studybench.costs.BudgetTracker`.
+    """
+    from studybench.costs import TokenCounts
+
+    spent: dict[str, TokenCounts] = {}
+    caches = {id(llm.cache): llm.cache for llm in llms if llm.cache is not None}
+    try:
+        for cache in caches.values():
+            for model, counts in cache.spent().items():
+                spent.setdefault(model, TokenCounts()).merge(counts)
+    except OSError as e:
+        fail(f"{stage}: cannot read the reply cache ({e.strerror or e})")
+    budget = budget_tracker(budget_options, spent)
+    for llm in llms:
+        llm.budget = budget
+    return budget
+
+
+def finish_stage(work: Path, stage: str, roles: dict[str, Any], budget: Any, budget_stop: str | None, left: int,
+                 what: str) -> None:
+    """Write ``DIR/<stage>.usage.json``, print the tokens (and cost) per role and the stage total, and
+    stop with exit 3 when the budget stopped the stage.
+
+    Args:
+        work: the work directory.
+        stage: the stage name.
+        roles: the stage's models by role (``{"teacher": llm}``).
+        budget: the stage's tracker (:func:`attach_budget`).
+        budget_stop: why the budget stopped the stage, or ``None``.
+        left: items not done.
+        what: the word for an item (``sub-problem``, ``pair``).
+    """
+    from studybench.build.llmstage import write_stage_usage
+
+    try:
+        rec = write_stage_usage(work, stage, roles, budget, budget_stop)
+    except OSError as e:
+        fail_write(e, work)
+    pricing = budget.pricing
+    for role, usage in rec["now"].items():
+        console.print(usage_line(usage, role, cost_text(usage["cost"], pricing)))
+    total = rec["total"]
+    cost = cost_text(total["cost"], pricing)
+    console.print(f"{stage} in {escape(str(work))}, all runs: {total['total_tokens']:,} tokens"
+                  f"{f' = {cost}' if cost else ''} (written to {escape(str(work / f'{stage}.usage.json'))})", soft_wrap=True)
+    if budget_stop:
+        stop_for_budget(budget_stop, f"{plural(left, what)} not asked",
+                        "Re-run the same command with a higher limit (the limit counts what this stage already spent "
+                        "in this work directory), or without one, to resume.")
 
 
 def _teacher(opts: dict[str, Any], work: Path, stage: str) -> Any:
@@ -52,20 +114,23 @@ _REASK_HINT = ("Re-running the same command asks again the calls that failed in 
                "replies, raise --attempts (with --restart; cached replies are reused) or delete {cache}.")
 
 
-def usage_line(usage: dict[str, int], who: str = "teacher") -> str:
+def usage_line(usage: dict[str, Any], who: str = "teacher", cost: str = "") -> str:
     """One line of an LLM stage's token usage (``llmstage.StageLLM.usage``), headed by ``who``.
 
     Args:
         usage: the usage totals.
         who: the role of the model (teacher, writer, reviewer).
+        cost: the cost text (:func:`~studybench.cli.budget.cost_text`), or ``""``.
 
     Returns:
         The line, for the console.
     """
     reasoning = f", {usage['reasoning_tokens']:,} reasoning" if usage.get("reasoning_tokens") else ""
+    cached = f", {usage['cached_tokens']:,} cached-prompt" if usage.get("cached_tokens") else ""
     return (f"{who}: {plural(usage.get('requests', 0), 'request')} ({usage.get('cached', 0)} cached replies reused, "
             f"{usage.get('reasked', 0)} re-asks, {usage.get('failures', 0)} failed asks); tokens: "
-            f"{usage.get('prompt_tokens', 0):,} prompt, {usage.get('completion_tokens', 0):,} completion{reasoning}")
+            f"{usage.get('prompt_tokens', 0):,} prompt, {usage.get('completion_tokens', 0):,} completion{reasoning}{cached}"
+            f"{f'; cost {cost}' if cost else ''}")
 
 
 def _work_dir(work: Path) -> Path:
@@ -93,6 +158,7 @@ def _run(fn: Any, what: str) -> Any:
 
 @build_app.command("decompose")
 @TEACHER_OPTIONS
+@BUDGET_OPTIONS
 def decompose_cmd(
     work: _Work,
     split: Annotated[str, typer.Option("--split", help="transfer | application | PATH to a test-set JSON file.")] = "transfer",
@@ -106,11 +172,13 @@ def decompose_cmd(
     restart: _Restart = False,
     *,
     teacher_options: dict[str, Any],
+    budget_options: dict[str, Any],
 ) -> None:
     """Knowledge points of every sub-problem (teacher LLM), then canonical KPs: DIR/kps.jsonl,
     DIR/kp_canonical.jsonl and DIR/kp_merges.md. Resumable; sub-problems whose extraction failed are
     recorded as failed and asked again on the next run (a malformed or truncated reply is cached and
-    replayed: raise --attempts with --restart, or delete DIR/cache/decompose.jsonl). Exit 1 when any failed."""
+    replayed: raise --attempts with --restart, or delete DIR/cache/decompose.jsonl). Exit 1 when any failed;
+    exit 3 when --max-cost / --max-total-tokens (which count every reply in DIR/cache/decompose.jsonl) stopped it."""
     from studybench.build.decompose import DecomposeSettings, decompose
     from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
 
@@ -128,6 +196,7 @@ def decompose_cmd(
         ds = Dataset.from_parents(ds.parents[:limit], ds.name)
     work = _work_dir(work)
     llm = _teacher(teacher_options, work, "decompose")
+    budget = attach_budget(work, "decompose", [llm], budget_options)
     settings = DecomposeSettings(temperature=temperature, attempts=attempts, max_tokens=teacher_options["max_tokens"],
                                  concurrency=teacher_options["concurrency"], merge_threshold=merge_threshold,
                                  embed_merge=embed_merge, embedding_model=embedding_model)
@@ -137,8 +206,8 @@ def decompose_cmd(
                   f"{summary['failed']} failed; {plural(summary['kps'], 'knowledge point')} "
                   f"({summary['invalid_kps']} invalid dropped) -> {plural(summary['canonical'], 'canonical KP')} "
                   f"({summary['embedding_merges']} embedding merges, listed in kp_merges.md)")
-    console.print(usage_line(summary["usage"]))
     console.print(f"wrote {escape(', '.join(summary['files']))}", soft_wrap=True)
+    finish_stage(work, "decompose", {"teacher": llm}, budget, summary["budget_stop"], summary["left"], "sub-problem")
     if summary["failed"]:
         shown = ", ".join(summary["failed_keys"][:5])
         console.print(f"[bold yellow]{plural(summary['failed'], 'sub-problem')} failed[/bold yellow] (e.g. {escape(shown)}); "
@@ -149,6 +218,7 @@ def decompose_cmd(
 
 @build_app.command("verify")
 @TEACHER_OPTIONS
+@BUDGET_OPTIONS
 def verify_cmd(
     work: _Work,
     candidates: Annotated[int | None, typer.Option("--candidates", help="Verify only the N best-ranked candidates of each KP (default: all in retrieval.jsonl).")] = None,
@@ -156,13 +226,15 @@ def verify_cmd(
     restart: _Restart = False,
     *,
     teacher_options: dict[str, Any],
+    budget_options: dict[str, Any],
 ) -> None:
     """Score every retrieved (KP, fragment) pair 0-3 with a verbatim quote (teacher LLM, temperature 0; one
     request per pair), demote scores >= 2 whose quote is not in the fragment, and write DIR/coverage.jsonl,
     DIR/coverage.md and the CSV matrices (sub-problem x KP). Failed calls leave KPs "unverified", never
     "uncovered"; re-run the same command to ask again the calls that failed in transport (malformed or
     truncated replies are cached and replayed: raise --attempts with --restart, or delete DIR/cache/verify.jsonl).
-    Exit 1 when any call failed."""
+    Exit 1 when any call failed; exit 3 when --max-cost / --max-total-tokens (which count every reply in
+    DIR/cache/verify.jsonl) stopped it (pairs not asked count as unverified until a re-run asks them)."""
     from studybench.build.kpverify import VerifySettings, verify
 
     if attempts < 1:
@@ -172,6 +244,7 @@ def verify_cmd(
     if not work.is_dir():
         fail(f"--work {work}: not a directory (run `studybench build decompose` and `build retrieve` first)")
     llm = _teacher(teacher_options, work, "verify")
+    budget = attach_budget(work, "verify", [llm], budget_options)
     settings = VerifySettings(candidates=candidates, attempts=attempts, max_tokens=teacher_options["max_tokens"],
                               concurrency=teacher_options["concurrency"])
     summary = _run(lambda progress: verify(work, llm, settings, restart=restart, progress=progress), "verify")
@@ -184,8 +257,8 @@ def verify_cmd(
     if summary["missing_fragments"]:
         console.print(f"[yellow]note:[/yellow] {plural(len(summary['missing_fragments']), 'candidate fragment')} of retrieval.jsonl "
                       "not in fragments.jsonl (their KPs count as unverified)")
-    console.print(usage_line(summary["usage"]))
     console.print(f"wrote {escape(', '.join(summary['files']))}", soft_wrap=True)
+    finish_stage(work, "verify", {"teacher": llm}, budget, summary["budget_stop"], summary["left"], "pair")
     if summary["failed_pairs"]:
         console.print(f"[bold yellow]{plural(summary['failed_pairs'], 'pair')} failed[/bold yellow]; their errors are in "
                       f"verify_pairs.jsonl. {_REASK_HINT.format(cache=escape(str(work / 'cache' / 'verify.jsonl')))}",

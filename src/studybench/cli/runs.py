@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from studybench.cli.budget import BUDGET_OPTIONS, budget_tracker, cost_text, stop_for_budget
 from studybench.cli.common import (
     JUDGE_OPTIONS,
     VERIFY_OPTIONS,
@@ -33,6 +34,7 @@ __all__ = ["consistency_cmd", "judge_cmd", "report_cmd"]
 
 @JUDGE_OPTIONS
 @VERIFY_OPTIONS
+@BUDGET_OPTIONS
 def judge_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
     judge_rule_accepts: Annotated[bool, typer.Option("--judge-rule-accepts", help="Also send rule accepts to the judge (makes the rule verifier's false accepts visible in `studybench consistency`; scores are unchanged).")] = False,
@@ -45,6 +47,7 @@ def judge_cmd(
     *,
     judge_options: dict[str, Any],
     verify_options: dict[str, Any],
+    budget_options: dict[str, Any],
 ) -> None:
     """Add or refresh LLM judge verdicts on an existing run, without generating anything.
 
@@ -52,15 +55,26 @@ def judge_cmd(
     --judge-rule-accepts every accept) gets an LLM verdict tied to the digest of the completion it
     judged. Verdicts come from the cache when the same inputs were judged before. Writes report.json /
     report.md. Exit 1 when some verdicts failed (re-run to retry them), or when more than 20% of the
-    verdicts (at least 5), or all of them, are unjudgeable: the judge is not answering in its format."""
+    verdicts (at least 5), or all of them, are unjudgeable: the judge is not answering in its format.
+
+    Judge tokens (and cost with --pricing) are printed; --max-cost / --max-total-tokens count every
+    judge token this run directory already spent, stop asking once reached (verdicts obtained are
+    kept, rule verdicts stand, the rest stays un-judged) and exit 3; re-run with a higher limit to resume."""
     from studybench.evaluate import EvalError, add_llm_verdicts, judge_spec_from_run
     from studybench.llm_judge import LLMJudgeConfigError
     from studybench.store import RunDirInUseError, RunStore
 
     if audit_rule_accepts:
         deprecated("--audit-rule-accepts", "--judge-rule-accepts")
+    from studybench.llm_judge import judge_usage
+
     verify_timeout, verify_workers = verify_settings(verify_options)
     spec = judge_spec(judge_options)
+    try:
+        spent = {m: u.spent for m, u in judge_usage(run_dir).items()}
+    except OSError as e:
+        fail(f"{run_dir}: cannot read its LLM verdicts ({e.strerror or e})")
+    budget = budget_tracker(budget_options, spent)
     try:
         if spec is None:
             try:
@@ -72,7 +86,7 @@ def judge_cmd(
             res = add_llm_verdicts(run_dir, spec, judge_rule_accepts=judge_rule_accepts or audit_rule_accepts,
                                    refresh=refresh, activate=activate, split_path=split_path, data_dir=data_dir,
                                    verify_timeout=verify_timeout, verify_workers=verify_workers,
-                                   retry_timeouts=retry_timeouts, progress=progress)
+                                   retry_timeouts=retry_timeouts, progress=progress, budget=budget)
     except EvalError as e:
         fail_for(e, e.field)
     except LLMJudgeConfigError as e:
@@ -92,7 +106,11 @@ def judge_cmd(
     if res.rule.verified:
         console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict")
     print_llm_pass(res.llm, str(res.judge.get("model")))
+    _print_judge_tokens(res.llm, budget, str(res.judge.get("model")))
     print_report(res.report, run_dir)
+    if res.llm.budget_stop:
+        stop_for_budget(res.llm.budget_stop, f"{plural(res.llm.skipped, 'turn')} left un-judged (their rule verdicts stand)",
+                        "Re-run the same command with a higher limit, or without one, to judge them.")
     alarmed = print_unjudgeable_alarm(res.llm, res.judge, run_dir)
     if res.llm.verdicts.get("error"):
         console.print(f"[bold yellow]{plural(res.llm.verdicts['error'], 'judge request')} failed after retries; "
@@ -100,6 +118,22 @@ def judge_cmd(
         raise typer.Exit(1)
     if alarmed:
         raise typer.Exit(1)
+
+
+def _print_judge_tokens(st: Any, budget: Any, model: str) -> None:
+    """The judge's tokens: spent now, served from the cache, and the run's total (with cost when priced)."""
+    t, c = st.tokens, st.tokens_from_cache
+    pricing = budget.pricing
+    now = cost_text(pricing.cost(model, t), pricing) if pricing else ""
+    total = cost_text(budget.cost, pricing) if pricing else ""
+    extra = "".join(f", {n:,} {what}" for n, what in ((t.cached_tokens, "cached-prompt"), (t.reasoning_tokens, "reasoning")) if n)
+    console.print(
+        f"judge tokens now: {t.prompt_tokens:,} prompt + {t.completion_tokens:,} completion{extra}"
+        f"{f' = {now}' if now else ''}; from the verdict cache (not spent now): {plural(c.requests, 'verdict')}, "
+        f"{c.total_tokens:,} tokens when asked; this run's judging so far: {budget.total_tokens:,} tokens"
+        f"{f' = {total}' if total else ''}",
+        soft_wrap=True,
+    )
 
 
 def consistency_cmd(

@@ -5,6 +5,11 @@ Leaderboard mode (``rule+llm``) sends every current rule rejection (and, with
 configuration) to ``llm_judgements.jsonl``. A row is tied to the digest of the completion and of the
 judge inputs it judged; which stored verdicts are reused is decided by
 :func:`studybench.store.llm_verdict_status` (the one currency rule).
+
+Each row records the judge's token usage (:mod:`studybench.llm_judge.usage`). When the judge has a
+budget (:attr:`studybench.llm_judge.LLMJudge.budget`) and it is spent, the pass stops asking: the
+verdicts obtained are kept, the turns not judged get no row (``skipped``, with ``budget_stop``
+saying why) and a later pass judges them.
 """
 
 from __future__ import annotations
@@ -15,8 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studybench.answers import extract_answers
+from studybench.costs import TokenCounts
 from studybench.evaluate.scope import ProgressFn, RunScope
-from studybench.llm_judge import LLMJudge, LLMJudgeInputs, UnjudgeableTally, llm_judge_inputs
+from studybench.llm_judge import (
+    JudgeBudgetExceeded,
+    LLMJudge,
+    LLMJudgeInputs,
+    UnjudgeableTally,
+    llm_judge_inputs,
+)
 from studybench.records import SubProblemRef
 from studybench.store import LLMVerdictRow, RunStore, TurnKey, llm_verdict_status, rule_verdict_status
 
@@ -39,6 +51,10 @@ class LLMStats:
         tally: the unjudgeable verdicts among the judged, with the alarm
             (:meth:`~studybench.llm_judge.UnjudgeableTally.alarm`) when the judge is not answering in
             its format.
+        tokens: token counts of the judge replies received in this pass (what it spent).
+        tokens_from_cache: what the verdicts served from the cache took when they were asked.
+        skipped: turns left un-judged because the judge's budget was spent (judged by a re-run).
+        budget_stop: why the pass stopped asking (the budget sentence), or ``None``.
     """
 
     candidates: int = 0
@@ -51,6 +67,10 @@ class LLMStats:
     verdicts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     tally: UnjudgeableTally = field(default_factory=UnjudgeableTally)
+    tokens: TokenCounts = field(default_factory=TokenCounts)
+    tokens_from_cache: TokenCounts = field(default_factory=TokenCounts)
+    skipped: int = 0
+    budget_stop: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The counts as a JSON-ready dict."""
@@ -58,6 +78,8 @@ class LLMStats:
             "candidates": self.candidates, "reused": self.reused, "judged": self.judged, "cache_hits": self.cache_hits,
             "shared": self.shared, "requests": self.requests, "no_rule_verdict": self.no_rule_verdict,
             "verdicts": dict(self.verdicts), "seconds": round(self.seconds, 3), "unjudgeable": self.tally.to_dict(),
+            "tokens": self.tokens.to_dict(), "tokens_from_cache": self.tokens_from_cache.to_dict(),
+            "skipped": self.skipped, "budget_stop": self.budget_stop,
         }
 
 
@@ -89,6 +111,9 @@ async def add_llm_verdicts_to_scope(
 
     Raises:
         studybench.llm_judge.LLMJudgeConfigError: the endpoint refuses every request (HTTP 401/403/404).
+
+    A judge whose budget is spent is not an error: the turns it did not judge are counted in
+    ``skipped`` and the stats' ``budget_stop`` says why.
     """
     gens = store.latest_generations()
     rules = store.latest_rule_verdicts()
@@ -126,7 +151,14 @@ async def add_llm_verdicts_to_scope(
     store.llm_log.open()
 
     async def one(key: TurnKey, ref: SubProblemRef, cd: str, rule_ok: bool, inputs: LLMJudgeInputs, extracted: list[str]) -> None:
-        v = await judge.judge(inputs)
+        try:
+            v = await judge.judge(inputs)
+        except JudgeBudgetExceeded as e:
+            stats.skipped += 1
+            stats.budget_stop = stats.budget_stop or str(e)
+            if progress:
+                progress("llm judge", 1, None)
+            return
         store.append(LLMVerdictRow(
             **key.to_dict(),
             judge_id=jid,
@@ -144,12 +176,17 @@ async def add_llm_verdicts_to_scope(
             cached=v.cached,
             shared=v.shared,
             requests=v.requests,
+            usage=v.usage or None,
             time=time.time(),
         ))
         stats.judged += 1
         stats.requests += v.requests
         stats.cache_hits += v.cached
         stats.shared += v.shared
+        if v.cached:
+            stats.tokens_from_cache.merge(TokenCounts(requests=1, **v.usage))
+        elif not v.shared:
+            stats.tokens.merge(TokenCounts(requests=v.requests, unreported=int(bool(v.requests) and not v.usage), **v.usage))
         stats.verdicts[v.verdict] = stats.verdicts.get(v.verdict, 0) + 1
         stats.tally.add(v)
         if progress:

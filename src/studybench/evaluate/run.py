@@ -673,6 +673,7 @@ def add_llm_verdicts(
     retry_timeouts: bool = False,
     progress: ProgressFn | None = None,
     preflight: bool = True,
+    budget: Any = None,
 ) -> JudgeRunResult:
     """Add or refresh LLM verdicts on an existing run, without generating anything (paper 2.2).
 
@@ -700,6 +701,8 @@ def add_llm_verdicts(
         retry_timeouts: verify again turns whose rule verdict timed out with the same settings.
         progress: see :data:`~studybench.evaluate.scope.ProgressFn`.
         preflight: check the judge endpoint first.
+        budget: a :class:`~studybench.costs.BudgetTracker` the judge charges; once spent, no new
+            judge request is sent and ``result.llm.budget_stop`` says why (the rest stays un-judged).
 
     Returns:
         A :class:`JudgeRunResult`.
@@ -731,6 +734,7 @@ def add_llm_verdicts(
         llm_judge = spec.build()
     except LLMJudgeSpecError as e:
         raise EvalError(str(e), f"judge.{e.field}") from None
+    llm_judge.budget = budget
     notes: list[str] = []
     warnings: list[str] = []
     judge_open = True

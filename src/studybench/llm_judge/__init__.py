@@ -15,6 +15,8 @@ counts it correct when the judge says TRUE; reward mode (``rule``) never calls a
 - :mod:`studybench.llm_judge.client`: :class:`LLMJudge`, the OpenAI-compatible client for any task;
 - :mod:`studybench.llm_judge.spec`: :class:`LLMJudgeSpec`, a judge's settings validated once
   (``LLMJudgeSpec(model=..., base_url=...).build()``);
+- :mod:`studybench.llm_judge.usage`: :func:`judge_usage`, the judge tokens (and cost) of a run
+  directory, from the usage stored with its LLM verdicts;
 - :mod:`studybench.llm_judge.inputs`: :func:`llm_judge_inputs` builds the five inputs of one
   sub-problem's judgement; the evaluation never needs to know what they are. The contamination audit's stage 3 is the same client with another task
 (:data:`studybench.audit.duplicates.DUPLICATE_TASK`).
@@ -32,6 +34,7 @@ from studybench.llm_judge.cache import (
 )
 from studybench.llm_judge.client import (
     FINAL_VERDICTS,
+    JudgeBudgetExceeded,
     LLMJudge,
     LLMJudgeConfigError,
     LLMJudgeInputs,
@@ -56,6 +59,7 @@ from studybench.llm_judge.prompt import (
 )
 from studybench.llm_judge.spec import JUDGE_BASE_URL_ENV, LLMJudgeSpec, LLMJudgeSpecError
 from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
+from studybench.llm_judge.usage import JudgeUsage, judge_usage, judge_usage_summary
 
 __all__ = [
     "ANSWER_EQUIVALENCE_TASK",
@@ -71,6 +75,10 @@ __all__ = [
     "LLMJudgeSpecError",
     "DEFAULT_TEMPLATE",
     "FINAL_VERDICTS",
+    "JudgeBudgetExceeded",
+    "JudgeUsage",
+    "judge_usage",
+    "judge_usage_summary",
     "FORMAT_REMINDER",
     "LLMJudgeConfigError",
     "MAX_SOLUTION_CHARS",

@@ -20,7 +20,14 @@ the transport, for every task:
   judge model, template digest and inputs digest (``unjudgeable`` is not a verdict and is never
   cached); the judge's reasoning (``<think>`` or ``reasoning_content``) is neither part of the key
   nor of the verdict; ``read_cache=False`` asks afresh and overwrites the cached verdicts;
-- a transport failure after all retries gives the verdict ``"error"``, which is not cached.
+- a transport failure after all retries gives the verdict ``"error"``, which is not cached;
+- token usage: every reply's ``usage`` (:func:`studybench.costs.normalise_usage`) is summed into the
+  verdict's :attr:`LLMVerdict.usage` and stored with a cached verdict, so a cache hit still says
+  what the judgement took when it was asked (it costs nothing now: ``cached`` is set); replies paid
+  for now are summed in :attr:`LLMJudgeStats.tokens`;
+- an optional :class:`~studybench.costs.BudgetTracker` (:attr:`LLMJudge.budget`) is charged with
+  every reply; once it is exceeded, a judgement that would need a request raises
+  :class:`JudgeBudgetExceeded` instead (cache hits are still served; judgements in flight finish).
 
 Prompts and replies pass through :func:`studybench.answers.clean_surrogates` (lone surrogates cannot
 be sent as JSON).
@@ -37,13 +44,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studybench.answers import clean_surrogates
+from studybench.costs import BudgetTracker, TokenCounts, normalise_usage
 from studybench.llm_judge.cache import CACHED_VERDICTS, LLMVerdictCache, cache_key
 from studybench.llm_judge.parse import MalformedReply, strip_judge_reasoning
 from studybench.llm_judge.prompt import PLACEHOLDERS, LLMJudgeTemplate, LLMJudgeTemplateError
 from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
 from studybench.store.rows import FINAL_LLM_VERDICTS
 
-__all__ = ["FINAL_VERDICTS", "LLMJudgeConfigError", "LLMJudgeInputs", "LLMJudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
+__all__ = ["FINAL_VERDICTS", "JudgeBudgetExceeded", "LLMJudgeConfigError", "LLMJudgeInputs", "LLMJudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
 
 FINAL_VERDICTS = FINAL_LLM_VERDICTS
 """Verdicts that are final (never re-requested within a run; TRUE and FALSE are also cached); ``"error"``
@@ -63,6 +71,19 @@ class LLMJudgeConfigError(RuntimeError):
     The message names the endpoint (credentials removed) and the environment variable of the key,
     never the key.
     """
+
+
+class JudgeBudgetExceeded(RuntimeError):
+    """The judge's budget (:attr:`LLMJudge.budget`) is spent: no new request is sent.
+
+    The message says which limit and what was spent. The judgement is not made (no verdict); a
+    re-run with a higher limit makes it.
+    """
+
+
+def _add_usage(total: dict[str, int], usage: Mapping[str, Any] | None) -> None:
+    for name, n in normalise_usage(usage).items():
+        total[name] = total.get(name, 0) + n
 
 
 def _visible(reply: str) -> str:
@@ -137,6 +158,9 @@ class LLMVerdict:
         shared: answered by a concurrent request for identical inputs (no request of its own).
         error: why it is unjudgeable or an error.
         finish_reason: the last reply's ``finish_reason`` (``"length"``: cut at the token budget).
+        usage: token counts summed over the replies that made the verdict (format re-asks included;
+            :data:`studybench.costs.USAGE_FIELDS`). For a cached or shared verdict, the counts of the
+            replies that made it originally (nothing was spent now); empty when unknown.
     """
 
     verdict: str
@@ -147,6 +171,7 @@ class LLMVerdict:
     error: str | None = None
     shared: bool = False
     finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
@@ -167,6 +192,7 @@ class LLMJudgeStats:
         unjudgeable: verdicts ``"unjudgeable"``.
         errors: verdicts ``"error"`` (transport failures).
         verdicts: count per verdict value.
+        tokens: token counts of the replies received now (cache hits and shared verdicts cost nothing).
     """
 
     judgements: int = 0
@@ -177,13 +203,15 @@ class LLMJudgeStats:
     unjudgeable: int = 0
     errors: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
+    tokens: TokenCounts = field(default_factory=TokenCounts)
 
     def to_dict(self) -> dict[str, Any]:
         """The counters as a JSON-ready dict.
 
         Returns:
             ``judgements``, ``cache_hits``, ``shared``, ``requests``, ``malformed_replies``,
-            ``unjudgeable``, ``errors`` and ``verdicts`` (count per verdict).
+            ``unjudgeable``, ``errors``, ``verdicts`` (count per verdict) and ``tokens``
+            (:meth:`TokenCounts.to_dict` of the replies received now).
         """
         return {
             "judgements": self.judgements,
@@ -194,6 +222,7 @@ class LLMJudgeStats:
             "unjudgeable": self.unjudgeable,
             "errors": self.errors,
             "verdicts": dict(self.verdicts),
+            "tokens": self.tokens.to_dict(),
         }
 
 
@@ -216,6 +245,8 @@ class LLMJudge:
         read_cache: use cached verdicts (``False`` re-asks and overwrites them: the cache is
             written through).
         task: what is asked and how replies are parsed (default :data:`ANSWER_EQUIVALENCE_TASK`).
+        budget: charged with every reply (under the judge model's name); once exceeded, judgements
+            that need a request raise :class:`JudgeBudgetExceeded` (also settable as :attr:`budget`).
 
     Raises:
         ValueError: negative ``parse_retries`` or invalid transport settings.
@@ -239,6 +270,7 @@ class LLMJudge:
         backoff_max: float = 60.0,
         read_cache: bool = True,
         task: LLMJudgeTask | None = None,
+        budget: BudgetTracker | None = None,
     ) -> None:
         from studybench.models.base import SamplingParams
         from studybench.models.openai_backend import OpenAIBackend
@@ -268,7 +300,17 @@ class LLMJudge:
             api_key_env=api_key_env,
         )
         self.stats = LLMJudgeStats()
+        self.budget = budget
         self._inflight: dict[str, asyncio.Future[LLMVerdict]] = {}
+        self._gate: asyncio.Semaphore | None = None
+        self._gate_loop: asyncio.AbstractEventLoop | None = None
+
+    def _budget_gate(self) -> asyncio.Semaphore:
+        """Bounds judgements being asked under a budget, so the budget is checked when one can start."""
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate_loop is not loop:
+            self._gate, self._gate_loop = asyncio.Semaphore(self.backend.concurrency), loop
+        return self._gate
 
     @property
     def judge_id(self) -> str:
@@ -328,6 +370,7 @@ class LLMJudge:
 
         Raises:
             LLMJudgeConfigError: the endpoint answered HTTP 401, 403 or 404 (bad key, URL or model).
+            JudgeBudgetExceeded: :attr:`budget` is spent and the verdict is not cached.
             ValueError: ``inputs`` do not match the task's placeholders.
         """
         values = self.task.values(inputs.as_dict() if isinstance(inputs, LLMJudgeInputs) else inputs)
@@ -344,6 +387,7 @@ class LLMJudge:
                         requests=0,
                         cached=True,
                         error=row.get("error"),
+                        usage=normalise_usage(row.get("usage")),
                     )
                 )
         pending = self._inflight.get(key)
@@ -351,12 +395,19 @@ class LLMJudge:
             shared = await asyncio.shield(pending)
             return self._count(
                 LLMVerdict(shared.verdict, shared.justification, shared.reply, 0, False, shared.error, shared=True,
-                           finish_reason=shared.finish_reason)
+                           finish_reason=shared.finish_reason, usage=dict(shared.usage))
             )
         fut: asyncio.Future[LLMVerdict] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            verdict = await self._ask(values)
+            if self.budget is None:
+                verdict = await self._ask(values)
+            else:
+                async with self._budget_gate():
+                    why = self.budget.exceeded()
+                    if why:
+                        raise JudgeBudgetExceeded(why)
+                    verdict = await self._ask(values)
             if self.cache is not None and verdict.verdict in CACHED_VERDICTS:  # never unjudgeable
                 self.cache.put(
                     key,
@@ -370,6 +421,7 @@ class LLMJudge:
                         "reply": verdict.reply,
                         "error": verdict.error,
                         "requests": verdict.requests,
+                        "usage": verdict.usage,
                     },
                 )
             fut.set_result(verdict)
@@ -389,10 +441,16 @@ class LLMJudge:
         last_reply = ""
         last_finish: str | None = None
         problem = ""
+        usage: dict[str, int] = {}
         for _ in range(self.parse_retries + 1):
             res = await self.backend.complete(ChatRequest(messages, None, None, 0))  # type: ignore[arg-type]
             requests += res.attempts
             self.stats.requests += res.attempts
+            if not res.error or res.usage:
+                _add_usage(usage, res.usage)
+                self.stats.tokens.add(res.usage)
+                if self.budget is not None:
+                    self.budget.charge(self.model, res.usage)
             if res.error:
                 m = _STATUS.match(res.error)
                 status = int(m.group(1)) if m else None
@@ -402,8 +460,9 @@ class LLMJudge:
                         f"--judge-model, --judge-base-url and ${self.backend.api_key_env}"
                     )
                 if status in _FINAL_STATUSES:
-                    return LLMVerdict("unjudgeable", requests=requests, error=f"the endpoint refused the request: {res.error}")
-                return LLMVerdict("error", requests=requests, error=res.error)
+                    return LLMVerdict("unjudgeable", requests=requests, error=f"the endpoint refused the request: {res.error}",
+                                      usage=usage)
+                return LLMVerdict("error", requests=requests, error=res.error, usage=usage)
             last_reply = clean_surrogates(_visible(res.completion or ""))
             last_finish = res.finish_reason
             try:
@@ -422,6 +481,7 @@ class LLMJudge:
                 justification=parsed.justification,
                 reply=last_reply[:_MAX_REPLY_STORED],
                 requests=requests,
+                usage=usage,
             )
         return LLMVerdict(
             "unjudgeable",
@@ -429,6 +489,7 @@ class LLMJudge:
             requests=requests,
             error=f"malformed reply after {self.parse_retries + 1} tries: {problem}",
             finish_reason=last_finish,
+            usage=usage,
         )
 
     async def aclose(self) -> None:

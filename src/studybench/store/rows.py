@@ -195,6 +195,9 @@ class LLMVerdictRow(_Row):
         reply: for an unjudgeable verdict, the judge's last reply (reasoning removed, at most 4,000
             characters), to see what went wrong; ``None`` otherwise.
         cached, shared, requests: how the verdict was obtained.
+        usage: token counts of the judge's replies that made the verdict
+            (:data:`studybench.costs.USAGE_FIELDS`); for a ``cached`` or ``shared`` verdict the
+            original replies' counts, not spent by this row (:func:`studybench.llm_judge.judge_usage`).
         time: Unix time of writing.
     """
 
@@ -213,6 +216,7 @@ class LLMVerdictRow(_Row):
     cached: bool | None = None
     shared: bool | None = None
     requests: int | None = None
+    usage: dict[str, int] | None = None
     time: float | None = None
 
     @field_validator("verdict", mode="before")
@@ -221,5 +225,5 @@ class LLMVerdictRow(_Row):
         return None if v is None else str(v)
 
     _lenient = field_validator("judge_model", "template_digest", "inputs_digest", "answer_type", "extracted",
-                               "rule_correct", "justification", "error", "cached", "shared", "requests", "time",
-                               mode="wrap")(_lenient)
+                               "rule_correct", "justification", "error", "cached", "shared", "requests", "usage",
+                               "time", mode="wrap")(_lenient)

@@ -1,0 +1,77 @@
+"""``--pricing FILE``, ``--max-cost`` and ``--max-total-tokens`` of the LLM judge and the construction stages.
+
+A command stopped by its budget prints a loud ``stopped:`` line and exits with
+:data:`BUDGET_EXIT_CODE` (3): what was done is kept, and the same command with a higher limit (or
+none) resumes the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.markup import escape
+
+from studybench.cli.common import OptionSet, console, fail
+from studybench.costs import BudgetTracker, Pricing, PricingError, TokenCounts, load_pricing
+
+__all__ = ["BUDGET_EXIT_CODE", "BUDGET_OPTIONS", "budget_tracker", "cost_text", "stop_for_budget"]
+
+BUDGET_EXIT_CODE = 3
+"""Exit status of a command that stopped because ``--max-cost`` or ``--max-total-tokens`` was reached."""
+
+_B = "Tokens and cost"
+BUDGET_OPTIONS = OptionSet("budget_options", {
+    "pricing": (Annotated[Path | None, typer.Option("--pricing", metavar="FILE", rich_help_panel=_B, help="Prices per million input, output and cached-input tokens per model (JSON, or TOML on Python >= 3.11): token counts are turned into cost.")], None),
+    "max_cost": (Annotated[float | None, typer.Option("--max-cost", rich_help_panel=_B, help="Stop asking once this much was spent (in the pricing file's currency; needs --pricing). Counts what earlier runs of the same job spent; exit 3, resumable.")], None),
+    "max_total_tokens": (Annotated[int | None, typer.Option("--max-total-tokens", rich_help_panel=_B, help="Stop asking once this many prompt + completion tokens were spent. Counts what earlier runs of the same job spent; exit 3, resumable.")], None),
+})
+"""The budget options (``studybench judge``, ``build decompose|verify|guide``)."""
+
+
+def budget_tracker(opts: dict[str, Any], spent: Mapping[str, TokenCounts] | None = None) -> BudgetTracker:
+    """The tracker of a command's budget options.
+
+    Args:
+        opts: the :data:`BUDGET_OPTIONS` values.
+        spent: what earlier invocations of the same job spent, per model.
+
+    Returns:
+        A :class:`~studybench.costs.BudgetTracker` (no limits without ``--max-*``; it then only counts).
+    """
+    pricing: Pricing | None = None
+    if opts.get("pricing") is not None:
+        try:
+            pricing = load_pricing(opts["pricing"])
+        except PricingError as e:
+            fail(f"--pricing: {e}")
+    if opts.get("max_cost") is not None and pricing is None:
+        fail("--max-cost needs --pricing FILE (the prices per model)")
+    if opts.get("max_cost") is not None and not opts["max_cost"] >= 0:
+        fail(f"--max-cost must be >= 0, got {opts['max_cost']}")
+    if opts.get("max_total_tokens") is not None and opts["max_total_tokens"] < 0:
+        fail(f"--max-total-tokens must be >= 0, got {opts['max_total_tokens']}")
+    return BudgetTracker(max_cost=opts.get("max_cost"), max_total_tokens=opts.get("max_total_tokens"),
+                         pricing=pricing, spent=spent)
+
+
+def cost_text(cost: float | None, pricing: Pricing | None) -> str:
+    """``"0.0123 USD"``, ``"unpriced"`` (a model the file has no price for) or ``""`` without pricing."""
+    if pricing is None:
+        return ""
+    return "unpriced" if cost is None else f"{cost:.4f} {pricing.currency}"
+
+
+def stop_for_budget(reason: str, what: str, resume: str) -> NoReturn:
+    """Print the loud budget stop and exit with :data:`BUDGET_EXIT_CODE`.
+
+    Args:
+        reason: the tracker's sentence (which limit, what was spent).
+        what: what was left undone, e.g. ``"12 turns left un-judged"``.
+        resume: how to resume, e.g. ``"re-run the same command with a higher limit"``.
+    """
+    console.print(f"[bold red]stopped:[/bold red] {escape(reason)}; {escape(what)} (what was done is saved). "
+                  f"{escape(resume)}", soft_wrap=True)
+    raise typer.Exit(BUDGET_EXIT_CODE)
