@@ -17,7 +17,7 @@ from test_rundir import write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
-from studybench.cli.eval import BUDGET_EXIT
+from studybench.cli.budget import BUDGET_EXIT_CODE as BUDGET_EXIT
 from studybench.testing import Script, start_stub_server
 
 PRICES = {"currency": "USD", "models": {"stub-*": {"input": 2.0, "output": 8.0, "cached_input": 0.5},

@@ -306,3 +306,46 @@ def test_judge_usage_counts_rows_by_how_they_were_obtained(tmp_path: Path) -> No
     s = judge_usage_summary(tmp_path, prices)
     assert s["models"]["m"]["cost"] == pytest.approx((100 + 10 * 2) / 1e6)
     assert s["models"]["n"]["cost"] is None and s["cost"] is None  # a model without a price: no total, not zero
+
+
+def test_eval_budget_covers_the_llm_judge_and_the_report_shows_its_tokens(judge_env: dict[str, Any],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eval --judge-model ... --max-total-tokens`: one budget for the model's and the judge's requests."""
+    e = judge_env
+    f = e["tmp"] / "set.json"
+    f.write_text(SET, encoding="utf-8")
+    with start_stub_server(model_reply, model="stub-model") as msrv:
+        def run_eval(out: Path, *extra: Any) -> Any:
+            return cli("eval", "--split", f, "--model", "stub-model", "--base-url", msrv.base_url, "-k", K,
+                       "--seeds", 1, "--out", out, "--verify-workers", 1, "--judge-model", "stub-judge",
+                       "--judge-base-url", e["srv"].base_url, "--judge-concurrency", 1, "--pricing", e["prices"], *extra)
+
+        full = e["tmp"] / "full"
+        assert run_eval(full).exit_code == 0
+        gen = list(RunStore(full).generation_log.rows())
+        gen_tokens = sum(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] for r in gen)
+        rep = json.loads((full / "report.json").read_text())
+        jt = rep["judge_tokens"]
+        assert jt["spent"]["requests"] == len(e["rec"].usages) > 0
+        assert jt["spent"]["total_tokens"] == e["rec"].total("prompt_tokens") + e["rec"].total("completion_tokens")
+        assert jt["cost"] == pytest.approx(load_pricing(e["prices"]).cost("stub-judge", jt["spent"]))
+        assert "LLM judge stub-judge: " in (full / "report.md").read_text()
+
+        # a limit the generation fits in but the judging does not: every turn generated, some left un-judged
+        monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(e["tmp"] / "cache2"))  # else the verdict cache answers all
+        cut = e["tmp"] / "cut"
+        limit = gen_tokens + jt["spent"]["total_tokens"] // 3
+        res = run_eval(cut, "--max-total-tokens", limit)
+        assert res.exit_code == BUDGET_EXIT_CODE, res.output
+        assert "un-judged by the LLM judge" in res.output and "--max-total-tokens" in res.output
+        assert len(list(RunStore(cut).generation_log.rows())) == len(gen)
+        judged = len(RunStore(cut).latest_llm_verdicts())
+        assert 0 < judged < len(RunStore(full).latest_llm_verdicts())
+        # the same limit again asks the judge nothing new; no limit judges the rest
+        asked = len(e["rec"].usages)
+        assert run_eval(cut, "--max-total-tokens", limit).exit_code == BUDGET_EXIT_CODE
+        assert len(e["rec"].usages) == asked
+        assert run_eval(cut).exit_code == 0
+        a, b = (json.loads((r / "report.json").read_text()) for r in (full, cut))
+        assert (a["par_at_k"], a["sub_at_k"]) == (b["par_at_k"], b["sub_at_k"])
+        assert _verdicts(cut).keys() == _verdicts(full).keys()

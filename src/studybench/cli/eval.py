@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from studybench.cli.budget import BUDGET_EXIT_CODE
 from studybench.cli.common import (
     JUDGE_OPTIONS,
     VERIFY_OPTIONS,
@@ -27,10 +28,7 @@ from studybench.cli.label import parse_labels
 from studybench.cli.show import print_llm_pass, print_report, print_unjudgeable_alarm
 from studybench.cli.verify import RAY_ADDRESS_HELP, RAY_HELP, ray_verifier
 
-__all__ = ["BUDGET_EXIT", "eval_cmd"]
-
-BUDGET_EXIT = 3
-"""``studybench eval``'s exit status when --max-total-tokens or --max-cost stopped the run (resumable)."""
+__all__ = ["eval_cmd"]
 
 
 def _seeds(n: int, base: int, seed_list: str | None) -> list[int]:
@@ -249,7 +247,7 @@ def eval_cmd(
         if e.result.report is not None:
             print_report(e.result.report, plan.run_dir)
         console.print(f"[bold yellow]{escape(str(e))}[/bold yellow]", soft_wrap=True)
-        raise typer.Exit(BUDGET_EXIT) from None
+        raise typer.Exit(BUDGET_EXIT_CODE) from None
     except RunDirInUseError as e:
         fail(str(e), 1)
     except EvalError as e:

@@ -467,9 +467,10 @@ def run_plan(
             try:
                 if spec.pricing is not None and plan.pricing is not None:  # given now: later reports use it
                     record_pricing(store, plan.pricing)
+                # one budget for the model's and the LLM judge's requests, from what the run already spent
+                budget = run_budget(store, plan.manifest.backend.get("model"), plan.pricing, spec.max_cost, spec.max_total_tokens)
                 if not spec.only_verify:
                     assert plan.backend is not None
-                    budget = run_budget(store, plan.manifest.backend.get("model"), plan.pricing, spec.max_cost, spec.max_total_tokens)
                     result.generation = run_sync(generate_turns(plan.scope, store, plan.backend, plan.artefacts,
                                                             concurrency=spec.concurrency, progress=progress,
                                                             on_error=on_turn_error, budget=budget,
@@ -486,6 +487,7 @@ def run_plan(
                                                     chunk=getattr(verifier, "chunk", 512))
                 if plan.judge is not None and stop is None:
                     judge = plan.judge
+                    judge.budget = budget
 
                     async def llm() -> LLMStats:
                         nonlocal judge_open
@@ -505,6 +507,7 @@ def run_plan(
                         store.write_manifest(plan.manifest.model_copy(update={"verifier": verifier}))
                         raise
                 result.report = write_report(store)
+                stop = stop or stop_error(result)  # the judge's pass may have spent the budget
                 if stop is not None:
                     raise stop
             finally:

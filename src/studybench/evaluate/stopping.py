@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from studybench.costs import BudgetTracker, Pricing, PricingError, TokenCounts, load_pricing
 from studybench.evaluate.spec import EvalError
+from studybench.llm_judge import judge_usage
 from studybench.report.tokens import recorded_pricing
 from studybench.store import RunStore
 
@@ -68,13 +69,18 @@ class BudgetStoppedError(RuntimeError):
     """
 
     def __init__(self, result: EvalResult) -> None:
-        g = result.generation
-        assert g is not None and g.budget_stopped is not None
-        self.result, self.reason, self.done, self.left = result, g.budget_stopped, g.done, g.left
-        flag = "--max-cost" if "--max-cost" in g.budget_stopped else "--max-total-tokens"
-        super().__init__(
-            f"stopped: {g.budget_stopped}; {g.done} turns done, {g.left} left; the run is incomplete (the report says so); "
-            f"re-run the same command with a higher {flag} (or without it) to resume")
+        g, llm = result.generation, result.llm
+        if g is not None and g.budget_stopped is not None:
+            self.result, self.reason, self.done, self.left = result, g.budget_stopped, g.done, g.left
+            what = f"{g.done} turns done, {g.left} left; the run is incomplete (the report says so)"
+        else:  # the LLM judge's pass spent the budget: every turn is generated and rule-verified
+            assert llm is not None and llm.budget_stop is not None
+            self.result, self.reason, self.done, self.left = result, llm.budget_stop, llm.judged, llm.skipped
+            what = (f"{llm.skipped} turns left un-judged by the LLM judge (their rule verdicts stand; "
+                    "the report uses what was judged)")
+        flag = "--max-cost" if "--max-cost" in self.reason else "--max-total-tokens"
+        super().__init__(f"stopped: {self.reason}; {what}; re-run the same command with a higher {flag} "
+                         "(or without it) to resume")
 
 
 def stop_error(result: EvalResult) -> EndpointStoppedError | BudgetStoppedError | None:
@@ -84,11 +90,11 @@ def stop_error(result: EvalResult) -> EndpointStoppedError | BudgetStoppedError 
         result: what the run did so far.
     """
     g = result.generation
-    if g is None:
-        return None
-    if g.stopped is not None:
+    if g is not None and g.stopped is not None:
         return EndpointStoppedError(result)
-    return BudgetStoppedError(result) if g.budget_stopped is not None else None
+    if (g is not None and g.budget_stopped is not None) or (result.llm is not None and result.llm.budget_stop is not None):
+        return BudgetStoppedError(result)
+    return None
 
 
 def plan_pricing(path: Path | None, max_cost: float | None, store: RunStore, resuming: bool) -> Pricing | None:
@@ -137,6 +143,7 @@ def run_budget(store: RunStore, model: str | None, pricing: Pricing | None, max_
     """
     if max_cost is None and max_total_tokens is None:
         return None
-    spent = TokenCounts.of(row.get("usage") for row in store.generation_log.rows())
-    return BudgetTracker(max_cost=max_cost, max_total_tokens=max_total_tokens, pricing=pricing,
-                         spent={model or "": spent})
+    spent = {model or "": TokenCounts.of(row.get("usage") for row in store.generation_log.rows())}
+    for judge_model, used in judge_usage(store).items():  # the LLM judge's requests count too
+        spent.setdefault(judge_model, TokenCounts()).merge(used.spent)
+    return BudgetTracker(max_cost=max_cost, max_total_tokens=max_total_tokens, pricing=pricing, spent=spent)

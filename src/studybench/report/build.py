@@ -23,6 +23,7 @@ from typing import Any
 from studybench.answers import strip_reasoning
 from studybench.costs import Pricing
 from studybench.files import atomic_write_text, dumps_json
+from studybench.llm_judge import judge_usage_summary
 from studybench.metrics import breakdown, mean_std, par_at_k, pass_at_k_table, sub_at_k, sub_at_k_by
 from studybench.report.render import render_markdown
 from studybench.report.tokens import cost_block, record_pricing, recorded_pricing, token_block
@@ -193,6 +194,9 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     pricing = pricing if pricing is not None else recorded_pricing(store)
     if pricing is not None:
         rep["cost"] = cost_block(rep["tokens"], pricing)
+    judge_tokens = judge_usage_summary(store, pricing)
+    if judge_tokens["models"]:  # only with LLM verdicts: reports of rule-only runs stay as they were
+        rep["judge_tokens"] = judge_tokens
     if man.labels:  # only when set: reports of unlabelled runs stay as they were
         rep["labels"] = dict(man.labels)
     timeouts = sum(1 for t in table if t.rule.timed_out)

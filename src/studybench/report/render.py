@@ -155,15 +155,38 @@ def _truncation_section(tr: dict[str, Any]) -> list[str]:
 
 
 def _tokens_section(rep: dict[str, Any]) -> list[str]:
-    """The ``## Tokens and cost`` section: per run, seed and turn (none when no usage was reported nor priced)."""
+    """The ``## Tokens and cost`` section: the run's tokens per run, seed and turn, then the LLM judge's.
+
+    None when no usage was reported nor priced and the run has no LLM verdicts.
+    """
     table = token_table(rep)
+    judge = _judge_tokens_lines(rep.get("judge_tokens"))
     if table is None:
-        return []
+        return ["## Tokens and cost", "", *judge] if judge else []
     header, rows, notes = table
     lines = ["## Tokens and cost", "", *(x for n in notes for x in (md_cell(n), "")),
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    return [*lines, ""]
+    return [*lines, "", *judge]
+
+
+def _judge_tokens_lines(jt: Any) -> list[str]:
+    """One line per LLM-judge model: the tokens its requests spent, the verdict cache's share, the cost."""
+    if not isinstance(jt, dict) or not jt.get("models"):
+        return []
+    cur = jt.get("currency") or ""
+    lines = []
+    for model, m in jt["models"].items():
+        sp, fc = m["spent"], m["from_cache"]
+        cost = "" if jt.get("currency") is None else (
+            f"; cost {m['cost']:.6f} {cur}" if m["cost"] is not None else f"; no price for model {model}")
+        lines.append(md_cell(f"LLM judge {model}: {m['verdicts']:,} verdicts; {sp['requests']:,} requests spent "
+                             f"{sp['total_tokens']:,} tokens (prompt {sp['prompt_tokens']:,}, cached prompt "
+                             f"{sp['cached_tokens']:,}, completion {sp['completion_tokens']:,}){cost}; "
+                             f"{fc['requests']:,} verdicts came from the verdict cache ({fc['total_tokens']:,} tokens "
+                             "when first asked, not spent by this run)."))
+        lines.append("")
+    return lines
 
 
 def _pass_at_k_section(pk: dict[str, Any]) -> list[str]:
