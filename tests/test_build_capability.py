@@ -91,3 +91,32 @@ def test_retry_admits_parents_solved_with_guidance(tmp_path):
     assert res == {"candidates": 2, "admitted": 1, "run_dir": str(work / "retry")}
     rows = {json.loads(x)["source_problem_id"]: json.loads(x) for x in (work / "admitted.jsonl").read_text().splitlines()}
     assert rows["A"]["admitted"] and rows["A"]["solves"] == 2 and not rows["B"]["admitted"] and "N" not in rows
+
+
+def test_capability_cli_budget_stops_cleanly_and_resumes(tmp_path):
+    """`build capability --max-total-tokens`: the filter run stops (exit 3), and a re-run without it completes."""
+    from typer.testing import CliRunner
+
+    from studybench.cli import app
+    from studybench.cli.budget import BUDGET_EXIT_CODE
+
+    split = tmp_path / "pool.json"
+    split.write_text(json.dumps(POOL))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"*": {"input": 1.0, "output": 2.0}}}))
+    with start_stub_server(_filter_model()) as srv:
+        def cap(*extra):
+            args = ["build", "capability", "--split", str(split), "--model", "stub", "--out", str(tmp_path / "cap"),
+                    "-k", "3", "--seed", "7", "--base-url", srv.base_url, "--pricing", str(prices), "--concurrency", "1",
+                    *extra]
+            return CliRunner().invoke(app, args, catch_exceptions=False)
+
+        res = cap("--max-total-tokens", "200")
+        assert res.exit_code == BUDGET_EXIT_CODE, res.output
+        assert "--max-total-tokens" in res.output and not (tmp_path / "cap/test_set.json").exists()
+        asked = srv.count
+        assert 0 < asked < len(POOL) * 3
+        res = cap()
+        assert res.exit_code == 0, res.output
+        assert srv.count == len(POOL) * 3  # only the attempts not yet made were asked
+    assert (tmp_path / "cap/test_set.json").is_file()

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from studybench.cli.budget import BUDGET_OPTIONS
+from studybench.cli.budget import BUDGET_EXIT_CODE, BUDGET_OPTIONS
 from studybench.cli.build import build_app
 from studybench.cli.common import console, fail
 
@@ -101,7 +102,27 @@ def build_guide(
                  finish.get("left", 0), "sub-problem")
 
 
+_FilterConcurrency = Annotated[int | None, typer.Option(
+    "--concurrency", min=1, help="Requests in flight at once (default: eval's). A budget can be overshot by the "
+    "requests in flight.")]
+
+
+def _filter_options(max_tokens: int | None, concurrency: int | None, budget_options: dict[str, Any]) -> dict[str, Any] | None:
+    """The filter run's extra EvalSpec fields: the completion cap, the concurrency and the budget options."""
+    opts: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+    if concurrency is not None:
+        opts["concurrency"] = concurrency
+    opts.update({k: v for k, v in budget_options.items() if v is not None})
+    return opts or None
+
+
+def _budget_stopped(e: Any) -> None:
+    console.print(f"[bold red]{escape(str(e))}[/bold red] (the filter run's directory keeps what was done)", soft_wrap=True)
+    raise typer.Exit(BUDGET_EXIT_CODE)
+
+
 @build_app.command("retry")
+@BUDGET_OPTIONS
 def build_retry(
     work: _Work,
     model: Annotated[str, typer.Option("--model", help="The filter model.")],
@@ -110,21 +131,27 @@ def build_retry(
     split: _Split = "transfer",
     base_url: _BaseUrl = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
+    concurrency: _FilterConcurrency = None,
+    *,
+    budget_options: dict[str, Any],
 ) -> None:
     """Naive Reachability Filter: the filter model with the guidance, pass@k; admitted when solved at least once."""
     from studybench.build.filters import run_retry
-    from studybench.evaluate import EvalError
+    from studybench.evaluate import BudgetStoppedError, EvalError
 
     ds = _dataset(split)
     try:
         res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed,
-                        eval_options={"max_tokens": max_tokens} if max_tokens else None)
+                        eval_options=_filter_options(max_tokens, concurrency, budget_options))
+    except BudgetStoppedError as e:
+        _budget_stopped(e)
     except (EvalError, ValueError) as e:
         fail(str(e))
     console.print(f"retry: {res['admitted']} of {res['candidates']} parents admitted -> {work / 'admitted.jsonl'}")
 
 
 @build_app.command("capability")
+@BUDGET_OPTIONS
 def build_capability(
     split: Annotated[str, typer.Option("--split", help="The candidate pool: application | transfer | PATH.")],
     model: Annotated[str, typer.Option("--model", help="The filter model.")],
@@ -136,16 +163,21 @@ def build_capability(
     guidance: Annotated[Path | None, typer.Option("--guidance", help="Guidance file to filter to the selection.")] = None,
     base_url: _BaseUrl = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
+    concurrency: _FilterConcurrency = None,
+    *,
+    budget_options: dict[str, Any],
 ) -> None:
     """Capability Filter: pass@k, partition (failed / solved once / solved), seeded selection, the test set."""
     from studybench.build.filters import run_capability
-    from studybench.evaluate import EvalError
+    from studybench.evaluate import BudgetStoppedError, EvalError
 
     ds = _dataset(split)
     try:
         res = run_capability(ds, model, out, base_url=base_url, k=k, seed=seed, per_discipline=per_discipline,
                              admit_solved_once_for=admit_solved_once_for or (), guidance=guidance,
-                             eval_options={"max_tokens": max_tokens} if max_tokens else None)
+                             eval_options=_filter_options(max_tokens, concurrency, budget_options))
+    except BudgetStoppedError as e:
+        _budget_stopped(e)
     except (EvalError, ValueError) as e:
         fail(str(e))
     except OSError as e:
