@@ -37,13 +37,10 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +51,7 @@ from studybench.models.openai_backend import OpenAIBackend
 from studybench.protocol import Artefacts, build_messages
 from studybench.records import SubProblemRef
 from studybench.testing import Script, StubServer, start_stub_server
+from studybench.testing.router import RouterStartError, start_vllm_router
 
 REPLY = "<think>Some private reasoning.</think>\nUsing energy conservation we get the result.\n\nFinal Answer: \\boxed{{turn1}}"
 
@@ -61,47 +59,15 @@ REPLY = "<think>Some private reasoning.</think>\nUsing energy conservation we ge
 # -- endpoints ---------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return int(r.status)
-    except urllib.error.HTTPError as e:
-        return int(e.code)
-    except OSError:
-        return 0
-
-
 @contextlib.contextmanager
 def router(stubs: list[StubServer], policy: str, log: Path, extra: tuple[str, ...] = ()) -> Iterator[str]:
     """A ``vllm-router`` process in front of ``stubs`` (``extra``: more of its flags); yields its base URL
     (``http://127.0.0.1:PORT/v1``)."""
-    port = _free_port()
-    cmd = [sys.executable, "-m", "vllm_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
-           "--prometheus-host", "127.0.0.1", "--prometheus-port", str(_free_port()),
-           "--worker-urls", *[f"http://127.0.0.1:{s.port}" for s in stubs], "--policy", policy,
-           "--worker-startup-check-interval", "1", "--log-level", "warning", *extra]
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        t0 = time.monotonic()
-        while _status(f"http://127.0.0.1:{port}/health") != 200:
-            if proc.poll() is not None or time.monotonic() - t0 > 120:
-                raise SystemExit(f"vllm-router did not start:\n{log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(15)
+        with start_vllm_router([s.port for s in stubs], policy, log, extra) as url:
+            yield url
+    except RouterStartError as e:
+        raise SystemExit(str(e)) from None
 
 
 # -- workload ----------------------------------------------------------------------------------------

@@ -25,14 +25,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,6 +35,7 @@ require_extra("router", "vllm_router", module_level=True)
 
 from studybench.evaluate import EndpointStoppedError, EvalSpec, run_eval  # noqa: E402
 from studybench.testing import Script, StubServer, start_stub_server  # noqa: E402
+from studybench.testing.router import RouterStartError, start_vllm_router  # noqa: E402
 
 N_PARENTS = 12
 K = 3
@@ -90,56 +83,16 @@ def _script() -> Script:
     return Script(rules=rules, default="no answer")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _get(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return int(r.status)
-    except urllib.error.HTTPError as e:
-        return int(e.code)
-    except OSError:
-        return 0
-
-
 @contextlib.contextmanager
 def _router(workers: list[StubServer], policy: str, log: Path, extra: tuple[str, ...] = ()) -> Iterator[str]:
     """A ``vllm-router`` process in front of ``workers``; yields its base URL (``.../v1``)."""
-    port = _free_port()
-    cmd = [
-        sys.executable, "-m", "vllm_router.launch_router",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(_free_port()),
-        "--worker-urls", *[f"http://127.0.0.1:{w.port}" for w in workers],
-        "--policy", policy,
-        "--worker-startup-timeout-secs", "120", "--worker-startup-check-interval", "1",
-        "--health-check-interval-secs", "1", "--health-failure-threshold", "2",
-        "--retry-max-retries", "5", "--retry-initial-backoff-ms", "20", "--retry-max-backoff-ms", "500",
-        "--log-level", "warning", *extra,
-    ]
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    flags = ("--health-check-interval-secs", "1", "--health-failure-threshold", "2", "--retry-max-retries", "5",
+             "--retry-initial-backoff-ms", "20", "--retry-max-backoff-ms", "500", *extra)
     try:
-        t0 = time.monotonic()
-        while _get(f"http://127.0.0.1:{port}/health") != 200:
-            if proc.poll() is not None or time.monotonic() - t0 > 120:
-                pytest.fail(f"vllm-router did not become healthy (exit {proc.poll()}):\n"
-                            f"{log.read_text(errors='replace')[-3000:]}", pytrace=False)
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(15)
+        with start_vllm_router([w.port for w in workers], policy, log, flags) as url:
+            yield url
+    except RouterStartError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.mark.parametrize(
