@@ -48,6 +48,7 @@ from typing import Any
 from studybench.files import decode_utf8, read_user_bytes
 
 __all__ = [
+    "MAX_PRICE",
     "USAGE_FIELDS",
     "BudgetTracker",
     "ModelPrice",
@@ -63,6 +64,10 @@ __all__ = [
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
 
 _MAX_COUNT = 2**53
+
+#: The largest price per million tokens a pricing file may give (any real price is far below; a
+#: bigger one could only overflow the cost to infinity).
+MAX_PRICE = 1e12
 
 
 class PricingError(ValueError):
@@ -87,7 +92,8 @@ def normalise_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
 
     Returns:
         ``{field: count}`` for each of :data:`USAGE_FIELDS` the server reported; negative, huge,
-        non-finite and non-numeric values are dropped.
+        non-finite and non-numeric values are dropped, and a part larger than its whole (cached >
+        prompt, reasoning > completion) is cut to the whole.
     """
     if not isinstance(usage, Mapping):
         return {}
@@ -106,6 +112,9 @@ def normalise_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
         n = _count(details.get("cached_tokens"))
         if n is not None:
             out["cached_tokens"] = n
+    for part, whole in (("cached_tokens", "prompt_tokens"), ("reasoning_tokens", "completion_tokens")):
+        if part in out and whole in out:
+            out[part] = min(out[part], out[whole])
     return out
 
 
@@ -117,7 +126,8 @@ class TokenCounts:
         requests: replies counted.
         prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens: sums of the counts the
             replies reported (see the module docstring).
-        unreported: replies whose server reported no usage at all (their tokens are unknown).
+        unreported: replies whose server reported no usable prompt or completion count (their tokens
+            are unknown, or known only in part: the part known is counted).
     """
 
     requests: int = 0
@@ -140,7 +150,7 @@ class TokenCounts:
         """
         counts = normalise_usage(usage)
         self.requests += 1
-        if not counts:
+        if "prompt_tokens" not in counts or "completion_tokens" not in counts:
             self.unreported += 1
         for name, n in counts.items():
             setattr(self, name, getattr(self, name) + n)
@@ -249,9 +259,24 @@ def _price_field(path: str, name: str, entry: Mapping[str, Any], key: str, requi
     value = entry.get(key)
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise PricingError(f"{path}: models.{name}.{key} must be a non-negative number per million tokens, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_PRICE:
+        try:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        except ValueError:  # an int too long to print
+            shown = "a number too large to print"
+        limit = f" of at most {MAX_PRICE:.0e}" if isinstance(value, (int, float)) and value > MAX_PRICE else ""
+        raise PricingError(f"{path}: models.{name}.{key} must be a non-negative number per million tokens{limit}, "
+                           f"got {shown}")
     return float(value)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
 
 
 def parse_pricing(obj: Any, source: str = "pricing") -> Pricing:
@@ -270,13 +295,15 @@ def parse_pricing(obj: Any, source: str = "pricing") -> Pricing:
     if not isinstance(obj, Mapping):
         raise PricingError(f"{source}: a pricing file is an object with a 'models' table")
     currency = obj.get("currency", "USD")
-    if not isinstance(currency, str) or not currency.strip():
-        raise PricingError(f"{source}: 'currency' must be a non-empty string")
+    if not isinstance(currency, str) or not currency.strip() or not currency.isprintable() or len(currency) > 32:
+        raise PricingError(f"{source}: 'currency' must be a non-empty string of at most 32 printable characters")
     models = obj.get("models")
     if not isinstance(models, Mapping) or not models:
         raise PricingError(f"{source}: 'models' must be a non-empty table of model name -> prices")
     prices: dict[str, ModelPrice] = {}
     for name, entry in models.items():
+        if not str(name).strip():
+            raise PricingError(f"{source}: models: a model name (or glob pattern) is empty")
         if not isinstance(entry, Mapping):
             raise PricingError(f"{source}: models.{name} must be a table with 'input' and 'output'")
         unknown = sorted(set(entry) - {"input", "output", "cached_input"})
@@ -314,11 +341,13 @@ def load_pricing(path: Path | str) -> Pricing:
 
             obj: Any = tomllib.loads(text)
         else:
-            obj = json.loads(text)
+            obj = json.loads(text, object_pairs_hook=_unique_keys)
     except ImportError:
         raise PricingError(f"{path}: TOML pricing files need Python >= 3.11; use JSON") from None
     except ValueError as e:
         raise PricingError(f"{path}: not valid {'TOML' if path.suffix.lower() == '.toml' else 'JSON'}: {e}") from None
+    except RecursionError:
+        raise PricingError(f"{path}: nested too deeply to be a pricing file") from None
     pricing = parse_pricing(obj, str(path))
     pricing.sha256 = hashlib.sha256(data).hexdigest()
     return pricing

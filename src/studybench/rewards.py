@@ -543,7 +543,7 @@ def _as_list(values: Any, n: int) -> list[Any]:
         return [None] * n
     try:
         out = list(values)[:n]
-    except TypeError:
+    except Exception:  # noqa: BLE001 - not iterable, or its iteration fails: a reward call never raises
         return [None] * n
     return out + [None] * (n - len(out))
 

@@ -186,7 +186,8 @@ async def add_llm_verdicts_to_scope(
         if v.cached:
             stats.tokens_from_cache.merge(TokenCounts(requests=1, **v.usage))
         elif not v.shared:
-            stats.tokens.merge(TokenCounts(requests=v.requests, unreported=int(bool(v.requests) and not v.usage), **v.usage))
+            partial = "prompt_tokens" not in v.usage or "completion_tokens" not in v.usage  # tokens not all known
+            stats.tokens.merge(TokenCounts(requests=v.requests, unreported=int(bool(v.requests) and partial), **v.usage))
         stats.verdicts[v.verdict] = stats.verdicts.get(v.verdict, 0) + 1
         stats.tally.add(v)
         if progress:

@@ -170,11 +170,15 @@ def _check_reachable(address: str) -> None:
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit() or not host or "/" in hostport:
         return  # "auto", "local": Ray resolves them itself (and fails fast)
+    shown = address if len(address) <= 100 else address[:97] + "..."
+    if len(port) > 5 or not 0 < int(port) < 65536:
+        raise RayJudgeError(f"cannot reach the Ray cluster at {shown}: the port must be 1-65535")
     host = host.strip("[]")
     try:
         socket.create_connection((host, int(port)), timeout=5.0).close()
-    except OSError as e:
-        raise RayJudgeError(f"cannot reach the Ray cluster at {address}: {e.strerror or type(e).__name__} "
+    except (OSError, UnicodeError) as e:  # UnicodeError: a host name IDNA cannot encode (a label over 63 chars)
+        why = "not a valid host name" if isinstance(e, UnicodeError) else e.strerror or type(e).__name__
+        raise RayJudgeError(f"cannot reach the Ray cluster at {shown}: {why} "
                             "(start one with `ray start --head`, or check the address)") from None
 
 
@@ -252,7 +256,7 @@ class RayVerifier:
         try:
             ray.init(**kwargs)
         except Exception as e:  # ConnectionError, RuntimeError, ValueError: all one-line reasons
-            where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+            where = f"the Ray cluster at {address if len(address) <= 100 else address[:97] + '...'}" if address else "a local Ray cluster"
             raise RayJudgeError(f"cannot start or reach {where}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from None
         self._owns_ray = True
 

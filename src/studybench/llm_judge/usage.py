@@ -48,8 +48,8 @@ class JudgeUsage:
 def _counts(usage: Any, requests: int) -> TokenCounts:
     counts = normalise_usage(usage)
     out = TokenCounts(requests=requests, **{k: counts.get(k, 0) for k in USAGE_FIELDS})
-    if not counts and requests:
-        out.unreported = 1
+    if requests and ("prompt_tokens" not in counts or "completion_tokens" not in counts):
+        out.unreported = 1  # no usage, or only part of it: the tokens are not all known
     return out
 
 

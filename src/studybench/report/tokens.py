@@ -6,7 +6,8 @@ later (a failed or stale turn: it was paid for; ``superseded`` counts them):
 
 - ``total``: ``requests``, ``prompt_tokens``, ``completion_tokens``, ``reasoning_tokens``,
   ``cached_tokens``, ``total_tokens`` and ``unreported`` (requests whose server reported no usage,
-  failed requests among them: their tokens are unknown), as :class:`studybench.costs.TokenCounts`;
+  or no valid prompt or completion count, failed requests among them: their tokens are unknown), as
+  :class:`studybench.costs.TokenCounts`;
 - ``per_seed``: the same per run seed (``{"0": {...}}``);
 - ``per_turn``: the same per turn of the multi-turn protocol (``{"1": {...}}``: turn 1 is each
   parent's first sub-problem); each generation row keeps its own ``usage`` as well.
@@ -163,8 +164,8 @@ def cost_block(tokens: dict[str, Any], pricing: Pricing) -> dict[str, Any]:
     elif price is None:
         out["reason"] = "no request reported its token usage: the cost is unknown"
     if price is not None and tokens["total"]["unreported"]:
-        out["note"] = (f"{tokens['total']['unreported']} requests reported no usage: the cost leaves them out "
-                       "(a lower bound)")
+        out["note"] = (f"{tokens['total']['unreported']} requests reported no usage (or only part of it): the cost "
+                       "leaves out what they did not report (a lower bound)")
     return out
 
 

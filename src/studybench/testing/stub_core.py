@@ -286,6 +286,8 @@ class StubCore:
                 "completion_tokens_details": {"reasoning_tokens": math.ceil(len(reply.reasoning or "") / 4)},
             },
         }
+        if not (isinstance(reply.usage, str) and reply.usage == "auto"):
+            data["usage"] = reply.usage  # scripted: sent as it is
         return _response(200, json.dumps(data).encode())
 
     def finished(self) -> None:

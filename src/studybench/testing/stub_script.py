@@ -26,11 +26,15 @@ class Reply:
         reasoning: sent as ``choices[0].message.reasoning_content`` (vLLM's reasoning parser) when
             not ``None``.
         finish_reason: ``choices[0].finish_reason``.
+        usage: the reply's ``usage`` object: ``"auto"`` (the default) counts about four characters a
+            token, with cached-prompt and reasoning details; anything else is sent as it is (``None``
+            sends ``"usage": null``, as a server that reports none), to test what clients make of it.
     """
 
     content: str
     reasoning: str | None = None
     finish_reason: str = "stop"
+    usage: Any = "auto"
 
     @classmethod
     def coerce(cls, value: Reply | str | dict[str, Any]) -> Reply:
@@ -48,6 +52,7 @@ class Reply:
                 content=str(value.get("content", "")),
                 reasoning=value.get("reasoning"),
                 finish_reason=str(value.get("finish_reason", "stop")),
+                usage=value.get("usage", "auto"),
             )
         raise TypeError(f"cannot make a Reply from {type(value).__name__}")
 
