@@ -16,6 +16,7 @@ from test_rundir import write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
+from studybench.cli.budget import BUDGET_EXIT_CODE
 from studybench.costs import PricingError, TokenCounts, load_pricing, normalise_usage, parse_pricing
 from studybench.testing import Reply, start_stub_server
 
@@ -142,6 +143,26 @@ def test_an_eval_against_a_server_with_hostile_usage_reports_honest_counts(tmp_p
     assert total["cached_tokens"] <= total["prompt_tokens"] and total["reasoning_tokens"] <= total["completion_tokens"]
     assert rep["cost"]["total"] is not None and "reported no usage (or only part of it)" in rep["cost"]["note"]
     assert "Infinity" not in (tmp_path / "run" / "report.json").read_text()
+
+
+def test_a_budget_stops_when_the_server_reports_no_usage(tmp_path: Path) -> None:
+    """A limit that cannot be kept (replies without usage) stops the run loudly instead of spending uncounted."""
+    data = write_set(tmp_path / "set.json", 4)
+
+    def reply(body: dict[str, Any]) -> Reply:
+        return Reply("Final Answer: \\boxed{1}", usage=None)
+
+    with start_stub_server(reply) as srv:
+        def run(out: str, *extra: str) -> Any:
+            return CliRunner().invoke(app, ["eval", "--split", str(data), "--model", "m", "--base-url", srv.base_url,
+                                            "-k", "1", "--seeds", "1", "--out", str(tmp_path / out), "--concurrency", "1",
+                                            "--verify-workers", "1", "--max-retries", "0", *extra], catch_exceptions=False)
+
+        res = run("limited", "--max-total-tokens", "1000000")
+        assert res.exit_code == BUDGET_EXIT_CODE, res.output
+        assert "without reporting token usage" in res.output and srv.count == 1
+        assert run("free").exit_code == 0  # without a limit nothing needs counting: the run completes
+    assert json.loads((tmp_path / "free" / "report.json").read_text())["tokens"]["total"]["unreported"] == 7
 
 
 # -- --ray-address strings (refused before Ray is asked) --------------------------------------------

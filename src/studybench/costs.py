@@ -382,14 +382,26 @@ class BudgetTracker:
         self.max_total_tokens = max_total_tokens
         self.pricing = pricing
         self._lock = threading.Lock()
+        self.uncounted = 0  # answers of this invocation without a usable usage (see :meth:`charge`)
         self.by_model: dict[str, TokenCounts] = {}
         for model, counts in (spent or {}).items():
             self.by_model.setdefault(model, TokenCounts()).merge(counts)
 
-    def charge(self, model: str | None, usage: Mapping[str, Any] | None) -> None:
-        """Count one reply of ``model``."""
+    def charge(self, model: str | None, usage: Mapping[str, Any] | None, *, answered: bool = True) -> None:
+        """Count one reply of ``model``.
+
+        Args:
+            model: the model that answered.
+            usage: the reply's ``usage``.
+            answered: the server answered (not a failed request). An answer without a valid prompt and
+                completion count makes :meth:`exceeded` stop a job that has limits: its spend could
+                not be counted.
+        """
+        counts = normalise_usage(usage)
         with self._lock:
             self.by_model.setdefault(model or "", TokenCounts()).add(usage)
+            if answered and ("prompt_tokens" not in counts or "completion_tokens" not in counts):
+                self.uncounted += 1
 
     @property
     def total_tokens(self) -> int:
@@ -406,7 +418,15 @@ class BudgetTracker:
             return sum(self.pricing.cost(m or None, c) or 0.0 for m, c in self.by_model.items())
 
     def exceeded(self) -> str | None:
-        """Why the job must stop (a sentence naming the limit and what was spent), or ``None``."""
+        """Why the job must stop (a sentence naming the limit and what was spent), or ``None``.
+
+        A job with limits also stops when the server answered without reporting its token usage:
+        the limits could not be kept.
+        """
+        if self.uncounted and (self.max_total_tokens is not None or self.max_cost is not None):
+            flag = "--max-cost" if self.max_cost is not None else "--max-total-tokens"
+            return (f"the server answered {self.uncounted} request(s) without reporting token usage, so {flag} "
+                    "cannot be kept (stopped rather than spend uncounted)")
         if self.max_total_tokens is not None:
             spent = self.total_tokens
             if spent >= self.max_total_tokens:

@@ -250,7 +250,7 @@ class StageLLM:
         self.usage["requests"] += 1
         if result.error is not None:
             if result.usage and self.budget is not None:
-                self.budget.charge(self.model, result.usage)
+                self.budget.charge(self.model, result.usage, answered=False)
             return {"error": result.error}, False
         entry = {
             "model": self.model,

@@ -242,7 +242,7 @@ async def generate_turns(
                     return  # no new request; those in flight finish and are stored
                 res = await backend.complete(ChatRequest(msgs, rseed, ref, ref.index))
             if budget is not None:
-                budget.charge(model, res.usage)
+                budget.charge(model, res.usage, answered=res.error is None)
             completion = clean_surrogates(res.completion or "")
             row = GenerationRow(
                 **key.to_dict(),

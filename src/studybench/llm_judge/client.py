@@ -450,7 +450,7 @@ class LLMJudge:
                 _add_usage(usage, res.usage)
                 self.stats.tokens.add(res.usage)
                 if self.budget is not None:
-                    self.budget.charge(self.model, res.usage)
+                    self.budget.charge(self.model, res.usage, answered=not res.error)
             if res.error:
                 m = _STATUS.match(res.error)
                 status = int(m.group(1)) if m else None
