@@ -20,6 +20,7 @@ from studybench.rewards import (
     compute_score,
     compute_score_batch,
     compute_score_batch_dense,
+    compute_score_dense,
     reward_verifier,
     trl_reward,
     trl_reward_dense,
@@ -186,6 +187,25 @@ def test_batch_reward_kwargs_and_short_or_missing_columns(fresh_verifier: None, 
         assert compute_score_batch(None, bad, [_NV], None) == []
     assert compute_score_batch(None, [], [], []) == []
 
+
+
+def test_a_per_rollout_call_of_the_batch_function_scores_that_rollout(
+        fresh_verifier: None, caplog: pytest.LogCaptureFixture) -> None:
+    # verl's naive manager and its reward loop call the configured function once per rollout, by keyword;
+    # pointed at compute_score_batch, that used to return [] silently (no score, no warning).
+    right, wrong = "Final Answer: \\boxed{3e8}", "Final Answer: \\boxed{3e7}"
+    rewards_module._WARNED.discard("per-rollout")  # the warning is shown once per process
+    with caplog.at_level("WARNING", logger=rewards_module._log.name):
+        got = [compute_score_batch(data_source="studybench", solution_str=s, ground_truth=_NV, extra_info=None,
+                                   reward_router_address=None) for s in (right, wrong)]
+    assert got == [compute_score("studybench", right, _NV), compute_score("studybench", wrong, _NV)] == [1.0, 0.0]
+    assert sum("called for one rollout" in r.getMessage() for r in caplog.records) == 1
+    dense = compute_score_batch_dense(data_source="s", solution_str=wrong, ground_truth=json.dumps(_NV), extra_info={},
+                                      return_dict=True, variant="binary")
+    assert dense == compute_score_dense("s", wrong, _NV, {}, return_dict=True)
+    assert compute_score_batch(data_source="s", solution_str=right, ground_truth=_NV, extra_info={"reward": "dense"}) \
+        == pytest.approx(0.9)
+    assert compute_score_batch(None, [right], [_NV], None, solution_str="ignored") == [1.0]  # the batch form wins
 
 def test_one_bad_rollout_never_fails_the_batch(fresh_verifier: None, monkeypatch: pytest.MonkeyPatch) -> None:
     real = rewards_module._ground_truth

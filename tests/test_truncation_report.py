@@ -115,3 +115,25 @@ def test_eval_that_measured_nothing_exits_1_with_the_warning(tmp_path: Path) -> 
     assert res.exit_code == 1, res.output
     assert "WARNING: this run measured nothing" in out and "Raise --max-tokens" in out
     assert json.loads((tmp_path / "run" / "report.json").read_text())["truncation"]["measured_nothing"] is True
+
+
+def test_measured_nothing_tells_failed_turns_from_turns_not_generated_yet(tmp_path: Path) -> None:
+    # A run stopped before it generated anything (a router whose replicas are all gone, a spent budget)
+    # has no failed turns to "see above": the advice is to run the command again.
+    (tmp_path / "a").mkdir()
+    run = _run(tmp_path / "a", lambda body: Reply("Final Answer: \\boxed{2}"), k=1, seeds=(0,))
+    for name in ("generations.jsonl", "judgements.jsonl"):
+        (run / name).write_text("")
+    warning = build_report(run)["truncation"]["warning"]
+    assert "(0 hit the token limit, 0 have no visible text, 0 failed, 2 not generated)" in warning
+    assert warning.endswith("Run the same command again to generate them.") and "failed turns above" not in warning
+    # Every turn failed (HTTP 400, not retried): those are listed, so the advice points at them.
+    f = tmp_path / "set.json"
+    f.write_text(json.dumps(SET))
+    with start_stub_server(lambda body: Reply("unused"), model="stub-model") as srv:
+        srv.fault_when(r"Q", Fault(kind="status", status=400))
+        run_eval(EvalSpec(split=str(f), model="stub-model", base_url=srv.base_url, k=1, seeds=[0], max_retries=0),
+                 tmp_path / "b")
+    warning = build_report(tmp_path / "b")["truncation"]["warning"]
+    assert "(0 hit the token limit, 0 have no visible text, 2 failed, 0 not generated)" in warning
+    assert warning.endswith("See the failed turns above.")

@@ -595,12 +595,20 @@ def compute_score_batch(
         variant: ``"dense"`` or ``"binary"`` for every row (overrides ``extra_info`` and
             ``STUDYBENCH_REWARD``).
         return_dict: return dicts (as :func:`compute_score`; default ``STUDYBENCH_REWARD_DICT``).
-        **kwargs: whatever else verl passes: ignored.
+        **kwargs: whatever else verl passes: ignored, except a per-rollout call's
+            ``data_source`` / ``solution_str`` / ``ground_truth`` / ``extra_info`` (see Returns).
 
     Returns:
         One reward (or dict) per entry of ``solution_strs``, in order; ``[]`` when
-        ``solution_strs`` is not a list of rows. Never raises.
+        ``solution_strs`` is not a list of rows. Called the per-rollout way (``solution_str=...``
+        and no ``solution_strs``: a per-rollout reward manager or verl's reward loop pointed at this
+        function), the one reward :func:`compute_score` gives, with a warning logged once. Never raises.
     """
+    if solution_strs is None and "solution_str" in kwargs:
+        _warn_per_rollout_call()
+        return compute_score(kwargs.pop("data_source", None), kwargs.pop("solution_str"),
+                             kwargs.pop("ground_truth", None), kwargs.pop("extra_info", None),
+                             variant=variant, return_dict=return_dict)
     try:
         n = len(solution_strs) if solution_strs is not None and not isinstance(solution_strs, (str, bytes, dict)) else 0
         sols = _as_list(solution_strs, n)
@@ -627,8 +635,20 @@ def compute_score_batch_dense(
     *, return_dict: bool | str | None = None, **kwargs: Any,
 ) -> list[float | dict[str, Any]]:
     """verl batch reward function with the dense reward (rule-only); as :func:`compute_score_batch`."""
+    kwargs.pop("variant", None)
     return compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, variant="dense",
-                               return_dict=return_dict)
+                               return_dict=return_dict, **kwargs)
+
+
+def _warn_per_rollout_call() -> None:
+    """Log once that a batch reward function was called for one rollout (verl's naive manager or reward loop)."""
+    with _LOCK:
+        if "per-rollout" in _WARNED:
+            return
+        _WARNED.add("per-rollout")
+    _log.warning("studybench reward: compute_score_batch was called for one rollout (solution_str=..., the way "
+                 "verl's per-rollout reward managers and its reward loop call): each call is scored as "
+                 "compute_score would; for one call per batch use verl's batch reward manager")
 
 
 def _text(completion: Any) -> Any:

@@ -309,9 +309,11 @@ def _truncation(table: list[TurnVerdict], seeds: list[int], headline: str) -> di
     """
     keys = ("turns", "truncated", "empty", "incorrect", "incorrect_truncated", "incorrect_empty")
     counts: dict[int, Counter[str]] = {s: Counter(dict.fromkeys(keys, 0)) for s in seeds}
+    unanswered: Counter[str] = Counter()
     for t in table:
         g = t.rule.generation
         if g is None or g.error or g.completion is None:
+            unanswered["not_generated" if g is None else "failed"] += 1
             continue
         c = counts[t.key.seed]
         truncated, empty = g.finish_reason == "length", not strip_reasoning(g.completion)
@@ -342,12 +344,14 @@ def _truncation(table: list[TurnVerdict], seeds: list[int], headline: str) -> di
         return "n/a" if x is None else f"{100 * x:.1f}%"
 
     advice = ("Raise --max-tokens (the completion budget) or --context-budget (prompt + completion)."
-              if overall["truncated"] or overall["empty"] else "See the failed turns above.")
+              if overall["truncated"] or overall["empty"] else "See the failed turns above."
+              if unanswered["failed"] else "Run the same command again to generate them.")
     warning = None
     if measured_nothing:
         warning = (f"this run measured nothing: none of its {len(table)} turns has a complete, non-empty completion "
                    f"({overall['truncated']} hit the token limit, {overall['empty']} have no visible text, "
-                   f"{len(table) - overall['turns']} failed or were not generated); its scores say nothing about the model. {advice}")
+                   f"{unanswered['failed']} failed, {unanswered['not_generated']} not generated); "
+                   f"its scores say nothing about the model. {advice}")
     elif over:
         name, g = over[0]
         warning = (f"{pct(g['truncated_share'])} of the answered turns ({g['truncated']} of {g['turns']}, {name}) hit the "
