@@ -307,3 +307,15 @@ def test_reproduction_spec_refuses_what_it_cannot_rebuild(tmp_path: Path) -> Non
     (run / "manifest.json").write_text(json.dumps(obj))
     with pytest.raises(EvalError, match="'mine' backend"):
         reproduction_spec(run)
+
+
+def test_reproduce_takes_a_budget_and_resumes(base: dict[str, Any], tmp_path: Path) -> None:
+    run, new = base["run"], tmp_path / "capped"
+    res = cli("reproduce", run, "--out", new, "--verify-workers", "1", "--concurrency", "1", "--max-total-tokens", "1")
+    assert res.exit_code == 3, res.output
+    assert "--max-total-tokens" in res.output
+    first = len(list(RunStore(new).generation_log.rows()))
+    assert 0 < first < len(list(RunStore(run).generation_log.rows()))
+    res = cli("reproduce", run, "--out", new, "--verify-workers", "1")
+    assert res.exit_code == 0, res.output
+    assert json.loads((new / "report.json").read_text())["sub_at_k"] == json.loads((run / "report.json").read_text())["sub_at_k"]

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from studybench.cli.budget import BUDGET_EXIT_CODE
 from studybench.cli.common import console, fail, fail_for, fail_write, interruptible, plural, progress_bars
 from studybench.cli.show import print_report
 
@@ -84,14 +85,22 @@ def reproduce_cmd(
     guidance: Annotated[Path | None, typer.Option("--guidance", help="The run's guidance file, when it moved (checked by sha256).")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Requests in flight (default: the run's).")] = None,
     verify_workers: Annotated[int | None, typer.Option("--verify-workers", help="Rule verifier worker processes.")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", rich_help_panel="Tokens and cost", help="Stop cleanly (exit 3) once the reproduction cost this much, at the run's recorded prices; re-run with a higher limit to resume.")] = None,
+    max_total_tokens: Annotated[int | None, typer.Option("--max-total-tokens", rich_help_panel="Tokens and cost", help="Stop cleanly (exit 3) once the reproduction spent this many prompt + completion tokens; re-run with a higher limit (or none) to resume.")] = None,
 ) -> None:
     """Re-run a run with the configuration its manifest records, into a new run directory.
 
     The same test-set file (refused when its sha256 changed, unless --allow-data-change), selection,
     k, seeds, model and endpoint, sampling, artefact files (each checked by sha256) and verifier (mode,
-    timeout, LLM judge). API keys come from the environment variables the run named. Then `studybench
+    timeout, LLM judge) and prices. API keys come from the environment variables the run named. Then `studybench
     compare RUN_DIR NEW` shows the paired difference and how the two manifests differ."""
-    from studybench.evaluate import EndpointStoppedError, EvalError, prepare_reproduction, run_plan
+    from studybench.evaluate import (
+        BudgetStoppedError,
+        EndpointStoppedError,
+        EvalError,
+        prepare_reproduction,
+        run_plan,
+    )
     from studybench.llm_judge import LLMJudgeConfigError
     from studybench.store import RunDirInUseError, RunStore, manifest_differences
 
@@ -99,7 +108,8 @@ def reproduce_cmd(
         plan, rep = prepare_reproduction(
             run_dir, out, split_path=split, allow_data_change=allow_data_change, base_url=base_url, model=model,
             judge_base_url=judge_base_url, system_prompt=system_prompt, playbook=playbook, guidance=guidance,
-            concurrency=concurrency, verify_workers=verify_workers)
+            concurrency=concurrency, verify_workers=verify_workers, max_cost=max_cost,
+            max_total_tokens=max_total_tokens)
     except EvalError as e:
         fail_for(e, e.field)
     except RunDirInUseError as e:
@@ -130,6 +140,9 @@ def reproduce_cmd(
         raise typer.Exit(143 if term else 130) from None
     except EndpointStoppedError as e:
         fail(str(e), 1)
+    except BudgetStoppedError as e:
+        console.print(f"[bold yellow]{escape(str(e))}[/bold yellow]", soft_wrap=True)
+        raise typer.Exit(BUDGET_EXIT_CODE) from None
     except RunDirInUseError as e:
         fail(str(e), 1)
     except EvalError as e:

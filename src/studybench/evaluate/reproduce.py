@@ -223,6 +223,8 @@ def reproduction_spec(
     guidance: Path | None = None,
     concurrency: int | None = None,
     verify_workers: int | None = None,
+    max_cost: float | None = None,
+    max_total_tokens: int | None = None,
 ) -> Reproduction:
     """The evaluation that re-runs ``run_dir`` with its recorded configuration (see the module docstring).
 
@@ -238,6 +240,8 @@ def reproduction_spec(
         guidance: the guidance file.
         concurrency: requests in flight (default: the run's).
         verify_workers: rule verifier worker processes.
+        max_cost: stop the reproduction cleanly once it cost this much (the run's recorded prices).
+        max_total_tokens: stop it cleanly once it spent this many prompt + completion tokens.
 
     Returns:
         A :class:`Reproduction`.
@@ -273,6 +277,7 @@ def reproduction_spec(
         values["verify_workers"] = verify_workers
     if (source / PRICING_FILE).is_file():  # the run's recorded prices: both reports price alike
         values["pricing"] = source / PRICING_FILE
+    values.update({k: v for k, v in {"max_cost": max_cost, "max_total_tokens": max_total_tokens}.items() if v is not None})
     try:
         spec = EvalSpec.create(**values)
     except EvalError as e:
