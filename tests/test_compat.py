@@ -40,11 +40,12 @@ def test_old_manifest_loads_typed(run: Path) -> None:
     assert man.backend["model"] == "stub-model"
 
 
-NEW_FIELDS = ("truncation", "complete", "not_generated", "pass_at_k")
+NEW_FIELDS = ("truncation", "complete", "not_generated", "pass_at_k", "tokens")
 """Report fields added since 0.1.0; every other field must be identical to the old code's output."""
 
 TRUNCATION_SECTION = "## Truncated and empty completions\n"
 PASS_AT_K_SECTION = "## pass@k\n"
+TOKENS_SECTION = "## Tokens and cost\n"
 
 
 def _truncation(turns: int, incorrect: list[int]) -> dict[str, object]:
@@ -76,6 +77,13 @@ def test_old_run_reports_the_same_numbers(run: Path, scoring: str | None, expect
         assert pk[name]["mean"][-1] == old_k["mean"] and pk[name]["std"][-1] == old_k["std"]
         assert [v[-1] for v in pk[name]["per_seed"].values()] == old_k["per_seed"]
         assert pk[name]["mean"] == sorted(pk[name]["mean"])
+    # the token counts the old generation rows stored: the old `usage` sums the current rows only, `tokens`
+    # also the requests of turns generated again (the fixture has failed turns, retried)
+    tokens = new.pop("tokens")
+    assert tokens["superseded"] > 0 and tokens["total"]["requests"] == 48 + tokens["superseded"]
+    assert 0 < tokens["total"]["unreported"] < tokens["superseded"]  # the failed requests got no usage
+    assert tokens["total"]["prompt_tokens"] > old["usage"]["prompt_tokens"]
+    assert "judge_tokens" not in new  # the old judge rows recorded no usage: no judge section at all
     assert new == old
     # the fixture is not trivial: it exercises stale verdicts, failures and the LLM judge
     assert new["turns"]["missing_judgements"] == 18 and new["turns"]["expected"] == 48
@@ -88,14 +96,18 @@ def test_old_run_consistency_is_the_same(run: Path) -> None:
 
 
 def test_old_report_markdown_is_the_same(run: Path) -> None:
-    """The old report.md, plus the truncation and pass@k sections (before ``## LLM judge``), the incomplete-run line,
-    and nothing else."""
+    """The old report.md, plus the truncation, pass@k and tokens sections (before ``## LLM judge``), the
+    incomplete-run line, and nothing else."""
     before = (run / "report.md").read_text()
     write_report(run)
     after = (run / "report.md").read_text()
     start = after.index(PASS_AT_K_SECTION)
     end = after.index("\n## ", start + 1) + 1
     assert "| 3 | " in after[start:end] and "| 4 | " not in after[start:end]
+    after = after[:start] + after[end:]
+    start = after.index(TOKENS_SECTION)  # the old generation rows' token counts (no prices: no cost column)
+    end = after.index("\n## ", start + 1) + 1
+    assert "| run | " in after[start:end] and "LLM judge" not in after[start:end]
     after = after[:start] + after[end:]
     start = after.index(TRUNCATION_SECTION)
     end = after.index("\n## ", start + 1) + 1

@@ -195,7 +195,8 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     if pricing is not None:
         rep["cost"] = cost_block(rep["tokens"], pricing)
     judge_tokens = judge_usage_summary(store, pricing)
-    if judge_tokens["models"]:  # only with LLM verdicts: reports of rule-only runs stay as they were
+    if judge_tokens["spent"]["total_tokens"] or judge_tokens["from_cache"]["total_tokens"]:
+        # only when LLM verdicts recorded usage: reports of rule-only runs and of older runs stay as they were
         rep["judge_tokens"] = judge_tokens
     if man.labels:  # only when set: reports of unlabelled runs stay as they were
         rep["labels"] = dict(man.labels)
