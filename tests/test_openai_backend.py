@@ -367,6 +367,32 @@ def test_connection_pools_hold_the_whole_concurrency(stub: StubServer, monkeypat
     assert stub.max_concurrent == 64
 
 
+def test_the_clients_share_one_tls_context(stub: StubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """High concurrency shards the requests over many clients; they load the CA bundle once, not once each."""
+    import ssl
+
+    loads = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    backend = _fast(stub, concurrency=1024)
+
+    async def one() -> ChatResult:
+        try:
+            result = await backend.complete(_request([{"role": "user", "content": "q"}], seed=1))
+            assert len(backend._loop_state().clients) > 1  # several clients were built
+            return result
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(one()).error is None
+    assert len(loads) == 1
+
+
 def test_concurrency_slot_is_released_during_backoff(stub: StubServer) -> None:
     # One request backs off for a long time; with concurrency 1 the others must still proceed.
     stub.fault_when("slow-lane", Fault("status", status=429, retry_after=0.5), times=1)
