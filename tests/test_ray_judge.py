@@ -1,7 +1,7 @@
 """Rule judging on Ray (issue 16 item 2): a Ray Data pipeline of verifier actors gives the local verdicts.
 
-One small local cluster (``ray.init(num_cpus=2)``) serves the whole test run (Ray starts in seconds, not
-milliseconds); :class:`RayVerifier` finds it initialised and leaves it running, as it does for any caller
+One small local cluster (``ray.init(num_cpus=2)``) serves every test here, the only module that starts Ray,
+so the test run starts it once (Ray starts in seconds, not milliseconds) and stops it after this module; :class:`RayVerifier` finds it initialised and leaves it running, as it does for any caller
 that owns Ray.
 """
 
@@ -36,9 +36,10 @@ SLOW_GOLD = [r"\frac{\rho_i T_i}{\rho_a T_a} = 1 + \frac{4 \gamma}{R_0 P_a} + \s
 SLOW_PRED = [r"1 + \frac{4 \gamma}{R_0 P_a} + \sqrt{\frac{2GM}{r}}\cos(\omega t) + \ln\frac{R_0}{a} = \frac{\rho_i T_i}{\rho_a T_a} + 0"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
-    """One local two-CPU Ray cluster for the whole test run, shut down at its end."""
+    """One local two-CPU Ray cluster for this module, the only one that starts Ray (so once per test run),
+    shut down after it: its idle processes would otherwise share the CPUs with every later test."""
     import ray
 
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage report over the network
