@@ -17,7 +17,7 @@ from rich.markup import escape
 from studybench.cli.common import OptionSet, console, fail
 from studybench.costs import BudgetTracker, Pricing, PricingError, TokenCounts, load_pricing
 
-__all__ = ["BUDGET_EXIT_CODE", "BUDGET_OPTIONS", "budget_tracker", "cost_text", "stop_for_budget"]
+__all__ = ["BUDGET_EXIT_CODE", "BUDGET_OPTIONS", "budget_tracker", "cost_text", "exit_budget_stopped", "stop_for_budget"]
 
 BUDGET_EXIT_CODE = 3
 """Exit status of a command that stopped because ``--max-cost`` or ``--max-total-tokens`` was reached."""
@@ -74,4 +74,15 @@ def stop_for_budget(reason: str, what: str, resume: str) -> NoReturn:
     """
     console.print(f"[bold red]stopped:[/bold red] {escape(reason)}; {escape(what)} (what was done is saved). "
                   f"{escape(resume)}", soft_wrap=True)
+    raise typer.Exit(BUDGET_EXIT_CODE)
+
+
+def exit_budget_stopped(error: Exception, note: str = "") -> NoReturn:
+    """Print an evaluation's budget stop (:class:`~studybench.evaluate.BudgetStoppedError`) and exit 3.
+
+    Args:
+        error: the stop; its message names the limit, what was spent and how to resume.
+        note: a few words added after it (e.g. where the work is kept).
+    """
+    console.print(f"[bold yellow]{escape(str(error))}[/bold yellow]{escape(note)}", soft_wrap=True)
     raise typer.Exit(BUDGET_EXIT_CODE)

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from studybench.cli.budget import BUDGET_EXIT_CODE, BUDGET_OPTIONS
+from studybench.cli.budget import BUDGET_OPTIONS, exit_budget_stopped
 from studybench.cli.build import build_app
 from studybench.cli.common import console, fail
 
@@ -116,11 +115,6 @@ def _filter_options(max_tokens: int | None, concurrency: int | None, budget_opti
     return opts or None
 
 
-def _budget_stopped(e: Any) -> None:
-    console.print(f"[bold red]{escape(str(e))}[/bold red] (the filter run's directory keeps what was done)", soft_wrap=True)
-    raise typer.Exit(BUDGET_EXIT_CODE)
-
-
 @build_app.command("retry")
 @BUDGET_OPTIONS
 def build_retry(
@@ -144,7 +138,7 @@ def build_retry(
         res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed,
                         eval_options=_filter_options(max_tokens, concurrency, budget_options))
     except BudgetStoppedError as e:
-        _budget_stopped(e)
+        exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
     except (EvalError, ValueError) as e:
         fail(str(e))
     console.print(f"retry: {res['admitted']} of {res['candidates']} parents admitted -> {work / 'admitted.jsonl'}")
@@ -177,7 +171,7 @@ def build_capability(
                              admit_solved_once_for=admit_solved_once_for or (), guidance=guidance,
                              eval_options=_filter_options(max_tokens, concurrency, budget_options))
     except BudgetStoppedError as e:
-        _budget_stopped(e)
+        exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
     except (EvalError, ValueError) as e:
         fail(str(e))
     except OSError as e:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from studybench.cli.budget import BUDGET_EXIT_CODE
+from studybench.cli.budget import exit_budget_stopped
 from studybench.cli.common import (
     JUDGE_OPTIONS,
     VERIFY_OPTIONS,
@@ -246,8 +246,7 @@ def eval_cmd(
     except BudgetStoppedError as e:
         if e.result.report is not None:
             print_report(e.result.report, plan.run_dir)
-        console.print(f"[bold yellow]{escape(str(e))}[/bold yellow]", soft_wrap=True)
-        raise typer.Exit(BUDGET_EXIT_CODE) from None
+        exit_budget_stopped(e)
     except RunDirInUseError as e:
         fail(str(e), 1)
     except EvalError as e:

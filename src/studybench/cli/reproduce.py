@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from studybench.cli.budget import BUDGET_EXIT_CODE
+from studybench.cli.budget import exit_budget_stopped
 from studybench.cli.common import console, fail, fail_for, fail_write, interruptible, plural, progress_bars
 from studybench.cli.show import print_report
 
@@ -141,8 +141,7 @@ def reproduce_cmd(
     except EndpointStoppedError as e:
         fail(str(e), 1)
     except BudgetStoppedError as e:
-        console.print(f"[bold yellow]{escape(str(e))}[/bold yellow]", soft_wrap=True)
-        raise typer.Exit(BUDGET_EXIT_CODE) from None
+        exit_budget_stopped(e)
     except RunDirInUseError as e:
         fail(str(e), 1)
     except EvalError as e:
