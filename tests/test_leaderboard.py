@@ -134,12 +134,11 @@ def test_cli_formats_globs_and_files(runs: dict[tuple[str, str], Path], tmp_path
 
 
 def test_significance_marks_a_real_difference_and_not_a_small_one(tmp_path: Path) -> None:
-    """8 parents, two seeds. 'all' solves every parent, 'base' two: 6 discordant parents in each seed, so
-    a bootstrap resample misses all of them with probability (2/8)^8 (the CI excludes 0) and McNemar's
-    exact p = 2 / 2^6 = 0.031 per seed. 'gepa' adds 2 parents: a resample misses both with probability
-    (6/8)^8 = 0.10 > 0.025 (the CI reaches 0) and McNemar's p = 0.5."""
-    from scipy.stats import binomtest
-
+    """8 parents, two seeds. 'all' solves every parent, 'base' two: 6 parents differ (in both seeds), so
+    the exact sign-flip test over parents gives p = 2 / 2^6 = 0.031 (the seeds are not 12 items), and a
+    bootstrap resample misses all 6 with probability (2/8)^8 (the CI excludes 0). 'gepa' adds 2
+    parents: p = 2 / 2^2 = 0.5, and a resample misses both with probability (6/8)^8 = 0.10 > 0.025 (the
+    CI reaches 0)."""
     KNOWN["all"] = set(range(N))
     try:
         data = _write_split(tmp_path / "application.json")
@@ -156,12 +155,16 @@ def test_significance_marks_a_real_difference_and_not_a_small_one(tmp_path: Path
     strong, weak = cells["all"].significance, cells["gepa"].significance
     assert strong is not None and weak is not None and cells["base"].significance is None
     assert strong["delta_sub"]["observed"] == 75.0 and strong["delta_sub"]["lo"] > 0 and strong["sub_significant"]
-    assert strong["mcnemar_p"] == {"0": pytest.approx(binomtest(0, 6).pvalue), "1": pytest.approx(0.03125)}
-    assert strong["mcnemar_significant"] and strong["delta_par"]["observed"] == 75.0
+    assert strong["unit"] == "parent" and strong["parents"] == N
+    for key in ("delta_sub", "delta_par"):
+        assert strong[key]["p"] == 0.03125 and strong[key]["p_run_better"] == 0.015625
+        assert (strong[key]["parents_better"], strong[key]["parents_worse"], strong[key]["parents_tied"]) == (6, 0, 2)
+        assert weak[key]["p"] == 0.5 and weak[key]["parents_better"] == 2
+    assert strong["par_significant"] and strong["delta_par"]["observed"] == 75.0
     assert weak["delta_sub"]["observed"] == 25.0 and weak["delta_sub"]["lo"] == 0.0 and not weak["sub_significant"]
-    assert weak["mcnemar_p"]["0"] == pytest.approx(0.5) and not weak["mcnemar_significant"]
+    assert not weak["par_significant"] and "mcnemar_p" not in strong
     md = render_leaderboard(board, "markdown")
-    assert "+75.00†‡" in md and "+25.00 |" in md and "McNemar" in md.splitlines()[-1]
+    assert "+75.00†‡" in md and "+25.00 |" in md and "sign-flip test over parents" in md.splitlines()[-1]
     assert "$^{\\dagger}$$^{\\ddagger}$" in render_leaderboard(board, "latex")
     plain = build_leaderboard(list(runs.values()), base_run=runs["base"], significance=False)
     assert "†" not in render_leaderboard(plain, "markdown") and plain["significance"] is None

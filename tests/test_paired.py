@@ -47,14 +47,17 @@ def test_physics_r1_reported_values_from_its_counts() -> None:
     assert (r.table.both + r.table.a_only, r.table.both + r.table.b_only) == (18, 8)
     assert r.acc_a == pytest.approx(18 / 59) and r.acc_b == pytest.approx(8 / 59)
     assert r.diff == pytest.approx(-10 / 59)
-    assert r.sign_p_a_better == pytest.approx(0.0106, abs=5e-5)  # one-sided sign test, reported ≈ 0.011
-    assert r.sign_p_a_better == pytest.approx(697 / 2**16)  # P(X >= 13 | n = 16, 1/2)
-    assert r.mcnemar_p == pytest.approx(0.0213, abs=5e-5)  # exact McNemar, reported ≈ 0.021
-    assert r.sign_p == pytest.approx(r.mcnemar_p)
-    assert r.sign_p_b_better > 0.99
+    # items are the units here (no clusters): the sign-flip test is the sign test / McNemar's exact test
+    assert r.unit == "item" and r.units == 59
+    assert r.p_a_better == pytest.approx(0.0106, abs=5e-5)  # one-sided sign test, reported ≈ 0.011
+    assert r.p_a_better == pytest.approx(697 / 2**16)  # P(X >= 13 | n = 16, 1/2)
+    assert r.p_value == pytest.approx(0.0213, abs=5e-5)  # exact McNemar, reported ≈ 0.021
+    assert r.unit_table.sign_p == pytest.approx(r.p_value) and r.unit_table.sign_p_a_better == pytest.approx(r.p_a_better)
+    assert (r.unit_table.a_better, r.unit_table.b_better, r.unit_table.tied) == (13, 3, 43)
+    assert r.p_b_better > 0.99
     assert r.diff_ci[0] < r.diff < r.diff_ci[1] < 0
-    assert r.conclusion().startswith("B is worse than A: -16.9 points (95% CI ")
-    assert "McNemar exact p = 0.021 (significant at 5%)" in r.conclusion()
+    assert r.conclusion().startswith("B is worse than A: -16.9 points (95% CI over items ")
+    assert "exact sign-flip test over 59 items (16 differ): p = 0.021 (significant at 5%)" in r.conclusion()
 
 
 @pytest.mark.parametrize("cells", [(10, 7, 2, 20), (3, 0, 6, 1), (0, 4, 4, 0), (12, 1, 1, 30)])
@@ -66,10 +69,10 @@ def test_statistics_agree_with_scipy_and_statsmodels_on_hand_cases(cells: tuple[
     assert r.table == PairedTable(*cells)
     assert r.acc_a == pytest.approx((both + a_only) / n) and r.acc_b == pytest.approx((both + b_only) / n)
     d = a_only + b_only
-    assert r.sign_p == pytest.approx(binomtest(b_only, d).pvalue)
-    assert r.sign_p_b_better == pytest.approx(binomtest(b_only, d, alternative="greater").pvalue)
-    assert r.sign_p_a_better == pytest.approx(binomtest(a_only, d, alternative="greater").pvalue)
-    assert r.mcnemar_p == pytest.approx(mcnemar([[both, a_only], [b_only, neither]], exact=True).pvalue)
+    assert r.unit_table.sign_p == pytest.approx(binomtest(b_only, d).pvalue)
+    assert r.p_b_better == pytest.approx(binomtest(b_only, d, alternative="greater").pvalue)
+    assert r.p_a_better == pytest.approx(binomtest(a_only, d, alternative="greater").pvalue)
+    assert r.p_value == pytest.approx(mcnemar([[both, a_only], [b_only, neither]], exact=True).pvalue)
     k = cohens_kappa(np.array([[both, a_only], [b_only, neither]], dtype=float)).kappa
     assert r.kappa == pytest.approx(k)
     # by hand: po = agreement, pe = chance agreement
@@ -82,10 +85,11 @@ def test_statistics_agree_with_scipy_and_statsmodels_on_hand_cases(cells: tuple[
 def test_no_discordant_items_and_an_undefined_kappa() -> None:
     a, b = _pairs(both=6, a_only=0, b_only=0, neither=0)
     r = compare_outcomes(a, b, resamples=100)
-    assert (r.sign_p, r.sign_p_a_better, r.sign_p_b_better, r.mcnemar_p) == (1.0, 1.0, 1.0, 1.0)
+    assert (r.p_value, r.p_a_better, r.p_b_better, r.unit_table.sign_p) == (1.0, 1.0, 1.0, 1.0)
     assert r.kappa is None  # both sides say "correct" everywhere: chance agreement is 1
     assert r.diff == 0 and r.diff_ci == (0.0, 0.0)
     assert r.conclusion().startswith("A and B are equally accurate: +0.0 points")
+    assert "(0 differ): p = 1.000 (not significant at 5%)" in r.conclusion()
     json.dumps(r.to_dict())  # JSON-ready
 
 
@@ -232,19 +236,26 @@ def test_run_outcomes_and_the_2x2_tables_at_both_levels(runs: tuple[Path, Path])
     assert sa.outcomes == {f'[{s},"S//{p}","{x}"]': not (s == 0 and p == "P3") for s in SEEDS for p in ("P1", "P2", "P3") for x in "ab"}
     assert {k for k, v in sb.outcomes.items() if v} == {f'[{s},"S//{p}","{x}"]' for s in SEEDS for p, x in (("P1", "a"), ("P2", "a"), ("P2", "b"))}
     assert sa.scoring == sb.scoring == "strict" and sa.level == "sub-problem"
-    assert sa.clusters is not None and sa.clusters['[1,"S//P2","b"]'] == '[1,"S//P2"]'
+    assert sa.clusters is not None and sa.clusters['[1,"S//P2","b"]'] == "S//P2"  # the parent, over all seeds
     sub = compare_outcomes(sa.outcomes, sb.outcomes, resamples=500, clusters=sa.clusters, cluster_name="parent")
     # both: P1a, P2a, P2b in each seed; A only: P1b x2 + seed 1's P3a, P3b; neither: seed 0's P3a, P3b
     assert sub.table == PairedTable(both=6, a_only=4, b_only=0, neither=2)
-    assert sub.bootstrap_unit == "parent" and sub.ci.units == 6
+    assert sub.bootstrap_unit == sub.unit == "parent" and sub.ci.units == sub.units == 3
+    # per parent (solved over seeds and subs): A 4, 4, 2; B 2, 4, 0: two parents A better, by 2 each
+    assert (sub.unit_table.a_better, sub.unit_table.b_better, sub.unit_table.tied) == (2, 0, 1)
+    assert sub.p_value == pytest.approx(0.5) and sub.p_a_better == pytest.approx(0.25)
 
     pa, pb = run_outcomes(a, "parent"), run_outcomes(b, "parent")
     assert pa.outcomes == {'[0,"S//P1"]': True, '[0,"S//P2"]': False, '[0,"S//P3"]': False,
                            '[1,"S//P1"]': True, '[1,"S//P2"]': False, '[1,"S//P3"]': True}
     assert pb.outcomes == {'[0,"S//P1"]': False, '[0,"S//P2"]': True, '[0,"S//P3"]': False,
                            '[1,"S//P1"]': False, '[1,"S//P2"]': True, '[1,"S//P3"]': False}
-    par = compare_outcomes(pa.outcomes, pb.outcomes, resamples=500)
+    assert pa.clusters == {k: json.loads(k)[1] for k in pa.outcomes}
+    par = compare_outcomes(pa.outcomes, pb.outcomes, resamples=500, clusters=pa.clusters, cluster_name="parent")
     assert par.table == PairedTable(both=0, a_only=3, b_only=2, neither=1)
+    # per parent (seeds solved): A 2, 0, 1; B 0, 2, 0: T = -1, and every sign vector gives an odd |T| >= 1
+    assert par.units == 3 and (par.unit_table.a_better, par.unit_table.b_better) == (2, 1)
+    assert par.p_value == 1.0 and par.p_a_better == pytest.approx(0.5)
     # the per-item accuracies are the run's own Sub@k and Par@k
     rep_a = json.loads((a / "report.json").read_text())
     assert 100 * sub.acc_a == pytest.approx(rep_a["sub_at_k"]["mean"])
@@ -270,9 +281,14 @@ def test_cli_json_on_two_runs(runs: tuple[Path, Path]) -> None:
     sub, par = out["comparisons"]
     assert {k: sub["table"][k] for k in ("both", "a_only", "b_only", "neither")} == {"both": 6, "a_only": 4, "b_only": 0, "neither": 2}
     assert {k: par["table"][k] for k in ("both", "a_only", "b_only", "neither")} == {"both": 0, "a_only": 3, "b_only": 2, "neither": 1}
-    assert sub["bootstrap_unit"] == "parent" and par["bootstrap_unit"] == "item"
+    assert sub["bootstrap_unit"] == par["bootstrap_unit"] == sub["unit"] == par["unit"] == "parent"
+    assert sub["units"] == par["units"] == sub["ci"]["units"] == par["ci"]["units"] == 3
     assert sub["ci"]["resamples"] == 400 and sub["ci"]["seed"] == 3
-    assert par["mcnemar_p"] == pytest.approx(1.0) and sub["mcnemar_p"] == pytest.approx(0.125)
+    assert par["p_value"] == pytest.approx(1.0) and sub["p_value"] == pytest.approx(0.5)
+    assert sub["unit_table"] == {"a_better": 2, "b_better": 0, "tied": 1, "sign_p": 0.5, "sign_p_a_better": 0.25,
+                                 "sign_p_b_better": 1.0}
+    assert sub["test"] == "exact paired sign-flip test over parents"
+    assert not {"mcnemar_p", "sign_p", "sign_p_a_better", "sign_p_b_better"} & set(sub)  # the item-level tests are gone
     assert sub["conclusion"].startswith("B is worse than A: -33.3 points")
     again = json.loads(CliRunner().invoke(app, ["compare", str(a), str(b), "--json", "--resamples", "400", "--seed", "3"]).stdout)
     assert again == out
@@ -284,7 +300,8 @@ def test_cli_tables_on_two_runs(runs: tuple[Path, Path]) -> None:
                              catch_exceptions=False, env={"COLUMNS": "160"})
     assert res.exit_code == 0, res.output
     assert "level: parent" in res.output and "level: sub-problem" not in res.output
-    assert "McNemar exact p" in res.output and "Cohen's kappa" in res.output
+    assert "exact sign-flip test over parents" in res.output and "Cohen's kappa" in res.output
+    assert "McNemar" not in res.output
     assert "B is worse than A: -16.7 points" in res.output
 
 
@@ -298,7 +315,8 @@ def test_cli_on_outcome_files(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     (c,) = json.loads(res.stdout)["comparisons"]
     assert c["level"] == "file" and c["n"] == 59
-    assert c["sign_p_a_better"] == pytest.approx(0.0106, abs=5e-5) and c["mcnemar_p"] == pytest.approx(0.0213, abs=5e-5)
+    assert c["p_a_better"] == pytest.approx(0.0106, abs=5e-5) and c["p_value"] == pytest.approx(0.0213, abs=5e-5)
+    assert c["unit"] == "item" and c["units"] == 59
     res = CliRunner().invoke(app, ["compare", str(fa), str(fb)])  # default columns id/correct are absent
     assert res.exit_code == 2 and "original.csv: line 2: no field 'id'" in res.output
 

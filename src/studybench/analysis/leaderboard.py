@@ -15,12 +15,21 @@ and the same seeds: a set that is not is refused with a message that says which 
 because a Δ over different item sets means nothing. Cells are the mean ± sample std over seeds, as
 in ``report.json``.
 
-Significance of every Δ against a base run: a paired bootstrap over parents (seeded, 10,000
-resamples, 95% percentile interval; :func:`studybench.analysis.paired.paired_bootstrap_diff`) of
-ΔPar@k (per parent: solved, averaged over seeds) and ΔSub@k (per parent: sub-problems solved over
-sub-problems, pooled over seeds), and McNemar's exact test on parent-level solved/unsolved pairs per
-seed. A ΔSub@k whose interval excludes 0 is marked †; ‡ marks a Δ whose McNemar test is significant
-at 5% in every seed.
+Significance of every Δ against a base run, with the parent as the unit (a parent's seeds and
+sub-problems are one paired observation, never independent items): per parent, each run's solved
+count summed over seeds (Par@k: seeds where one attempt solves every sub-problem; Sub@k: sub-problems
+solved within k attempts), and
+
+- the exact paired sign-flip test over parents of ΔPar@k and of ΔSub@k
+  (:func:`studybench.analysis.signflip.sign_flip_test`: under "the two runs do the same on every
+  parent" each parent's difference is as likely negated; exact for any number of parents, McNemar's
+  exact test when there is one seed and one sub-problem per parent);
+- a paired bootstrap percentile CI over parents (seeded, 10,000 resamples, 95%;
+  :func:`studybench.analysis.paired.paired_bootstrap_diff`), whole parents resampled.
+
+The marks follow the tests at ``1 - level`` (5%), two-sided: † ΔSub@k, ‡ ΔPar@k. With very few parents
+that differ the percentile CI can exclude 0 while the exact test does not reach 5%; the marks never
+rest on the CI.
 """
 
 from __future__ import annotations
@@ -83,8 +92,9 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
         scoring: ``strict`` or ``liberal`` (default: each run's own, as in its report).
         labels: per run directory (as given), labels that override the run's own for this table only
             (nothing is written).
-        significance: test every Δ (needs the ``analysis`` extra; see the module docstring).
-        resamples, seed, level: of the paired bootstrap.
+        significance: test every Δ (needs the ``analysis`` extra; see the module docstring and
+            :func:`delta_significance`).
+        resamples, seed, level: of the paired bootstrap over parents; ``1 - level`` is the marks' level.
 
     Returns:
         ``{"k", "seeds", "splits", "rows": [LeaderboardRow...]}``: base models' rows first, then by
@@ -133,61 +143,59 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
     splits = [s for s in SPLITS if any(s in r.cells for r in ordered)]
     splits += sorted({s for r in ordered for s in r.cells} - set(splits))
     return {"k": k, "seeds": reports[0][2]["seeds"], "splits": splits, "rows": ordered,
-            "significance": {"resamples": resamples, "seed": seed, "level": level} if significance else None}
+            "significance": {"resamples": resamples, "seed": seed, "level": level, "unit": "parent",
+                             "test": "exact paired sign-flip test over parents"} if significance else None}
 
 
 def delta_significance(base_run: Path | str, run: Path | str, *, scoring: str | None = None, resamples: int = 10_000,
                        seed: int = 0, level: float = 0.95) -> dict[str, Any]:
-    """Paired tests of ``run`` against ``base_run`` over the same parents (see the module docstring).
+    """Paired tests of ``run`` against ``base_run`` with the parent as the unit (see the module docstring).
 
     Args:
         base_run, run: run directories over the same parents, k and seeds.
         scoring: as in :func:`studybench.report.build_report`.
-        resamples, seed, level: of the paired bootstrap over parents.
+        resamples, seed, level: of the paired bootstrap over parents; ``1 - level`` is the tests'
+            significance level.
 
     Returns:
-        ``{"delta_par": {observed, lo, hi}, "delta_sub": {...}`` (points), ``"mcnemar_p": {seed: p}``,
-        ``"sub_significant"``, ``"mcnemar_significant"``}.
+        ``{"unit": "parent", "parents": n, "test", "alpha", "delta_par": {...}, "delta_sub": {...},
+        "par_significant", "sub_significant"}``; each delta: ``observed``, ``lo``, ``hi`` (points),
+        ``p`` (two-sided sign-flip test), ``p_base_better``, ``p_run_better`` (one-sided), and
+        ``parents_better``, ``parents_worse``, ``parents_tied`` (the run against the base, per parent).
+        Changed in issue 24: ``mcnemar_p`` (per seed) and ``mcnemar_significant`` are gone, and
+        ``sub_significant`` now follows the sign-flip test (it was the CI excluding 0).
 
     Raises:
         LeaderboardError: the two runs are over different parents or seeds.
-        studybench.analysis.paired.AnalysisExtraMissing: numpy, scipy or statsmodels is missing.
+        studybench.analysis.paired.AnalysisExtraMissing: numpy or scipy is missing.
     """
-    from studybench.analysis.paired import AnalysisExtraMissing, paired_bootstrap_diff, ratio_statistic
-
-    try:
-        from statsmodels.stats.contingency_tables import mcnemar
-    except ImportError:
-        raise AnalysisExtraMissing("significance tests need the 'analysis' extra (statsmodels): "
-                                   "pip install 'studybench[analysis]'") from None
+    from studybench.analysis.paired import paired_bootstrap_diff, ratio_statistic
+    from studybench.analysis.signflip import sign_flip_test, unit_directions
 
     a, b = parent_outcomes(base_run, scoring), parent_outcomes(run, scoring)
     if a["parents"] != b["parents"] or a["seeds"] != b["seeds"]:
         raise LeaderboardError(f"{run} and {base_run} are not over the same parents and seeds; no Δ is reported")
     seeds, n = a["seeds"], len(a["parents"])
+    alpha = 1.0 - level
 
-    def par(o: dict[str, Any]) -> list[float]:
-        return [sum(o["per_seed"][s]["solved"][i] for s in seeds) / len(seeds) for i in range(n)]
+    def counts(o: dict[str, Any], key: str) -> list[tuple[int, int]]:
+        """Per parent: (solved, items) summed over seeds; items = seeds (Par@k) or sub-problems x seeds (Sub@k)."""
+        return [(sum(int(o["per_seed"][s][key][i]) for s in seeds),
+                 len(seeds) * (1 if key == "solved" else o["sub_problems"][i])) for i in range(n)]
 
-    def sub(o: dict[str, Any]) -> list[tuple[int, int]]:
-        return [(sum(o["per_seed"][s]["subs_solved"][i] for s in seeds), o["sub_problems"][i] * len(seeds))
-                for i in range(n)]
-
-    ci_par = paired_bootstrap_diff(par(a), par(b), resamples=resamples, seed=seed, level=level)
-    ci_sub = paired_bootstrap_diff(sub(a), sub(b), ratio_statistic, resamples=resamples, seed=seed, level=level)
-    ps: dict[str, float] = {}
-    for s in seeds:
-        xa, xb = a["per_seed"][s]["solved"], b["per_seed"][s]["solved"]
-        table = [[sum(1 for i in range(n) if xa[i] and xb[i]), sum(1 for i in range(n) if xa[i] and not xb[i])],
-                 [sum(1 for i in range(n) if not xa[i] and xb[i]), sum(1 for i in range(n) if not xa[i] and not xb[i])]]
-        ps[str(s)] = 1.0 if table[0][1] + table[1][0] == 0 else float(mcnemar(table, exact=True).pvalue)
-
-    def pts(ci: Any) -> dict[str, float]:
-        return {"observed": round(100 * ci.observed, 4), "lo": round(100 * ci.lo, 4), "hi": round(100 * ci.hi, 4)}
-
-    return {"delta_par": pts(ci_par), "delta_sub": pts(ci_sub), "mcnemar_p": ps,
-            "sub_significant": ci_sub.lo > 0 or ci_sub.hi < 0,
-            "mcnemar_significant": all(p < 0.05 for p in ps.values())}
+    out: dict[str, Any] = {"unit": "parent", "parents": n, "test": "exact paired sign-flip test over parents",
+                           "alpha": round(alpha, 6)}
+    for name, key in (("delta_par", "solved"), ("delta_sub", "subs_solved")):
+        ca, cb = counts(a, key), counts(b, key)
+        ci = paired_bootstrap_diff(ca, cb, ratio_statistic, resamples=resamples, seed=seed, level=level)
+        diffs = [y[0] - x[0] for x, y in zip(ca, cb, strict=True)]
+        test, way = sign_flip_test(diffs), unit_directions(diffs)
+        out[name] = {"observed": round(100 * ci.observed, 4), "lo": round(100 * ci.lo, 4), "hi": round(100 * ci.hi, 4),
+                     "p": test.p_value, "p_base_better": test.p_a_better, "p_run_better": test.p_b_better,
+                     "parents_better": way.b_better, "parents_worse": way.a_better, "parents_tied": way.tied}
+    out["par_significant"] = out["delta_par"]["p"] < alpha
+    out["sub_significant"] = out["delta_sub"]["p"] < alpha
+    return out
 
 
 def _first(rows: dict[str, LeaderboardRow], layer: str) -> int:
@@ -259,16 +267,17 @@ def _best(board: dict[str, Any]) -> dict[tuple[str, str], float]:
 
 def _marks(cell: Cell) -> str:
     sig = cell.significance or {}
-    return ("†" if sig.get("sub_significant") else "") + ("‡" if sig.get("mcnemar_significant") else "")
+    return ("†" if sig.get("sub_significant") else "") + ("‡" if sig.get("par_significant") else "")
 
 
 def _footnote(board: dict[str, Any]) -> str:
     sig = board.get("significance")
     if not sig:
         return ""
-    return (f"† the {sig['level']:.0%} paired bootstrap CI over parents ({sig['resamples']:,} resamples, seed "
-            f"{sig['seed']}) of ΔSub@{board['k']} excludes 0; ‡ McNemar's exact test on parent-level solved/unsolved "
-            "pairs is significant at 5% in every seed.")
+    k, alpha = board["k"], 1.0 - sig["level"]
+    return (f"† ΔSub@{k}, ‡ ΔPar@{k} significant at {alpha:.0%} (two-sided exact paired sign-flip test over parents: "
+            f"each parent one observation, its seeds and sub-problems summed); {sig['level']:.0%} paired bootstrap CIs "
+            f"over parents ({sig['resamples']:,} resamples, seed {sig['seed']}) in the JSON output.")
 
 
 def _value(cell: Cell, metric: str) -> float | None:

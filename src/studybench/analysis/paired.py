@@ -1,14 +1,22 @@
 """Paired A/B comparison of two systems over the same items (Physics-R1's analysis of paired outcomes).
 
-Two systems answer the same items; each item is solved (1) or not (0) by each. From the two outcome
-vectors :func:`compare_outcomes` gives:
+Two systems answer the same items; each item is solved (1) or not (0) by each. Items of a run are not
+independent: a parent's sub-problems share one problem and one conversation, and every seed asks the
+same parents again. So every test and interval here takes one paired observation per **unit**: per
+parent for a run (:func:`run_outcomes` gives each item its parent), per item for an outcome file
+without clusters (items there are taken as independent). Per unit: the items each side solves
+(summed over seeds and sub-problems) and how many items it has (:func:`studybench.analysis.signflip.unit_counts`).
+From the two outcome maps :func:`compare_outcomes` gives:
 
-- the 2x2 table (``both``, ``a_only``, ``b_only``, ``neither``) and the accuracy of each side;
-- the difference ``acc_b - acc_a`` with a paired bootstrap percentile CI (:func:`paired_bootstrap_diff`:
-  the same resampled items for both sides; by default over items, or over clusters such as parents);
-- the sign test on the discordant items (``scipy.stats.binomtest``; two-sided and each one-sided);
-- McNemar's exact test (``statsmodels.stats.contingency_tables.mcnemar(exact=True)``);
-- Cohen's kappa between the two sides (``statsmodels.stats.inter_rater.cohens_kappa``).
+- each side's accuracy and the difference ``acc_b - acc_a`` (Sub@k or Par@k, pooled over units);
+- a paired bootstrap percentile CI of the difference that resamples whole units, the same units for
+  both sides (:func:`paired_bootstrap_diff` with :func:`ratio_statistic`);
+- the exact paired sign-flip test over units (:func:`studybench.analysis.signflip.sign_flip_test`;
+  two-sided and each one-sided): the headline p-value. With one 0/1 item per unit it is McNemar's
+  exact test;
+- the units by direction (A better, B better, tied) and the sign test on those that differ;
+- descriptive only, over items: the 2x2 table and Cohen's kappa
+  (``statsmodels.stats.inter_rater.cohens_kappa``).
 
 Outcomes come from a run directory (:func:`run_outcomes`) or from a CSV / JSONL file with an item id
 and a 0/1 column (:func:`read_outcome_file`), so comparisons made outside studybench (original vs
@@ -31,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.analysis.signflip import UnitDirections, sign_flip_test, unit_counts, unit_directions
 from studybench.files import decode_utf8, jsonl_lines, read_user_bytes
 from studybench.store import RunRows, RunStore, turn_verdicts
 
@@ -78,7 +87,7 @@ def _need(module: str) -> Any:
 
 @dataclass(frozen=True)
 class PairedTable:
-    """The 2x2 table of two paired binary outcome vectors.
+    """The 2x2 table of two paired binary outcome vectors (over items: descriptive; the tests use units).
 
     Attributes:
         both: items both sides solve.
@@ -99,7 +108,7 @@ class PairedTable:
 
     @property
     def discordant(self) -> int:
-        """Items exactly one side solves (what the sign and McNemar tests look at)."""
+        """Items exactly one side solves (not independent when items cluster in parents)."""
         return self.a_only + self.b_only
 
 
@@ -127,22 +136,30 @@ class BootstrapCI:
 
 @dataclass(frozen=True)
 class PairedComparison:
-    """Physics-R1's paired A/B statistics over ``n`` items (proportions in [0, 1], not percent).
+    """Physics-R1's paired A/B statistics with one paired observation per unit (proportions, not percent).
+
+    The unit is the parent for runs (all of a parent's seeds and sub-problems are one observation) and
+    the item for outcome files without clusters. Changed in issue 24: the tests were over items
+    (``sign_p``, ``sign_p_a_better``, ``sign_p_b_better``, ``mcnemar_p``: seeds and sub-problems
+    counted as independent items); they are now over units, under new names.
 
     Attributes:
         n: paired items.
-        table: the 2x2 table.
+        table: the 2x2 table over items (descriptive).
         acc_a, acc_b: the share of items each side solves.
         diff: ``acc_b - acc_a``.
-        diff_ci: the paired bootstrap percentile CI of ``diff`` (``ci.lo``, ``ci.hi``).
+        diff_ci: the paired bootstrap percentile CI of ``diff`` (``ci.lo``, ``ci.hi``), resampling units.
         ci: the bootstrap's details (level, resamples, seed, units).
-        bootstrap_unit: what was resampled: ``"item"`` or the name of the clusters (e.g. ``"parent"``).
-        sign_p: the sign test on the discordant items, two-sided (``binomtest(b_only, a_only + b_only)``;
-            1.0 without discordant items).
-        sign_p_a_better: one-sided: A solves more of the discordant items than chance.
-        sign_p_b_better: one-sided: B solves more of the discordant items than chance.
-        mcnemar_p: McNemar's exact test (two-sided).
-        kappa: Cohen's kappa of the two sides; ``None`` when undefined (both sides one constant label).
+        bootstrap_unit: what was resampled, the same as ``unit``.
+        unit: the unit of the tests and the CI: ``"item"`` or the name of the clusters (``"parent"``).
+        units: how many units.
+        unit_table: the units by direction (A better, B better, tied) and the sign test on those that differ.
+        p_value: the exact paired sign-flip test of ``sum(b - a)`` over units, two-sided (1.0 when no
+            unit differs); McNemar's exact test when every unit is one item.
+        p_a_better: its one-sided p-value: A better.
+        p_b_better: its one-sided p-value: B better.
+        kappa: Cohen's kappa of the two sides over items (descriptive); ``None`` when undefined (both
+            sides one constant label).
     """
 
     n: int
@@ -153,10 +170,12 @@ class PairedComparison:
     diff_ci: tuple[float, float]
     ci: BootstrapCI
     bootstrap_unit: str
-    sign_p: float
-    sign_p_a_better: float
-    sign_p_b_better: float
-    mcnemar_p: float
+    unit: str
+    units: int
+    unit_table: UnitDirections
+    p_value: float
+    p_a_better: float
+    p_b_better: float
     kappa: float | None
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,16 +183,22 @@ class PairedComparison:
         d = asdict(self)
         d["table"].update(n=self.table.n, discordant=self.table.discordant)
         d["diff_ci"] = list(self.diff_ci)
+        d["test"] = f"exact paired sign-flip test over {self.unit}s"
         return d
 
+    def significant(self) -> bool:
+        """Whether the two-sided sign-flip test is significant at ``1 - ci.level`` (5% by default)."""
+        return self.p_value < 1.0 - self.ci.level
+
     def conclusion(self, a: str = "A", b: str = "B") -> str:
-        """One line: which side is better, by how many points, the CI and McNemar's p.
+        """One line: which side is better, by how many points, the CI and the sign-flip test over units.
 
         Args:
             a, b: the names of the two sides.
 
         Returns:
-            e.g. ``"B is better than A: +12.5 points (95% CI +3.4 to +21.0), McNemar exact p = 0.021 (significant at 5%)"``.
+            e.g. ``"B is worse than A: -6.7 points (95% CI over parents -12.2 to -2.2), exact sign-flip
+            test over 90 parents (6 differ): p = 0.031 (significant at 5%)"``.
         """
         pts = 100.0 * self.diff
         lo, hi = (100.0 * x for x in self.diff_ci)
@@ -183,10 +208,12 @@ class PairedComparison:
             head = f"{b} is worse than {a}"
         else:
             head = f"{a} and {b} are equally accurate"
-        sig = "significant at 5%" if self.mcnemar_p < 0.05 else "not significant at 5%"
+        alpha = f"{100 * (1.0 - self.ci.level):.3g}%"
+        sig = f"significant at {alpha}" if self.significant() else f"not significant at {alpha}"
         level = f"{100 * self.ci.level:g}%"
-        return (f"{head}: {pts:+.1f} points ({level} CI {lo:+.1f} to {hi:+.1f}), "
-                f"McNemar exact p = {_fmt_p(self.mcnemar_p)} ({sig})")
+        differ = self.unit_table.a_better + self.unit_table.b_better
+        return (f"{head}: {pts:+.1f} points ({level} CI over {self.unit}s {lo:+.1f} to {hi:+.1f}), "
+                f"exact sign-flip test over {self.units} {self.unit}s ({differ} differ): p = {_fmt_p(self.p_value)} ({sig})")
 
 
 def _fmt_p(p: float) -> str:
@@ -225,11 +252,12 @@ def paired_bootstrap_diff(
 ) -> BootstrapCI:
     """Paired bootstrap percentile CI of ``statistic(b) - statistic(a)``, resampling units with replacement.
 
-    Unit ``i`` of ``a`` and unit ``i`` of ``b`` are the same item (or cluster: a parent, a (seed, parent)
-    pair); every resample draws one set of unit indices and applies it to both sides, so the pairing
-    is kept. A leaderboard resamples parents: per parent, ``a[i]`` = model A's Par@k unit (0/1, or its
-    mean over seeds) with :func:`mean_statistic`, or ``(sub-problems solved, sub-problems)`` with
-    :func:`ratio_statistic` for Sub@k.
+    Unit ``i`` of ``a`` and unit ``i`` of ``b`` are the same item or cluster (a parent, with all its
+    seeds and sub-problems: never a (seed, parent) pair, since seeds repeat the parent); every
+    resample draws one set of unit indices and applies it to both sides, so the pairing is kept.
+    Runs resample parents: per parent, ``a[i]`` = model A's Par@k unit (solved, its mean over seeds)
+    with :func:`mean_statistic`, or ``(items solved, items)`` summed over seeds with
+    :func:`ratio_statistic` for Sub@k (and for Par@k, with items = seeds).
 
     Args:
         a, b: per-unit values, array-like of the same shape ``(n, ...)``.
@@ -290,15 +318,23 @@ def compare_outcomes(
     cluster_name: str = "cluster",
     names: tuple[str, str] = ("A", "B"),
 ) -> PairedComparison:
-    """Physics-R1's paired statistics of two outcome maps over the same items.
+    """Physics-R1's paired statistics of two outcome maps over the same items, one observation per unit.
+
+    Items of one cluster (a parent: its seeds and sub-problems) form one unit: per unit the items each
+    side solves are summed (:func:`studybench.analysis.signflip.unit_counts`). The tests
+    (:func:`studybench.analysis.signflip.sign_flip_test`, the sign test on the units' directions) and
+    the bootstrap (:func:`paired_bootstrap_diff` with :func:`ratio_statistic`, whole units resampled)
+    see units only, so repeating seeds or splitting sub-problems cannot make a difference look more
+    certain than the number of units that differ allows. Without ``clusters`` every item is a unit.
 
     Args:
         a, b: item id -> solved, for side A and side B.
-        resamples, seed, level: of the paired bootstrap (:func:`paired_bootstrap_diff`).
+        resamples, seed, level: of the paired bootstrap (:func:`paired_bootstrap_diff`); ``1 - level``
+            is also the significance level of :meth:`PairedComparison.conclusion`.
         intersect: compare only the items both sides have (default: different item sets are an error).
-        clusters: item id -> cluster (e.g. its parent): the bootstrap then resamples clusters, keeping
-            the items of a cluster together; ``None`` resamples items.
-        cluster_name: what a cluster is, for :attr:`PairedComparison.bootstrap_unit`.
+        clusters: item id -> cluster (e.g. its parent): the unit of the tests and the CI; ``None``:
+            every item is its own unit (items taken as independent).
+        cluster_name: what a cluster is, for :attr:`PairedComparison.unit`.
         names: the two sides' names, for error messages.
 
     Returns:
@@ -318,39 +354,23 @@ def compare_outcomes(
     if not ids:
         raise ValueError(f"{names[0]} and {names[1]} have no items in common")
     np = _need("numpy")
-    stats = _need("scipy.stats")
-    ct = _need("statsmodels.stats.contingency_tables")
+    _need("scipy.stats")
     ir = _need("statsmodels.stats.inter_rater")
+    if clusters is not None:
+        missing = [i for i in ids if i not in clusters]
+        if missing:
+            raise ValueError(f"{len(missing)} items have no {cluster_name} ({_examples(set(missing))})")
     va = np.array([bool(a[i]) for i in ids])
     vb = np.array([bool(b[i]) for i in ids])
     table = PairedTable(both=int(np.sum(va & vb)), a_only=int(np.sum(va & ~vb)),
                         b_only=int(np.sum(~va & vb)), neither=int(np.sum(~va & ~vb)))
-    if clusters is None:
-        unit = "item"
-        ci = paired_bootstrap_diff(va, vb, resamples=resamples, seed=seed, level=level)
-    else:
-        missing = [i for i in ids if i not in clusters]
-        if missing:
-            raise ValueError(f"{len(missing)} items have no {cluster_name} ({_examples(set(missing))})")
-        order: dict[str, int] = {}
-        for i in ids:
-            order.setdefault(clusters[i], len(order))
-        ca, cb = np.zeros((len(order), 2)), np.zeros((len(order), 2))
-        for i, x, y in zip(ids, va, vb, strict=True):
-            c = order[clusters[i]]
-            ca[c] += (x, 1)
-            cb[c] += (y, 1)
-        unit = cluster_name
-        ci = paired_bootstrap_diff(ca, cb, ratio_statistic, resamples=resamples, seed=seed, level=level)
-    d = table.discordant
-    if d:
-        sign_p = float(stats.binomtest(table.b_only, d, 0.5).pvalue)
-        p_a = float(stats.binomtest(table.a_only, d, 0.5, alternative="greater").pvalue)
-        p_b = float(stats.binomtest(table.b_only, d, 0.5, alternative="greater").pvalue)
-    else:
-        sign_p = p_a = p_b = 1.0
+    counts = unit_counts(ids, a, b, clusters)
+    unit = "item" if clusters is None else cluster_name
+    ca = np.column_stack([counts.a, counts.n]).astype(float)
+    cb = np.column_stack([counts.b, counts.n]).astype(float)
+    ci = paired_bootstrap_diff(ca, cb, ratio_statistic, resamples=resamples, seed=seed, level=level)
+    test = sign_flip_test(counts.differences)
     grid = [[table.both, table.a_only], [table.b_only, table.neither]]
-    mcnemar_p = float(ct.mcnemar(grid, exact=True).pvalue)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         kappa = float(ir.cohens_kappa(np.array(grid, dtype=float)).kappa)
@@ -358,9 +378,9 @@ def compare_outcomes(
     acc_a, acc_b = table.both + table.a_only, table.both + table.b_only
     return PairedComparison(
         n=n, table=table, acc_a=acc_a / n, acc_b=acc_b / n, diff=(acc_b - acc_a) / n,
-        diff_ci=(ci.lo, ci.hi), ci=ci, bootstrap_unit=unit, sign_p=min(sign_p, 1.0),
-        sign_p_a_better=p_a, sign_p_b_better=p_b, mcnemar_p=min(mcnemar_p, 1.0),
-        kappa=None if math.isnan(kappa) else kappa + 0.0,
+        diff_ci=(ci.lo, ci.hi), ci=ci, bootstrap_unit=unit, unit=unit, units=len(counts.names),
+        unit_table=unit_directions(counts.differences), p_value=test.p_value, p_a_better=test.p_a_better,
+        p_b_better=test.p_b_better, kappa=None if math.isnan(kappa) else kappa + 0.0,
     )
 
 
@@ -375,7 +395,8 @@ class ItemOutcomes:
         outcomes: item id -> solved.
         source: where they come from (a run directory or a file), for messages.
         level: ``"sub-problem"`` / ``"parent"`` for a run; ``None`` for a file.
-        clusters: item id -> cluster (for a run at sub-problem level: ``[seed, parent]``), or ``None``.
+        clusters: item id -> cluster, the unit of the paired tests: for a run, the item's parent uid
+            at both levels (all its seeds and sub-problems are one unit); ``None`` for a file.
         notes: things the reader should know (an incomplete run, the scoring used).
         scoring: for a run, the scoring its outcomes use (``"strict"`` or ``"liberal"``); ``None`` for a file.
     """
@@ -396,9 +417,13 @@ def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str |
     """The per-item outcomes of a run directory, from its verdict table (:func:`studybench.store.turn_verdicts`).
 
     - ``level="sub-problem"``: one item per (seed, sub-problem), solved when any of its k attempts is
-      correct (Sub@k's unit); id ``[seed,"parent uid","sub id"]``; clustered by ``[seed,"parent uid"]``.
+      correct (Sub@k's unit); id ``[seed,"parent uid","sub id"]``.
     - ``level="parent"``: one item per (seed, parent), solved when some single attempt solves every
       sub-problem (Par@k's unit); id ``[seed,"parent uid"]``.
+
+    At both levels ``clusters`` maps every item to its parent's uid: the parent is the unit of the
+    paired tests and of the bootstrap (:func:`compare_outcomes`), since seeds repeat a parent and its
+    sub-problems share one problem.
 
     A turn without a counting verdict counts as incorrect, as in the run's report (a note says how many).
 
@@ -409,7 +434,7 @@ def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str |
             ``None``: liberal when the run has an active judge, else strict (as ``studybench report``).
 
     Returns:
-        The outcomes (``level``, ``scoring`` and, at sub-problem level, ``clusters`` set).
+        The outcomes (``level``, ``scoring`` and ``clusters`` set).
 
     Raises:
         FileNotFoundError: not a run directory.
@@ -426,7 +451,8 @@ def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str |
     rows = RunRows.read(store, llm=judge is not None)
     table = turn_verdicts(man, rows, judge["judge_id"] if judge is not None else None)
     k = man.k
-    out = ItemOutcomes({}, str(run_dir), level, {} if level == "sub-problem" else None,
+    clusters: dict[str, str] = {}
+    out = ItemOutcomes({}, str(run_dir), level, clusters,
                        [f"{run_dir}: {used} scoring, k={k}, seeds {', '.join(map(str, man.seeds))}"], used)
     i = 0
     for seed in man.seeds:
@@ -439,10 +465,11 @@ def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str |
                 if level == "sub-problem":
                     key = _item_id(seed, p.uid, s.id)
                     out.outcomes[key] = any(per_sub[-1])
-                    assert out.clusters is not None
-                    out.clusters[key] = _item_id(seed, p.uid)
+                    clusters[key] = p.uid
             if level == "parent":
-                out.outcomes[_item_id(seed, p.uid)] = any(all(sub[a] for sub in per_sub) for a in range(k))
+                key = _item_id(seed, p.uid)
+                out.outcomes[key] = any(all(sub[a] for sub in per_sub) for a in range(k))
+                clusters[key] = p.uid
     missing = sum(1 for t in table if t.missing)
     if missing:
         out.notes.append(f"{run_dir}: incomplete, {missing} of {len(table)} turns have no verdict and count as incorrect")
@@ -473,7 +500,8 @@ def _item_key(value: Any) -> str | None:
     return None
 
 
-def read_outcome_file(path: Path | str, *, id_column: str = "id", outcome_column: str = "correct") -> ItemOutcomes:
+def read_outcome_file(path: Path | str, *, id_column: str = "id", outcome_column: str = "correct",
+                      cluster_column: str | None = None) -> ItemOutcomes:
     """Per-item binary outcomes from a CSV, TSV or JSONL file.
 
     JSONL (``.jsonl``/``.ndjson``, or a file whose first character is ``{``): one object per line. CSV
@@ -484,24 +512,27 @@ def read_outcome_file(path: Path | str, *, id_column: str = "id", outcome_column
         path: the file (read with :func:`studybench.files.read_user_bytes`: a regular file only).
         id_column: the item id's column / key.
         outcome_column: the outcome's column / key.
+        cluster_column: a column / key naming each item's cluster (e.g. its parent, when the file holds
+            several seeds or sub-problems of one problem): the unit of the paired tests; ``None``: every
+            item is its own unit.
 
     Returns:
-        The outcomes (``level`` and ``clusters`` ``None``).
+        The outcomes (``level`` ``None``; ``clusters`` from ``cluster_column``, else ``None``).
 
     Raises:
         studybench.files.InputFileError: the file cannot be read or is not UTF-8.
         ValueError: a bad row: the message names the file, the line and the field (a missing column, an
-            empty id, an outcome that is not 0/1, a duplicate id, not a JSON object), or no rows at all.
+            empty id or cluster, an outcome that is not 0/1, a duplicate id, not a JSON object), or no rows at all.
     """
     p = Path(path)
     text = decode_utf8(read_user_bytes(p), p)
     jsonl = p.suffix.lower() in (".jsonl", ".ndjson") or (
         p.suffix.lower() not in (".csv", ".tsv") and text.lstrip().startswith("{"))
     rows = _jsonl_rows(p, text) if jsonl else _csv_rows(p, text, "\t" if p.suffix.lower() == ".tsv" else ",")
-    out = ItemOutcomes({}, str(p))
+    out = ItemOutcomes({}, str(p), clusters=None if cluster_column is None else {})
     first: dict[str, int] = {}
     for line, row in rows:
-        for col in (id_column, outcome_column):
+        for col in (id_column, outcome_column, *(() if cluster_column is None else (cluster_column,))):
             if col not in row:
                 raise ValueError(f"{p}: line {line}: no field {col!r} (fields: {', '.join(map(repr, row)) or 'none'})")
         key = _item_key(row[id_column])
@@ -516,6 +547,12 @@ def read_outcome_file(path: Path | str, *, id_column: str = "id", outcome_column
             raise ValueError(f"{p}: line {line}: field {id_column!r}: duplicate item id {key!r} (first on line {first[key]})")
         first[key] = line
         out.outcomes[key] = val
+        if cluster_column is not None and out.clusters is not None:
+            unit = _item_key(row[cluster_column])
+            if unit is None:
+                raise ValueError(f"{p}: line {line}: field {cluster_column!r}: a cluster must be a non-empty string or an "
+                                 f"integer, got {row[cluster_column]!r}")
+            out.clusters[key] = unit
     if not out.outcomes:
         raise ValueError(f"{p}: no items (expected rows with fields {id_column!r} and {outcome_column!r})")
     return out

@@ -18,13 +18,25 @@ __all__ = ["compare_cmd"]
 _LEVELS = ("sub-problem", "parent", "both")
 
 
-def _side(path: Path, levels: list[str], scoring: str | None, id_column: str, outcome_column: str) -> dict[str, Any]:
+def _side(path: Path, levels: list[str], scoring: str | None, id_column: str, outcome_column: str,
+          cluster_column: str | None = None) -> dict[str, Any]:
     """``{level or "file": ItemOutcomes}`` of one side: a run directory at each level, or one outcome file."""
     from studybench.analysis.paired import read_outcome_file, run_outcomes
 
     if path.is_dir():
         return {lv: run_outcomes(path, lv, scoring) for lv in levels}
-    return {"file": read_outcome_file(path, id_column=id_column, outcome_column=outcome_column)}
+    return {"file": read_outcome_file(path, id_column=id_column, outcome_column=outcome_column, cluster_column=cluster_column)}
+
+
+def _clusters(oa: Any, ob: Any) -> dict[str, str] | None:
+    """The items' clusters, the same on both sides (for the items both have); ``None`` when neither has any."""
+    if oa.clusters is None and ob.clusters is None:
+        return None
+    ca, cb = oa.clusters or {}, ob.clusters or {}
+    for item in sorted(set(oa.outcomes) & set(ob.outcomes)):
+        if item in ca and item in cb and ca[item] != cb[item]:
+            raise ValueError(f"item {item!r} is in {ca[item]!r} in A ({oa.source}) but in {cb[item]!r} in B ({ob.source})")
+    return {**cb, **ca}
 
 
 def _manifest_diffs(a: Path, b: Path) -> list[tuple[str, Any, Any]] | None:
@@ -37,8 +49,9 @@ def _manifest_diffs(a: Path, b: Path) -> list[tuple[str, Any, Any]] | None:
 
 
 def _table(res: Any, a: str, b: str, title: str) -> Table:
+    """The 2x2 table over items (descriptive: with units other than items its cells are not independent)."""
     t = Table(title=title, title_justify="left", show_header=True)
-    t.add_column("")
+    t.add_column("items" if res.unit == "item" else f"items (descriptive; the tests count {res.unit}s)")
     t.add_column(f"B correct ({escape(b)})", justify="right")
     t.add_column("B wrong", justify="right")
     t.add_column("total", justify="right")
@@ -57,18 +70,21 @@ def _stats(res: Any) -> Table:
     t.add_column("statistic")
     t.add_column("value", justify="right")
     level = f"{100 * res.ci.level:g}%"
+    u, ut = res.unit, res.unit_table
     rows = [
         ("items", str(res.n)),
+        (f"units of the tests and the CI: {u}s", str(res.units)),
         ("accuracy A", f"{100 * res.acc_a:.1f}% ({res.table.both + res.table.a_only}/{res.n})"),
         ("accuracy B", f"{100 * res.acc_b:.1f}% ({res.table.both + res.table.b_only}/{res.n})"),
         ("difference B - A", f"{100 * res.diff:+.1f} points"),
-        (f"{level} CI (paired bootstrap over {res.bootstrap_unit}s, {res.ci.resamples:,} resamples, seed {res.ci.seed})",
+        (f"{level} CI (paired bootstrap over {u}s, {res.ci.resamples:,} resamples, seed {res.ci.seed})",
          f"{100 * res.diff_ci[0]:+.1f} to {100 * res.diff_ci[1]:+.1f}"),
-        (f"sign test, two-sided ({res.table.a_only} A only vs {res.table.b_only} B only)", p(res.sign_p)),
-        ("sign test, one-sided: A better", p(res.sign_p_a_better)),
-        ("sign test, one-sided: B better", p(res.sign_p_b_better)),
-        ("McNemar exact p", p(res.mcnemar_p)),
-        ("Cohen's kappa", "undefined" if res.kappa is None else f"{res.kappa:.3f}"),
+        (f"{u}s: A better / B better / tied", f"{ut.a_better} / {ut.b_better} / {ut.tied}"),
+        (f"exact sign-flip test over {u}s, two-sided", p(res.p_value)),
+        ("sign-flip test, one-sided: A better", p(res.p_a_better)),
+        ("sign-flip test, one-sided: B better", p(res.p_b_better)),
+        (f"sign test on the {ut.a_better + ut.b_better} {u}s that differ, two-sided", p(ut.sign_p)),
+        ("Cohen's kappa (items)", "undefined" if res.kappa is None else f"{res.kappa:.3f}"),
     ]
     for r in rows:
         t.add_row(*r)
@@ -78,21 +94,25 @@ def _stats(res: Any) -> Table:
 def compare_cmd(
     a: Annotated[Path, typer.Argument(help="Side A: a run directory, or a CSV/TSV/JSONL file of per-item 0/1 outcomes.")],
     b: Annotated[Path, typer.Argument(help="Side B: the same kind as A, over the same items.")],
-    level: Annotated[str, typer.Option("--level", help="For run directories: sub-problem (per seed and sub-problem, solved within k attempts: Sub@k's unit) | parent (per seed and parent, one attempt solves every sub-problem: Par@k's unit) | both.")] = "both",
+    level: Annotated[str, typer.Option("--level", help="For run directories: sub-problem (items per seed and sub-problem, solved within k attempts: Sub@k) | parent (items per seed and parent, one attempt solves every sub-problem: Par@k) | both. At both levels the tests and the CI count parents.")] = "both",
     scoring: Annotated[str | None, typer.Option("--scoring", help="For run directories: strict (rule verifier only) | liberal (rule OR LLM judge). Default: liberal for rule+llm runs, else strict.")] = None,
     resamples: Annotated[int, typer.Option("--resamples", help="Paired bootstrap resamples for the CI of the difference.")] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap (the same seed gives the same CI).")] = 0,
     id_column: Annotated[str, typer.Option("--id-column", help="For outcome files: the item id's column / JSON key.")] = "id",
     outcome_column: Annotated[str, typer.Option("--outcome-column", help="For outcome files: the 0/1 outcome's column / JSON key.")] = "correct",
+    cluster_column: Annotated[str | None, typer.Option("--cluster-column", help="For outcome files: a column / JSON key grouping items into units (e.g. the parent of per-seed or per-sub-problem rows); the tests and the CI then count units. Default: every item is a unit.")] = None,
     intersect: Annotated[bool, typer.Option("--intersect", help="Compare only the items both sides have (default: different item sets are an error).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON instead of tables.")] = False,
 ) -> None:
-    """Paired A/B comparison (Physics-R1): the 2x2 table, each side's accuracy, the difference B - A with a
-    paired bootstrap CI, the sign test, McNemar's exact test and Cohen's kappa.
+    """Paired A/B comparison (Physics-R1): each side's accuracy, the difference B - A with a paired
+    bootstrap CI, the exact sign-flip test and the sign test, with the parent as the unit.
 
-    A and B are two run directories over the same items (compared per sub-problem and per parent; the
-    sub-problem CI resamples parents), or two files with an item id and a 0/1 column (e.g. original vs
-    translated prompts scored elsewhere). For run directories, a table first lists the manifest fields
+    A and B are two run directories over the same items (compared per sub-problem and per parent), or
+    two files with an item id and a 0/1 column (e.g. original vs translated prompts scored elsewhere).
+    For runs every parent is one paired observation (its seeds and sub-problems summed): the tests and
+    the CI's resamples count parents, never seeds or sub-problems as independent items; for files each
+    item is one (--cluster-column groups items into units). The 2x2 table over items and Cohen's kappa
+    are descriptive. For run directories, a table first lists the manifest fields
     that differ (test set, selection, k, seeds, backend and sampling, artefacts, verifier, and the
     package versions and platform each run was made with). Needs the analysis extra: pip install "studybench[analysis]"."""
     from studybench.analysis.paired import AnalysisExtraMissing, compare_outcomes
@@ -110,8 +130,8 @@ def compare_cmd(
         fail(f"A ({a}) and B ({b}) must both be run directories or both be outcome files")
     levels = ["sub-problem", "parent"] if level == "both" else [level]
     try:
-        sa = _side(a, levels, scoring, id_column, outcome_column)
-        sb = _side(b, levels, scoring, id_column, outcome_column)
+        sa = _side(a, levels, scoring, id_column, outcome_column, cluster_column)
+        sb = _side(b, levels, scoring, id_column, outcome_column, cluster_column)
     except (OSError, ValueError) as e:
         fail(str(e))
     first = next(iter(sa))
@@ -123,7 +143,8 @@ def compare_cmd(
         for key in sa:
             oa, ob = sa[key], sb[key]
             res = compare_outcomes(oa.outcomes, ob.outcomes, resamples=resamples, seed=seed, intersect=intersect,
-                                   clusters=oa.clusters, cluster_name="parent", names=(f"A ({a})", f"B ({b})"))
+                                   clusters=_clusters(oa, ob), cluster_name="parent" if a.is_dir() else str(cluster_column),
+                                   names=(f"A ({a})", f"B ({b})"))
             out.append({"level": key, "result": res, "notes": [*oa.notes, *ob.notes]})
     except AnalysisExtraMissing as e:
         fail(str(e), 1)

@@ -60,7 +60,7 @@ def leaderboard_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="Write the table to this file instead of printing it.")] = None,
     scoring: Annotated[str | None, typer.Option(help="strict (rule verifier only) | liberal (rule OR LLM judge); default: each run's own.")] = None,
     label: Annotated[list[str] | None, typer.Option("--label", help="RUN_DIR:KEY=VALUE: a label for this table only (overrides the run's own; nothing is written). Repeatable.")] = None,
-    significance: Annotated[bool, typer.Option("--significance/--no-significance", help="Test every Δ: paired bootstrap over parents and McNemar's exact test per seed (the analysis extra).")] = True,
+    significance: Annotated[bool, typer.Option("--significance/--no-significance", help="Test every Δ with the parent as the unit: exact paired sign-flip test and paired bootstrap CI over parents (the analysis extra).")] = True,
     resamples: Annotated[int, typer.Option(help="Paired bootstrap resamples.")] = 10_000,
     seed: Annotated[int, typer.Option(help="Seed of the paired bootstrap.")] = 0,
     html: Annotated[Path | None, typer.Option("--html", help="Also write one self-contained HTML page (the table and a bar chart of Sub@k per method and split) to this file.")] = None,
@@ -70,9 +70,10 @@ def leaderboard_cmd(
     Rows come from the runs' labels (studybench eval --label method=GEPA --label layer=... --label
     base=Qwen3-8B, or studybench label RUN key=value): a run whose method equals its base is that base
     model's own run and heads the table; ΔSub@k is measured against it. Runs of one split must be over
-    the same items, k and seeds (else refused, saying which run differs). Every Δ is tested: † marks a
-    ΔSub@k whose 95% paired bootstrap CI over parents excludes 0, ‡ one whose McNemar exact test on
-    parent-level solved pairs is significant at 5% in every seed."""
+    the same items, k and seeds (else refused, saying which run differs). Every Δ is tested with the
+    parent as the unit (its seeds and sub-problems summed into one paired observation): † marks a
+    ΔSub@k, ‡ a ΔPar@k that the exact paired sign-flip test over parents finds significant at 5%
+    (two-sided); the JSON output also has the 95% paired bootstrap CIs over parents."""
     from studybench.analysis.leaderboard import (
         FORMATS,
         LeaderboardError,
