@@ -49,7 +49,7 @@ __all__ = [
     "out_console",
     "plural",
     "progress_bars",
-    "selection_values",
+    "selection_spec",
     "verify_settings",
 ]
 
@@ -310,7 +310,7 @@ SELECTION_OPTIONS = OptionSet("selection_options", {
 """How ``studybench eval`` selects parents and which golds it scores (:mod:`studybench.evaluate.selection`)."""
 
 
-def selection_values(opts: dict[str, Any]) -> dict[str, Any]:
+def selection_spec(opts: dict[str, Any]) -> dict[str, Any]:
     """:class:`~studybench.evaluate.EvalSpec` selection fields from :data:`SELECTION_OPTIONS` values (id files read here).
 
     Fails (exit 2) naming the flag when an id file cannot be read or an option is out of range.

@@ -23,7 +23,7 @@ from studybench.cli.common import (
     judge_spec,
     plural,
     progress_bars,
-    selection_values,
+    selection_spec,
     verify_settings,
 )
 from studybench.cli.label import parse_labels
@@ -170,7 +170,7 @@ def eval_cmd(
             guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
             retry_timeouts=retry_timeouts, labels=parse_labels(label), pricing=pricing, max_cost=max_cost,
-            max_total_tokens=max_total_tokens, **selection_values(selection_options),
+            max_total_tokens=max_total_tokens, **selection_spec(selection_options),
         )
         plan = prepare_eval(spec, out)
     except EvalError as e:

@@ -231,6 +231,10 @@ def plan_selection(spec: EvalSpec, ds: Dataset) -> tuple[list[Parent], ErrataPla
         EvalError: as :func:`select_parents`.
     """
     plan = plan_errata(ds.parents, spec.errata)
+    if plan.drop:  # name only the parents the setting takes out of this selection
+        pool = {p.uid for p in select_parents(ds, None, spec.parent_slice, parent_ids=spec.parent_ids,
+                                              exclude_ids=spec.exclude_ids)}
+        plan.drop = {u: why for u, why in plan.drop.items() if u in pool}
     parents = select_parents(ds, spec.limit, spec.parent_slice, parent_ids=spec.parent_ids, exclude_ids=spec.exclude_ids,
                              sample=spec.sample, sample_seed=spec.sample_seed, stratify=spec.stratify, drop=plan.drop)
     return plan.apply(parents), plan
