@@ -165,3 +165,15 @@ def test_reproduce_repeats_the_selection_and_the_errata_setting(data_dir: Path, 
     assert (s.errata, s.sample, s.sample_seed, s.stratify, s.exclude_ids) == ("apply", 6, 5, "source", ["IPhO/1972/Q2"])
     plan = prepare_eval(s, tmp_path / "again")
     assert [p.uid for p in plan.scope.parents] == [p.uid for p in RunStore(tmp_path / "run").read_manifest().parents]
+
+
+def test_the_html_report_says_which_golds_and_shows_the_corrected_ones(data_dir: Path, tmp_path: Path) -> None:
+    from _support import require_extra
+
+    require_extra("analysis", "jinja2", "matplotlib")
+    from studybench.analysis.html import html_report
+
+    run_eval(_spec(data_dir, "apply", parent_ids=["IPhO/1972/Q3"]), tmp_path / "run")
+    page = html_report(tmp_path / "run", data_dir=data_dir)
+    assert "Errata: scored with the corrected golds" in page
+    assert "{2\\\\rho g} E_0^2" in page  # the gold shown beside the replies is the corrected one (JSON-escaped)

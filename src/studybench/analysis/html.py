@@ -33,6 +33,7 @@ from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
 from studybench.records import Parent, SubProblemRef
 from studybench.report import SCORINGS, build_report
+from studybench.report.errata import errata_line
 from studybench.report.tokens import token_table
 from studybench.store import RunRows, RunStore, TurnKey, TurnVerdict, turn_verdicts
 
@@ -174,7 +175,7 @@ def html_report(
     table = turn_verdicts(man, rows, judge_id)
     liberal = rep["scoring_used"] == "liberal"
 
-    notes: list[str] = []
+    notes: list[str] = [line] if (line := errata_line(rep.get("errata"))) else []
     ds: Dataset | None = None
     try:
         ds = run_dataset(man, store.root / "manifest.json", data_dir=data_dir, split_path=split_path)
