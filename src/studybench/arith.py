@@ -7,13 +7,12 @@ arithmetic on written numbers (a symbol, an unknown command, a comparison, somet
 
 What it reads: decimal numbers (also OCR-spaced ``1 . 6 6``, ``1.6e-19``), ``+ - \times \cdot / \div``,
 ``\frac`` (``\dfrac``, ``\tfrac``), powers (``^{...}``, ``^2``), ``\sqrt`` and ``\sqrt[n]``, ``\pi``,
-``\sin \cos \tan \ln \log \log_{10} \exp``, degrees (``30^\circ`` is 30, and in radians inside a trig
-function: ``\sin 30^\circ`` is 0.5), parentheses and
-brackets (``\left( \right)``), implicit products (``2\pi``, ``5\log_{10}700``), spacing commands.
-Units written as text groups (``\mathrm{...}``, ``\text{...}``, ``\mbox{...}``, ``\rm kg``) count as the
-factor 1, so ``10^{-1}\,\mathrm{kg}/\mathrm{m}^{2}`` is 0.1; so do ``\%``, ``M_\odot``-style units and the unit
-symbols of :data:`BARE_UNITS` written as bare letters right after a number (``0.001 m``). Any other letter
-is a symbol: declined.
+``\sin \cos \tan \ln \log \log_{10} \exp``, degrees (``30^\circ`` is 30, and radians inside a trig
+function: ``\sin 30^\circ`` is 0.5), parentheses and brackets (``\left( \right)``), implicit products
+(``2\pi``, ``5\log_{10}700``) and spacing commands. Units count as the factor 1, so
+``10^{-1}\,\mathrm{kg}/\mathrm{m}^{2}`` is 0.1: text groups (``\mathrm{...}``, ``\text{...}``,
+``\mbox{...}``, ``\rm kg``), ``\%``, ``M_\odot``-style units, and the unit symbols of :data:`BARE_UNITS`
+written as bare letters right after a number (``0.001 m``). Any other letter is a symbol: declined.
 
 The parser is a recursive descent over tokens with bounds on the text's length, the nesting depth
 and the exponents, so hostile text costs linear time and cannot overflow the stack.
