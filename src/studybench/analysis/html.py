@@ -28,11 +28,12 @@ from typing import Any
 from studybench.answers import strip_reasoning
 from studybench.costs import Pricing
 from studybench.datasets import Dataset
-from studybench.evaluate import EvalError, run_dataset
+from studybench.evaluate import EvalError, errata_parents, run_dataset
 from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
 from studybench.records import Parent, SubProblemRef
 from studybench.report import SCORINGS, build_report
+from studybench.report.errata import errata_line
 from studybench.report.tokens import token_table
 from studybench.store import RunRows, RunStore, TurnKey, TurnVerdict, turn_verdicts
 
@@ -174,13 +175,13 @@ def html_report(
     table = turn_verdicts(man, rows, judge_id)
     liberal = rep["scoring_used"] == "liberal"
 
-    notes: list[str] = []
+    notes: list[str] = [line] if (line := errata_line(rep.get("errata"))) else []
     ds: Dataset | None = None
     try:
         ds = run_dataset(man, store.root / "manifest.json", data_dir=data_dir, split_path=split_path)
     except EvalError as e:
         notes.append(f"Problem texts and gold answers are unavailable: {e}")
-    by_uid: dict[str, Parent] = {p.uid: p for p in ds.parents} if ds is not None else {}
+    by_uid: dict[str, Parent] = {p.uid: p for p in errata_parents(man, ds.parents)} if ds is not None else {}
     used = {k for k in ("system_prompt", "playbook") if man.artefacts.get(k)}
     if man.artefacts.get("guidance_entries"):
         used.add("guidance")

@@ -34,6 +34,7 @@ from rich.text import Text
 
 __all__ = [
     "JUDGE_OPTIONS",
+    "SELECTION_OPTIONS",
     "VERIFY_OPTIONS",
     "OptionSet",
     "console",
@@ -48,6 +49,7 @@ __all__ = [
     "out_console",
     "plural",
     "progress_bars",
+    "selection_spec",
     "verify_settings",
 ]
 
@@ -73,7 +75,8 @@ def deprecated(old: str, new: str) -> None:
     console.print(f"[yellow]warning:[/yellow] {old} is deprecated; use {new}", soft_wrap=True)
 
 
-_FLAGS = {"k": "-k", "parent_slice": "--slice", "out": "--out", "split": "--split", "judge": "--judge-model"}
+_FLAGS = {"k": "-k", "parent_slice": "--slice", "out": "--out", "split": "--split", "judge": "--judge-model",
+          "parent_ids": "--parent", "exclude_ids": "--exclude"}
 
 
 def flag_for(field: str | None) -> str | None:
@@ -291,3 +294,40 @@ def verify_settings(opts: dict[str, Any]) -> tuple[float | None, int | None]:
             value = opts[old]
         out.append(value)
     return out[0], out[1]
+
+
+_S = "Selection"
+SELECTION_OPTIONS = OptionSet("selection_options", {
+    "parent": (Annotated[list[str] | None, typer.Option("--parent", metavar="ID", rich_help_panel=_S, help="Only this parent, by its id as reports write it: source/year/source_problem_id, e.g. IPhO/1972/Q3 (repeatable).")], None),
+    "parents_file": (Annotated[Path | None, typer.Option("--parents", metavar="FILE", rich_help_panel=_S, help="Only the parents listed in FILE: one id per line, or lines of `studybench data ids` (# comments allowed).")], None),
+    "exclude": (Annotated[list[str] | None, typer.Option("--exclude", metavar="ID", rich_help_panel=_S, help="Leave out this parent (repeatable).")], None),
+    "exclude_file": (Annotated[Path | None, typer.Option("--exclude-file", metavar="FILE", rich_help_panel=_S, help="Leave out the parents listed in FILE (as --parents).")], None),
+    "sample": (Annotated[int | None, typer.Option("--sample", metavar="N", rich_help_panel=_S, help="A seeded random sample of N parents (after --slice, --parent and the exclusions; before --limit).")], None),
+    "sample_seed": (Annotated[int, typer.Option("--sample-seed", metavar="S", rich_help_panel=_S, help="The sample's seed: the same seed and test set give the same parents everywhere.")], 0),
+    "stratify": (Annotated[str | None, typer.Option("--stratify", metavar="KEY", rich_help_panel=_S, help="Stratify the sample by source (book or olympiad) or problem_type (sub-discipline): each group gets its share.")], None),
+    "errata": (Annotated[str, typer.Option("--errata", metavar="MODE", rich_help_panel=_S, help="official (the published golds, comparable with the paper; the report counts attempts on errata items) | apply (score with the corrected golds; parents with an unanswerable sub-problem left out) | exclude (leave out parents holding an erratum). List them: `studybench data errata`.")], "official"),
+})
+"""How ``studybench eval`` selects parents and which golds it scores (:mod:`studybench.evaluate.selection`)."""
+
+
+def selection_spec(opts: dict[str, Any]) -> dict[str, Any]:
+    """:class:`~studybench.evaluate.EvalSpec` selection fields from :data:`SELECTION_OPTIONS` values (id files read here).
+
+    Fails (exit 2) naming the flag when an id file cannot be read or an option is out of range.
+    """
+    from studybench.evaluate import EvalError, read_parent_ids
+
+    lists: dict[str, list[str]] = {"parent": list(opts["parent"] or []), "exclude": list(opts["exclude"] or [])}
+    for name, key, flag in (("parents_file", "parent", "--parents"), ("exclude_file", "exclude", "--exclude-file")):
+        if opts[name] is not None:
+            try:
+                lists[key] += read_parent_ids(opts[name])
+            except EvalError as e:
+                fail(f"{flag}: {e}")
+    ids, excluded = lists["parent"], lists["exclude"]
+    if opts["stratify"] is not None and opts["stratify"] not in ("source", "problem_type"):
+        fail(f"--stratify must be source or problem_type, got {opts['stratify']!r}")
+    if opts["errata"] not in ("official", "apply", "exclude"):
+        fail(f"--errata must be official, apply or exclude, got {opts['errata']!r}")
+    return {"parent_ids": ids or None, "exclude_ids": excluded, "sample": opts["sample"], "sample_seed": opts["sample_seed"],
+            "stratify": opts["stratify"], "errata": opts["errata"]}

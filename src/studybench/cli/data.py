@@ -1,4 +1,4 @@
-"""``studybench data fetch|check|ids``: find, fetch and check the test-set files; list their sub-problem keys."""
+"""``studybench data fetch|check|ids|errata``: find, fetch and check the test-set files; list their sub-problem keys and errata."""
 
 from __future__ import annotations
 
@@ -45,8 +45,13 @@ def data_check(
     split: Annotated[list[str] | None, typer.Option("--split", help="application | transfer | PATH (repeatable; default both).")] = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding the test sets.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print findings as JSON lines.")] = False,
+    recompute: Annotated[bool, typer.Option("--recompute", help="Also recompute every numeric (NV) gold from its reference solution's own numbers and flag golds a careful answer fails against.")] = False,
 ) -> None:
-    """Validate test-set files and report suspicious but loadable records."""
+    """Validate test-set files and report suspicious but loadable records.
+
+    With --recompute every NV gold is recomputed from the arithmetic its reference solution writes
+    (rounded intermediate results carried at full precision; a small safe evaluator, nothing is
+    executed); a gold is flagged when that value fails the verifier's NV check against it."""
     from rich.table import Table
 
     from studybench.checks import check_dataset
@@ -66,6 +71,8 @@ def data_check(
         if as_json:
             for f in findings:  # one JSON object per line
                 sys.stdout.write(json.dumps({"split": s, **f.to_dict()}, ensure_ascii=False) + "\n")
+            if recompute:
+                _print_recompute(s, ds, as_json=True)
             continue
         where = "" if str(path) == s else f" ({path})"
         out_console.print(f"[bold]{escape(s)}[/bold]{escape(where)}: {plural(len(ds), 'parent')}, "
@@ -84,8 +91,84 @@ def data_check(
                     f"[cyan]{f.kind}[/cyan] {escape(where)} [dim]{escape(f.field)}[/dim]: {escape(f.message)}",
                     highlight=False,
                 )
+        if recompute:
+            _print_recompute(s, ds, as_json=False)
     if bad:
         raise typer.Exit(1)
+
+
+def _print_recompute(split: str, ds: Any, *, as_json: bool) -> None:
+    """The recomputation of a split's numeric golds: a summary and the flagged golds (table or JSON lines)."""
+    from rich.table import Table
+
+    from studybench.recompute import recompute_dataset
+
+    res = recompute_dataset(ds)
+    summary = res.summary()
+    if as_json:
+        sys.stdout.write(json.dumps({"split": split, "recompute": summary}) + "\n")
+        for r in res.flagged:
+            sys.stdout.write(json.dumps({"split": split, "kind": "recomputed_gold_differs", "parent_uid": r.parent_uid,
+                                         "sub_id": r.sub_id, "field": r.field, "message": r.reason,
+                                         "recompute": r.to_dict()}, ensure_ascii=False) + "\n")
+        return
+    out_console.print(f"[bold]{escape(split)}[/bold] recompute: {summary['recomputed']} of "
+                      f"{plural(summary['numeric_golds'], 'numeric gold')} recomputed from their solutions' own numbers; "
+                      f"{summary['agrees']} agree, {summary['flagged']} flagged", soft_wrap=True)
+    if not res.flagged:
+        return
+    t = Table(title=f"{split}: golds the solution's own numbers contradict")
+    for col, just in (("item", "left"), ("gold", "left"), ("recomputed", "right"), ("off", "right"), ("kind", "left")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in res.flagged:
+        slot = f" slot {r.slot + 1}" if r.slot else ""
+        t.add_row(escape(f"{r.parent_uid} / {r.sub_id}{slot}"), escape(r.gold), f"{r.recomputed:.4g}",
+                  f"{100 * (r.relative_error or 0):.1f}%", r.kind or "")
+    out_console.print(t)
+    for r in res.flagged:
+        out_console.print(f"[cyan]recomputed_gold_differs[/cyan] {escape(r.parent_uid)} / {escape(r.sub_id)}: "
+                          f"{escape(r.reason)}; step: {escape(r.step or '')}", highlight=False, soft_wrap=True)
+
+
+@data_app.command("errata")
+def data_errata(
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding the test sets (to say whether each erratum still applies).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per erratum.")] = False,
+) -> None:
+    """List the errata shipped with studybench: golds of the official test sets found wrong by hand,
+    with the corrected value (or none: unanswerable as stated), the cause and the evidence.
+
+    `eval` scores the official golds unless --errata apply (corrected golds) or --errata exclude
+    (parents holding an erratum left out). The status column says whether the test-set file found
+    still holds each official value."""
+    from rich.table import Table
+
+    from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.errata import load_errata, plan_errata
+
+    errata = load_errata()
+    status: dict[str, str] = {}
+    for split in sorted({e.split for e in errata}):
+        try:
+            ds = load_dataset(resolve_split(split, data_dir), name=split)
+        except DatasetError:
+            status.update({e.id: "test set not found" for e in errata if e.split == split})
+            continue
+        plan = plan_errata(ds.parents, "official", [e for e in errata if e.split == split])
+        status.update({e.id: "applies" for e in plan.matched})
+        status.update({e.id: "the test set holds another value" for e in plan.stale})
+        status.update({e.id: "not in the test set" for e in errata if e.split == split and e.id not in status})
+    if as_json:
+        for e in errata:
+            sys.stdout.write(json.dumps({**e.to_dict(), "status": status[e.id]}, ensure_ascii=False) + "\n")
+        return
+    t = Table(title=f"studybench errata ({len(errata)})")
+    for col in ("item", "kind", "official", "corrected", "cause", "status"):
+        t.add_column(col)
+    for e in errata:
+        t.add_row(escape(f"{e.split}: {e.parent_uid} / {e.problem_id}"), e.kind, escape(e.official),
+                  escape(e.corrected or "(unanswerable)"), escape(e.cause), status[e.id])
+    out_console.print(t)
 
 
 @data_app.command("ids")

@@ -12,6 +12,7 @@ from rich.markup import escape
 from studybench.cli.budget import exit_budget_stopped
 from studybench.cli.common import (
     JUDGE_OPTIONS,
+    SELECTION_OPTIONS,
     VERIFY_OPTIONS,
     console,
     deprecated,
@@ -22,6 +23,7 @@ from studybench.cli.common import (
     judge_spec,
     plural,
     progress_bars,
+    selection_spec,
     verify_settings,
 )
 from studybench.cli.label import parse_labels
@@ -67,6 +69,7 @@ def _failure_advice(errors: list[str]) -> None:
 
 @JUDGE_OPTIONS
 @VERIFY_OPTIONS
+@SELECTION_OPTIONS
 def eval_cmd(
     split: Annotated[str, typer.Option("--split", help="application | transfer | PATH to a test-set JSON file.")] = "transfer",
     model: Annotated[str, typer.Option("--model", help="Model name at the endpoint, or 'reference' for the offline gold replay.")] = "reference",
@@ -106,7 +109,7 @@ def eval_cmd(
     only_verify: Annotated[bool, typer.Option("--only-verify", help="Verify existing turns and report; generate nothing (needs no endpoint).")] = False,
     only_judge: Annotated[bool, typer.Option("--only-judge", hidden=True, help="Deprecated: --only-verify.")] = False,
     retry_timeouts: Annotated[bool, typer.Option("--retry-timeouts", help="Verify again attempts whose rule verdict timed out (by default final until --verify-timeout changes), e.g. after a run on a loaded machine.")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N parents (after --slice).")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N parents (after every other selection option).")] = None,
     slice_: Annotated[str | None, typer.Option("--slice", help="Parents START:STOP (Python slice of the file order).")] = None,
     verifier_mode: Annotated[
         str | None,
@@ -121,6 +124,7 @@ def eval_cmd(
     *,
     judge_options: dict[str, Any],
     verify_options: dict[str, Any],
+    selection_options: dict[str, Any],
 ) -> None:
     """Run the StudyBench protocol (generate, verify, report). Resumable: re-run the same command.
 
@@ -166,7 +170,7 @@ def eval_cmd(
             guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
             retry_timeouts=retry_timeouts, labels=parse_labels(label), pricing=pricing, max_cost=max_cost,
-            max_total_tokens=max_total_tokens,
+            max_total_tokens=max_total_tokens, **selection_spec(selection_options),
         )
         plan = prepare_eval(spec, out)
     except EvalError as e:

@@ -139,8 +139,11 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> No
         written: whether ``report.json`` / ``report.md`` hold this report (else the last line says they were not rewritten).
     """
     from studybench.report import rich_table
+    from studybench.report.errata import errata_line
 
     out_console.print(rich_table(rep))
+    if (errata := errata_line(rep.get("errata"))) is not None:
+        console.print(escape(errata), soft_wrap=True)
     if rep.get("truncation"):
         print_truncation(rep["truncation"])
     t = rep["turns"]

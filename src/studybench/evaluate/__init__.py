@@ -12,6 +12,8 @@ From Python::
 - :func:`add_llm_verdicts`: the LLM judge over a finished run (``studybench judge RUN_DIR``);
 - :func:`reproduce_run`: a finished run re-run with its recorded configuration (``studybench reproduce``),
   :mod:`~studybench.evaluate.reproduce`;
+- the selection (parent ids, exclusions, seeded or stratified samples) and the errata setting:
+  :mod:`~studybench.evaluate.selection`;
 - the passes on their own: :func:`generate_turns`, :func:`add_rule_verdicts`, :func:`add_llm_verdicts_to_scope`
   over a :class:`RunScope` (the selected turns);
 - reports: :func:`studybench.report.write_report` / :func:`studybench.report.build_report` (a run directory in,
@@ -49,7 +51,15 @@ from studybench.evaluate.run import (
     run_sync,
 )
 from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
-from studybench.evaluate.spec import EvalError, EvalSpec, parse_parent_slice, select_parents
+from studybench.evaluate.selection import (
+    errata_parents,
+    plan_selection,
+    read_parent_ids,
+    sample_parents,
+    select_parents,
+    selection_values,
+)
+from studybench.evaluate.spec import EvalError, EvalSpec, parse_parent_slice
 from studybench.evaluate.stopping import BudgetStoppedError, EndpointStoppedError
 
 __all__ = [
@@ -72,14 +82,17 @@ __all__ = [
     "add_rule_verdicts",
     "check_endpoints",
     "default_run_dir",
+    "errata_parents",
     "generate_turns",
     "is_permanent_error",
     "problem_text",
     "is_unreachable_error",
     "judge_spec_from_run",
     "parse_parent_slice",
+    "plan_selection",
     "prepare_eval",
     "prepare_reproduction",
+    "read_parent_ids",
     "reproduce_run",
     "reproduction_spec",
     "request_seed",
@@ -88,5 +101,7 @@ __all__ = [
     "run_eval",
     "run_plan",
     "run_sync",
+    "sample_parents",
     "select_parents",
+    "selection_values",
 ]

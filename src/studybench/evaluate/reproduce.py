@@ -2,8 +2,8 @@
 
 :func:`reproduction_spec` rebuilds, from a run's manifest, the :class:`~studybench.evaluate.EvalSpec`
 that ``studybench eval`` would have built: the same test-set file (its sha256 checked: a changed file
-is refused unless ``allow_data_change``), the same selection (slice, limit), k and seeds, the same
-backend and model with the same sampling, the same artefact files (each checked against its
+is refused unless ``allow_data_change``), the same selection (slice, parent ids, exclusions, sample,
+limit) and errata setting, k and seeds, the same backend and model with the same sampling, the same artefact files (each checked against its
 recorded sha256), and the same verifier (mode, rule timeout, the LLM judge with its prompt
 template). API keys come from the environment variables the run named, as in ``eval``. A new
 endpoint (``base_url``, ``model``, ``judge_base_url``) may be given; the overrides are recorded in
@@ -27,6 +27,7 @@ from typing import Any
 from studybench.datasets import DATA_ENV, Dataset, DatasetError, load_dataset, resolve_split
 from studybench.evaluate.run import EvalPlan, EvalResult, judge_spec_from_run, prepare_eval, run_plan
 from studybench.evaluate.scope import ProgressFn
+from studybench.evaluate.selection import selection_values
 from studybench.evaluate.spec import EvalError, EvalSpec
 from studybench.files import InputFileError, read_user_bytes
 from studybench.models import ChatBackend, SamplingParams
@@ -263,11 +264,8 @@ def reproduction_spec(
     overrides = {k: v for k, v in given.items() if v is not None}
     overrides.update({k: str(p) for k, p in {"system_prompt": system_prompt, "playbook": playbook,
                                              "guidance": guidance}.items() if p is not None})
-    selection = man.selection
     values: dict[str, Any] = {
-        "split": str(ds.path), "dataset": ds, "k": man.k, "seeds": list(man.seeds),
-        "parent_slice": selection.slice if selection is not None else None,
-        "limit": selection.limit if selection is not None else None,
+        "split": str(ds.path), "dataset": ds, "k": man.k, "seeds": list(man.seeds), **selection_values(man),
         **_backend_values(source, man, base_url, model), **_verifier_values(man, judge_base_url),
         **arts, "ignore_unmatched_guidance": True, "playbook_max_tokens": 0, "labels": dict(man.labels),
     }

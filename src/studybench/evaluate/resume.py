@@ -90,7 +90,12 @@ def _backend_messages(old: dict[str, Any], new: dict[str, Any], preset: str | No
                     f"give --reference-mode {old.get('mode')}"))
     if old.get("sampling") != new.get("sampling"):
         out.append(_sampling_message(old.get("sampling"), new.get("sampling"), preset))
-    skip = {"backend", "model", "mode", "sampling", *OPERATIONAL_BACKEND_KEYS}
+    if old.get("errata") != new.get("errata"):  # the reference replay of corrected golds
+        was = "the corrected golds (--errata apply)" if old.get("errata") == "apply" else "the published golds"
+        now = "--errata apply" if new.get("errata") == "apply" else "the published golds"
+        out.append((f"its reference replay was made with {was} and you asked for {now} (the replayed answers differ)",
+                    "give --errata apply" if old.get("errata") == "apply" else "leave out --errata apply"))
+    skip = {"backend", "model", "mode", "sampling", "errata", *OPERATIONAL_BACKEND_KEYS}
     if old.get("sampling") != new.get("sampling"):
         skip |= _INTERNAL_BACKEND_KEYS
     for key in sorted((set(old) | set(new)) - skip):

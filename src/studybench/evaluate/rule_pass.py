@@ -4,7 +4,9 @@ Which turns are verified is decided by :func:`studybench.store.rule_verdict_stat
 rule): a turn with a usable completion is verified when no verdict counts for it, or when the one that
 counts is out of date (the generation's error changed or the verifier's settings changed). A verdict
 that timed out is final for the settings that made it, unless ``retry_timeouts`` asks to verify it
-again. A failed turn is recorded as incorrect with its error as the reason.
+again. A failed turn is recorded as incorrect with its error as the reason. A turn whose gold is an
+erratum's correction (``--errata apply``) stores the erratum's tag with its settings
+(:func:`studybench.errata.errata_tag`): switching the errata setting verifies exactly those turns again.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from studybench.errata import errata_tag
 from studybench.evaluate.scope import ProgressFn, RunScope
 from studybench.records import SubProblemRef
 from studybench.store import (
@@ -106,9 +109,11 @@ def add_rule_verdicts(
     t0 = time.perf_counter()
     if progress:
         progress("verify", 0, scope.n_turns)
-    todo: list[tuple[TurnKey, RuleVerdictStatus, SubProblemRef]] = []
+    todo: list[tuple[TurnKey, RuleVerdictStatus, SubProblemRef, dict[str, Any]]] = []
     for key, ref in scope.turns():
-        status = rule_verdict_status(gens.get(key), rules.get(key), settings, retry_timeouts=retry_timeouts)
+        tag = errata_tag(ref.parent.uid, ref.sub_id, ref.sub.answer)  # a corrected gold: its verdicts say so
+        turn_settings = settings if tag is None else {**settings, "errata": tag}
+        status = rule_verdict_status(gens.get(key), rules.get(key), turn_settings, retry_timeouts=retry_timeouts)
         if status.generation is None:
             continue  # not generated, or an unusable row: the next generation pass replaces it
         stats.total += 1
@@ -119,15 +124,15 @@ def add_rule_verdicts(
             if progress:
                 progress("verify", 1, None)
             continue
-        todo.append((key, status, ref))
+        todo.append((key, status, ref, turn_settings))
     store.rule_log.open()
     for start in range(0, len(todo), chunk):
         batch = todo[start : start + chunk]
         items = [(ref.sub.answer, st.generation.completion or "", ref.sub.answer_type, ref.sub.type_sequence, None,
                   problem_text(ref))
-                 for _, st, ref in batch if st.generation is not None and not st.generation.error]
+                 for _, st, ref, _ in batch if st.generation is not None and not st.generation.error]
         results = iter(verifier.verify_responses(items))
-        for key, status, ref in batch:
+        for key, status, ref, turn_settings in batch:
             g = status.generation
             assert g is not None
             preds: list[str] = []
@@ -145,7 +150,7 @@ def add_rule_verdicts(
                 extracted=preds,
                 correct=correct,
                 reason=reason,
-                verifier=settings,
+                verifier=turn_settings,
                 time=time.time(),
             ))
             stats.verified += 1

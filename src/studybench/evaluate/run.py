@@ -30,7 +30,8 @@ from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.resume import resume_refusal
 from studybench.evaluate.rule_pass import RuleStats, RuleVerifier, add_rule_verdicts
 from studybench.evaluate.scope import ProgressFn, RunScope
-from studybench.evaluate.spec import EvalError, EvalSpec, select_parents
+from studybench.evaluate.selection import errata_parents, plan_selection, selection_info
+from studybench.evaluate.spec import EvalError, EvalSpec
 from studybench.evaluate.stopping import plan_pricing, run_budget, stop_error
 from studybench.llm_judge import LLMJudge, LLMJudgeConfigError, LLMJudgeSpec, LLMJudgeSpecError
 from studybench.models import ChatBackend, EndpointError, ReferenceBackend, check_endpoint
@@ -50,7 +51,6 @@ from studybench.secrets import env_secrets, known_secrets, redact_command, url_s
 from studybench.store import (
     Manifest,
     RunStore,
-    SelectionInfo,
     SplitInfo,
     TurnKey,
     VerifierInfo,
@@ -266,7 +266,7 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EvalError(f"--out {out_dir} exists and is not a directory", "out")
     ds = _load(spec)
-    parents = select_parents(ds, spec.limit, spec.parent_slice)
+    parents, errata = plan_selection(spec, ds)  # the selection, with the golds the errata setting scores
     try:
         art = load_artefacts(spec.system_prompt, spec.playbook, spec.guidance, spec.playbook_max_tokens)
     except ArtefactError as e:
@@ -315,7 +315,7 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         _check_budget(be, parents, art)
     mode, judge_desc = _verifier(spec, judge, previous)
     try:
-        manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc, _secrets(spec, be, judge))
+        manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc, _secrets(spec, be, judge), errata.describe(parents))
     except ValidationError as e:  # e.g. k x seeds x sub-problems too large
         msg = str(e.errors()[0].get("msg", "invalid")).removeprefix("Value error, ")
         raise EvalError(f"k: the run is too large or malformed ({msg})", "k") from None
@@ -367,13 +367,13 @@ def _check_budget(backend: ChatBackend, parents: list[Any], art: Artefacts) -> N
 
 
 def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dict[str, Any], art: Artefacts,
-              mode: str, judge_desc: dict[str, Any] | None, secrets: tuple[str, ...] = ()) -> Manifest:
+              mode: str, judge_desc: dict[str, Any] | None, secrets: tuple[str, ...] = (), errata: Any = None) -> Manifest:
     return Manifest(
         studybench_version=__version__,
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         split=SplitInfo(name=ds.name, path=str(ds.path.resolve()) if ds.path.exists() else str(ds.path),
                         sha256=ds.sha256, parents=len(ds), sub_problems=ds.n_sub_problems),
-        selection=SelectionInfo(slice=spec.parent_slice, limit=spec.limit, parents=len(parents)),
+        selection=selection_info(spec, parents),
         k=spec.k,
         seeds=list(spec.seeds),
         backend=backend_desc,
@@ -381,7 +381,7 @@ def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dic
         verifier=VerifierInfo(**{**rule_settings(spec.verify_timeout), "mode": mode, "judge": judge_desc}),
         parents=parents_index(parents),
         command=redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], secrets),
-        labels=dict(spec.labels),
+        labels=dict(spec.labels), errata=errata,
     )
 
 
@@ -747,7 +747,7 @@ def add_llm_verdicts(
         missing = [p.uid for p in man.parents if p.uid not in by_uid]
         if missing:
             raise EvalError(f"{store.manifest_path}: parents not in the test set: {', '.join(missing[:5])}", "split")
-        scope = RunScope(ds.name, [by_uid[p.uid] for p in man.parents], man.k, list(man.seeds))
+        scope = RunScope(ds.name, errata_parents(man, [by_uid[p.uid] for p in man.parents]), man.k, list(man.seeds))
         prev = man.verifier.judge if man.verifier is not None else None
         if (isinstance(prev, dict) and prev.get("model") == llm_judge.model and prev.get("template") == llm_judge.template.source
                 and prev.get("template_digest") != llm_judge.template.digest):

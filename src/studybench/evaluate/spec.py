@@ -33,11 +33,10 @@ from studybench.models import (
     ReferenceBackend,
     SamplingParams,
 )
-from studybench.records import Parent
 from studybench.secrets import env_name_problem
 from studybench.store import check_labels
 
-__all__ = ["EvalError", "EvalSpec", "parse_parent_slice", "select_parents"]
+__all__ = ["EvalError", "EvalSpec", "parse_parent_slice"]
 
 
 class EvalError(ValueError):
@@ -62,7 +61,17 @@ class EvalSpec(BaseModel):
         data_dir: directory holding the official files (default ``$STUDYBENCH_DATA``, then the fetch cache).
         parent_slice: parents ``"START:STOP"`` of the file order (a Python slice; also accepted as ``slice``,
             the CLI's ``--slice``).
-        limit: only the first ``limit`` parents (after ``parent_slice``).
+        limit: only the first ``limit`` parents (after every other selection step).
+        parent_ids: only these parents (``source/year/source_problem_id``; the CLI's ``--parent`` /
+            ``--parents FILE``).
+        exclude_ids: never these parents (``--exclude`` / ``--exclude-file``).
+        sample: a seeded random sample of this many parents (``--sample``), drawn with ``sample_seed``,
+            stratified by ``stratify`` (``"source"`` or ``"problem_type"``) when given. The order of
+            the steps: :mod:`studybench.evaluate.selection`.
+        errata: ``"official"`` (the golds as published: the paper's numbers; the report counts the
+            attempts on errata items), ``"apply"`` (score with the corrected golds of
+            :mod:`studybench.errata`; a parent holding an unanswerable sub-problem is left out) or
+            ``"exclude"`` (leave out every parent holding an erratum).
         model: model name at the endpoint, or ``"reference"`` for the offline gold replay.
         backend: ``"auto"`` (reference when ``model == "reference"``), ``"openai"`` or ``"reference"``.
         base_url: OpenAI-compatible endpoint (default ``$OPENAI_BASE_URL``), e.g. ``vllm serve``'s.
@@ -117,6 +126,12 @@ class EvalSpec(BaseModel):
     data_dir: Path | None = None
     parent_slice: str | None = Field(None, validation_alias=AliasChoices("parent_slice", "slice"))
     limit: int | None = Field(None, ge=1)
+    parent_ids: list[str] | None = Field(None, max_length=100_000)
+    exclude_ids: list[str] = Field(default_factory=list, max_length=100_000)
+    sample: int | None = Field(None, ge=1)
+    sample_seed: int = Field(0, ge=0, le=2**63 - 1)
+    stratify: Literal["source", "problem_type"] | None = None
+    errata: Literal["official", "apply", "exclude"] = "official"
     model: str = "reference"
     backend: Literal["auto", "openai", "reference"] = "auto"
     base_url: str | None = None
@@ -188,10 +203,20 @@ class EvalSpec(BaseModel):
         parse_parent_slice(v)
         return v
 
+    @field_validator("parent_ids", "exclude_ids")
+    @classmethod
+    def _ids(cls, v: list[str] | None) -> list[str] | None:
+        for x in v or []:
+            if not x.strip() or not x.isprintable() or len(x) > 1000:
+                raise ValueError(f"a parent id is a printable source/year/source_problem_id, got {x[:80]!r}")
+        return None if v is None else list(dict.fromkeys(v))
+
     @model_validator(mode="after")
     def _consistent(self) -> EvalSpec:
         if self.only_generate and self.only_verify:
             raise ValueError("only_generate and only_verify exclude each other (--only-generate, --only-verify)")
+        if self.stratify is not None and self.sample is None:
+            raise EvalError("stratify: a stratified sample needs its size (sample, --sample N)", "stratify")
         return self
 
     @model_validator(mode="after")
@@ -267,7 +292,7 @@ class EvalSpec(BaseModel):
             EvalError: the openai backend without an endpoint (``base_url`` nor ``$OPENAI_BASE_URL``).
         """
         if self.uses_reference:
-            return ReferenceBackend(self.reference_mode)
+            return ReferenceBackend(self.reference_mode, errata=self.errata)
         from studybench.models.openai_backend import OpenAIBackend
 
         url = self.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -295,23 +320,3 @@ def parse_parent_slice(text: str | None) -> tuple[int, int | None]:
         raise ValueError(f"must look like START:STOP (e.g. 10:20), got {text!r}")
     a, b = m.group(1), m.group(2)
     return (int(a) if a else 0), (int(b) if b else None)
-
-
-def select_parents(ds: Dataset, limit: int | None = None, parent_slice: str | None = None) -> list[Parent]:
-    """Parents ``ds.parents[START:STOP]``, then the first ``limit`` of those.
-
-    Raises:
-        EvalError: a malformed slice, a negative limit or an empty selection.
-    """
-    try:
-        start, stop = parse_parent_slice(parent_slice)
-    except ValueError as e:
-        raise EvalError(f"parent_slice: {e}", "parent_slice") from None
-    if limit is not None and limit < 1:
-        raise EvalError(f"limit: must be >= 1, got {limit}", "limit")
-    sel = ds.parents[start:stop]
-    if limit is not None:
-        sel = sel[:limit]
-    if not sel:
-        raise EvalError(f"the selection [{start}:{stop}] limit {limit} holds no parents of {ds.name}", "parent_slice")
-    return sel

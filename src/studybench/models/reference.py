@@ -8,6 +8,11 @@ Mode ``solution`` replies with the solution followed by a ``Final Answer:`` line
 solution's *own* last boxes where the solution has any (most Transfer solutions do, most
 Application ones do not) and the gold's otherwise; ``ChatResult.extra["answer_from"]`` records
 which. This checks that the data agrees with itself.
+
+Both replay the golds of the parents they are given: with ``--errata apply`` these are the corrected
+golds (:mod:`studybench.errata`), so the gold replay still scores 100. Its description then names the
+setting (``errata: apply``), so a run replayed with the official golds is never resumed with the
+corrected ones (its stored completions would hold the official answers).
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ class ReferenceBackend:
 
     name = "reference"
 
-    def __init__(self, mode: str = "gold") -> None:
+    def __init__(self, mode: str = "gold", errata: str = "official") -> None:
         if mode not in REFERENCE_MODES:
             raise ValueError(f"reference mode must be one of {', '.join(REFERENCE_MODES)}, got {mode!r}")
         self.mode = mode
+        self.errata = errata
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         t0 = time.perf_counter()
@@ -57,4 +63,7 @@ class ReferenceBackend:
         return None
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": "reference", "model": "reference", "mode": self.mode}
+        desc: dict[str, Any] = {"backend": "reference", "model": "reference", "mode": self.mode}
+        if self.errata == "apply":  # the replayed golds are the corrected ones (older runs: no key)
+            desc["errata"] = "apply"
+        return desc

@@ -7,7 +7,8 @@ type), run bookkeeping (model, split, turn/judgement counts, failed turns, missi
 ``truncation`` (completions cut by the token limit and empty ones, overall and per seed, with a
 warning above :data:`TRUNCATION_WARN_SHARE`), ``pass_at_k`` (the unbiased pass@k for k = 1..K, per
 sub-problem and per parent, by the headline scoring: :func:`studybench.metrics.pass_at_k_table`);
-``labels``, present when the run has any, are the manifest's labels
+``errata`` (:mod:`studybench.report.errata`) says which golds were scored (``official``, ``apply``,
+``exclude``) and how many attempts touch errata items; ``labels``, present when the run has any, are the manifest's labels
 (:attr:`studybench.store.Manifest.labels`); ``tokens`` (per run, seed and turn) and, with a pricing file,
 ``cost``: :mod:`studybench.report.tokens` (``usage``, the older sum over the current rows, is kept). What each turn scores comes from
 :func:`studybench.store.turn_verdicts` (the one currency rule).
@@ -25,6 +26,7 @@ from studybench.costs import Pricing
 from studybench.files import atomic_write_text, dumps_json
 from studybench.llm_judge import judge_usage_summary
 from studybench.metrics import breakdown, mean_std, par_at_k, pass_at_k_table, sub_at_k, sub_at_k_by
+from studybench.report.errata import errata_block
 from studybench.report.render import render_markdown
 from studybench.report.tokens import cost_block, record_pricing, recorded_pricing, token_block
 from studybench.store import Manifest, RunRows, RunStore, TurnVerdict, turn_verdicts
@@ -200,6 +202,8 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
         rep["judge_tokens"] = judge_tokens
     if man.labels:  # only when set: reports of unlabelled runs stay as they were
         rep["labels"] = dict(man.labels)
+    if (errata := errata_block(man)) is not None:  # which golds were scored; attempts on errata items
+        rep["errata"] = errata
     timeouts = sum(1 for t in table if t.rule.timed_out)
     if timeouts:  # only when there are any: reports of runs without timeouts stay as they were
         rep["turns"]["rule_timeouts"] = timeouts

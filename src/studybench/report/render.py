@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from studybench.report.errata import errata_line
 from studybench.report.tokens import token_table
 
 __all__ = ["md_cell", "render_markdown", "rich_table"]
@@ -37,6 +38,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"({'rule OR LLM judge' if rep.get('scoring_used') == 'liberal' else 'rule verifier only'})",
         "",
         *([f"Labels: {md_cell(', '.join(f'{k} = {v}' for k, v in rep['labels'].items()))}", ""] if rep.get("labels") else []),
+        *([md_cell(errata_line(rep["errata"])), ""] if rep.get("errata") else []),
         *_incomplete_lines(rep),
         "| metric | mean ± std | per seed |",
         "|---|---|---|",

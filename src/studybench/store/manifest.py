@@ -1,7 +1,8 @@
 """The run manifest (``manifest.json``): a typed model, and the rules for resuming a run.
 
 A manifest records what a run directory holds: the test set (name, path, sha256), the selection
-(slice, limit), k and the seeds, the backend with its sampling parameters, the method artefacts'
+(slice, limit, parent ids, exclusions, sample; :mod:`studybench.evaluate.selection`) and the errata
+setting, k and the seeds, the backend with its sampling parameters, the method artefacts'
 digests, the verifier's mode and settings (with the LLM judge of ``rule+llm`` runs), a compact index
 of the selected parents (so that reports need only the run directory) and the command line.
 
@@ -235,6 +236,12 @@ class Manifest(_Model):
         later_environments: environments of later invocations that differed from the one before.
         reproduces: for a run made by ``studybench reproduce``: the original run, its creation time
             and the overrides given (``None`` otherwise).
+        errata: the latest invocation's errata setting (:mod:`studybench.errata`): ``{"mode":
+            "official" | "apply" | "exclude", "digest", "items": [{"id", "parent", "sub_id", "kind"}],
+            "dropped": {uid: why}}``; ``None`` in runs made before errata were recorded (they scored
+            the official golds). A scoring setting like the verifier's: it may change between
+            invocations (the rule pass verifies the errata items again), so it is not part of
+            :meth:`resume_conflicts`.
     """
 
     studybench_version: str | None = None
@@ -252,8 +259,9 @@ class Manifest(_Model):
     environment: dict[str, Any] | None = None
     later_environments: list[dict[str, Any]] = Field(default_factory=list)
     reproduces: dict[str, Any] | None = None
+    errata: dict[str, Any] | None = None
 
-    @field_validator("environment", "reproduces", mode="before")
+    @field_validator("environment", "reproduces", "errata", mode="before")
     @classmethod
     def _object_or_none(cls, v: Any) -> Any:
         return v if isinstance(v, dict) else None  # a hand-edited or foreign value is not an error
