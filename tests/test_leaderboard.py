@@ -161,7 +161,7 @@ def test_significance_marks_a_real_difference_and_not_a_small_one(tmp_path: Path
     assert weak["delta_sub"]["observed"] == 25.0 and weak["delta_sub"]["lo"] == 0.0 and not weak["sub_significant"]
     assert weak["mcnemar_p"]["0"] == pytest.approx(0.5) and not weak["mcnemar_significant"]
     md = render_leaderboard(board, "markdown")
-    assert "+75.00†‡" in md and "+25.00 |" in md and "McNemar" in md.splitlines()[-1]
+    assert "+75.00†‡" in md and "+25.00 |" in md and "McNemar" in md.split("\n\nRun health")[0].splitlines()[-1]
     assert "$^{\\dagger}$$^{\\ddagger}$" in render_leaderboard(board, "latex")
     plain = build_leaderboard(list(runs.values()), base_run=runs["base"], significance=False)
     assert "†" not in render_leaderboard(plain, "markdown") and plain["significance"] is None
