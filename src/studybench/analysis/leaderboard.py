@@ -348,7 +348,7 @@ def _table(board: dict[str, Any], bold: Any) -> tuple[list[str], list[tuple[str,
                 continue
             for metric, text in (("par", _pm(c.par)), ("sub", _pm(c.sub)), ("delta", _num(c.delta_sub, signed=True) + _marks(c))):
                 v = _value(c, metric)
-                cells.append(bold(_flag(text, c, metric), v is not None and v == best.get((split, metric)) and _sound(c, metric)
+                cells.append(bold(text if v is None else _flag(text, c, metric), v is not None and v == best.get((split, metric)) and _sound(c, metric)
                                   and len(board["rows"]) > 1))
         out.append(("base models" if r.is_base else r.layer, cells))
     return header, out
