@@ -40,7 +40,7 @@ def test_old_manifest_loads_typed(run: Path) -> None:
     assert man.backend["model"] == "stub-model"
 
 
-NEW_FIELDS = ("truncation", "complete", "not_generated", "pass_at_k", "tokens")
+NEW_FIELDS = ("truncation", "complete", "not_generated", "pass_at_k", "tokens", "health")
 """Report fields added since 0.1.0; every other field must be identical to the old code's output."""
 
 TRUNCATION_SECTION = "## Truncated and empty completions\n"
@@ -70,6 +70,9 @@ def test_old_run_reports_the_same_numbers(run: Path, scoring: str | None, expect
     # stale verdicts make it incomplete until `eval --only-verify` verifies those turns again
     assert new.pop("truncation") == _truncation(48, incorrect)
     assert (new.pop("complete"), new.pop("not_generated")) == (False, 0)
+    health = new.pop("health")  # the same run, summarised for comparisons: incomplete, 18 of 48 turns missing
+    assert (health["readable"], health["complete"], health["turns_missing"], health["turns_expected"]) == (True, False, 18, 48)
+    assert health["reasons"] and health["unjudgeable_rate"] == round(1 / 17, 6) and health["rule_timeouts"] == 0
     pk = new.pop("pass_at_k")  # k = 1..3; at k = 3 exactly the old Par@3 / Sub@3
     assert pk["k"] == [1, 2, 3]
     for name in ("sub", "par"):

@@ -20,7 +20,7 @@ from studybench.cli import app
 from studybench.evaluate import EvalSpec, run_eval
 from studybench.evaluate.scope import request_seed
 from studybench.llm_judge import LLMJudgeSpec
-from studybench.report import build_report
+from studybench.report import IncompleteRunError, build_report
 from studybench.store import RunStore, TurnKey, set_labels
 from studybench.testing.stub_judge import answers_of, judge_reply_fn
 from studybench.testing.stub_server import Reply, start_stub_server
@@ -155,7 +155,10 @@ def test_regrouped_rows_reproduce_the_report(run: Path) -> None:
     assert {v: n for v, n in rep["llm_judge"]["verdicts"].items() if n} == counts
 
 
-def test_a_regenerated_turn_is_exported_stale(run: Path) -> None:
+def test_a_regenerated_turn_is_exported_stale(run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    run = Path(shutil.copytree(run, tmp_path / "copy"))  # damaged below: the module's run stays complete
     store = RunStore(run)
     key = TurnKey("set", P2, "c", 0, 0)
     old = store.latest_generations()[key]
@@ -165,7 +168,10 @@ def test_a_regenerated_turn_is_exported_stale(run: Path) -> None:
     lines = [ln for ln in log.read_text().splitlines() if TurnKey.from_row(json.loads(ln)) != gone]
     log.write_text("\n".join(lines) + "\n")
     store.close()
-    rows = {(r["parent"], r["sub_id"], r["seed"], r["attempt"]): r for r in attempt_rows(run)}
+    with pytest.raises(IncompleteRunError, match="copy: incomplete run"):
+        attempt_rows(run)  # missing verdicts: refused unless allowed
+    rows = {(r["parent"], r["sub_id"], r["seed"], r["attempt"]): r for r in attempt_rows(run, allow_incomplete=True)}
+    assert all(r["run_complete"] is False and "2 of 12 turns have no rule verdict" in r["run_health"] for r in rows.values())
     stale = rows[(P2, "c", 0, 0)]
     assert (stale["rule_status"], stale["rule_correct"], stale["rule_reason"], stale["extracted"]) == ("stale", None, None, None)
     assert (stale["generated"], stale["final_correct"], stale["llm_verdict"]) == (True, False, None)
@@ -210,7 +216,7 @@ def test_cli_export_attempts(run: Path, tmp_path: Path) -> None:
     cli = CliRunner()
     res = cli.invoke(app, ["export", "attempts", str(run)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "wrote 12 rows (26 columns)" in res.output
+    assert "wrote 12 rows (28 columns)" in res.output
     with (run / "attempts.csv").open(newline="") as f:
         assert len(list(csv.DictReader(f))) == 12
     res = cli.invoke(app, ["export", "attempts", str(run), "--out", str(tmp_path / "x.jsonl"), "--scoring", "strict"],
@@ -221,7 +227,7 @@ def test_cli_export_attempts(run: Path, tmp_path: Path) -> None:
     res = cli.invoke(app, ["export", "attempts", str(run), "--format", "xlsx"])
     assert res.exit_code == 2 and "--format must be one of csv, parquet, jsonl" in res.output
     res = cli.invoke(app, ["export", "attempts", str(tmp_path / "nope")])
-    assert res.exit_code == 1 and "not a run directory" in res.output
+    assert res.exit_code == 2 and "unreadable run (not a run directory" in res.output
     res = cli.invoke(app, ["export", "attempts", str(run), "--out", str(tmp_path)])
     assert res.exit_code == 2 and "is a directory" in res.output
 

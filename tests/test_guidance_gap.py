@@ -124,16 +124,17 @@ def test_headroom_share_on_hand_numbers(runs: dict[str, Path], monkeypatch: pyte
 
     per_run = {runs["base-solo"]: (20.0, 30.0), runs["base-guided"]: (60.0, 70.0),
                runs["gepa-solo"]: (22.8, 32.0), runs["gepa-guided"]: (61.0, 75.0)}
-    real = gg.build_report
+    real = gg.load_run_report
 
-    def fake(run: Path, scoring: str | None = None, k: int | None = None) -> dict[str, Any]:
-        rep = real(run, scoring, k)
+    def fake(run: Path, scoring: str | None = None, k: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        rep, health = real(run, scoring, k)
+        assert rep is not None
         par, sub = per_run[Path(run)]
         rep["par_at_k"] = {"mean": par, "std": 0.0, "per_seed": [par - 1, par + 1]}
         rep["sub_at_k"] = {"mean": sub, "std": 0.0, "per_seed": [sub, sub]}
-        return rep
+        return rep, health
 
-    monkeypatch.setattr(gg, "build_report", fake)
+    monkeypatch.setattr(gg, "load_run_report", fake)
     rows = guidance_gap([(runs["gepa-solo"], runs["gepa-guided"])], base=(runs["base-solo"], runs["base-guided"]),
                         method_names=["GEPA"], base_name="Qwen3")
     assert [r["method"] for r in rows] == ["Qwen3", "GEPA"]
@@ -245,6 +246,6 @@ def test_latex_escapes_method_names() -> None:
     row = {"method": "A&B_50%", "base": False, "complete": False, "k": 1, "headroom_closed_par": None, "headroom_closed_sub": None,
            **{f"{m}_{w}": {"mean": 1.0, "std": None, "per_seed": [1.0]} for m in ("par", "sub") for w in ("solo", "guided", "gap")}}
     tex = render_guidance_gap([row], "latex")
-    assert "A\\&B\\_50\\%$^*$ & 1.00 & 1.00 & +1.00" in tex
+    assert "A\\&B\\_50\\% (incomplete) & 1.00! & 1.00! & +1.00!" in tex and "\\textbf{! (incomplete)" in tex
     with pytest.raises(ValueError, match="format must be one of"):
         render_guidance_gap([row], "xlsx")

@@ -164,7 +164,7 @@ def test_significance_marks_a_real_difference_and_not_a_small_one(tmp_path: Path
     assert weak["delta_sub"]["observed"] == 25.0 and weak["delta_sub"]["lo"] == 0.0 and not weak["sub_significant"]
     assert not weak["par_significant"] and "mcnemar_p" not in strong
     md = render_leaderboard(board, "markdown")
-    assert "+75.00†‡" in md and "+25.00 |" in md and "sign-flip test over parents" in md.splitlines()[-1]
+    assert "+75.00†‡" in md and "+25.00 |" in md and "sign-flip test over parents" in md.split("\n\nRun health")[0].splitlines()[-1]
     assert "$^{\\dagger}$$^{\\ddagger}$" in render_leaderboard(board, "latex")
     plain = build_leaderboard(list(runs.values()), base_run=runs["base"], significance=False)
     assert "†" not in render_leaderboard(plain, "markdown") and plain["significance"] is None

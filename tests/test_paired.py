@@ -28,6 +28,7 @@ from studybench.analysis.paired import (  # noqa: E402
 )
 from studybench.cli import app  # noqa: E402
 from studybench.evaluate import EvalSpec, request_seed, run_eval  # noqa: E402
+from studybench.report import IncompleteRunError  # noqa: E402
 from studybench.testing.stub_server import Reply, start_stub_server  # noqa: E402
 
 
@@ -350,8 +351,14 @@ def test_an_incomplete_run_counts_missing_verdicts_as_incorrect_and_says_so(runs
     shutil.copytree(runs[0], part)
     lines = (part / "judgements.jsonl").read_text().splitlines(keepends=True)
     (part / "judgements.jsonl").write_text("".join(x for x in lines if json.loads(x)["seed"] == 0))  # seed 1's are gone
-    o = run_outcomes(part, "parent")
+    with pytest.raises(IncompleteRunError, match="partial: incomplete run .12 of 24 turns have no rule verdict"):
+        run_outcomes(part, "parent")  # refused unless allowed
+    o = run_outcomes(part, "parent", allow_incomplete=True)
     assert any("incomplete, 12 of 24 turns have no verdict" in n for n in o.notes)
+    assert o.health is not None and not o.health["complete"] and o.health["turns_missing"] == 12
     assert [k for k, v in o.outcomes.items() if v] == ['[0,"S//P1"]']
     res = CliRunner().invoke(app, ["compare", str(runs[0]), str(part), "--level", "parent", "--resamples", "100"])
-    assert res.exit_code == 0 and "incomplete, 12 of 24 turns have no verdict" in res.output
+    assert res.exit_code == 2 and "incomplete run" in res.output and "Cohen" not in res.output
+    res = CliRunner().invoke(app, ["compare", str(runs[0]), str(part), "--level", "parent", "--resamples", "100",
+                                   "--allow-incomplete"])
+    assert res.exit_code == 1 and "incomplete, 12 of 24 turns have no verdict" in res.output and "INCOMPLETE" in res.output

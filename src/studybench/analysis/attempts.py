@@ -20,7 +20,10 @@ Columns (:data:`ATTEMPT_COLUMNS`, then one ``label_<key>`` column per run label)
 - ``llm_verdict`` (``TRUE``, ``FALSE``, ``unjudgeable``, ``error`` or ``not judged``; empty when the
   active LLM judge is not asked about the turn: a rule accept, a failed turn, a ``rule`` run),
   ``llm_judge_model``, ``llm_justification`` of the active judge's counting verdict;
-- ``final_correct``: strict (rule) or liberal (rule OR LLM judge), as the report scores.
+- ``final_correct``: strict (rule) or liberal (rule OR LLM judge), as the report scores;
+- ``run_complete``, ``run_health``: whether the run is complete (:func:`studybench.report.run_health`)
+  and, when it is not, why (``INCOMPLETE: ...``), on every row. An incomplete or unreadable run is
+  refused unless ``allow_incomplete``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 
 from studybench.answers import clean_surrogates
 from studybench.files import atomic_write_text
-from studybench.report import SCORINGS
+from studybench.report import SCORINGS, health_status, load_run_report, require_complete
 from studybench.store import RunRows, RunStore, turn_verdicts
 
 __all__ = ["ATTEMPT_COLUMNS", "EXPORT_FORMATS", "LABEL_PREFIX", "attempt_rows", "write_attempts"]
@@ -46,7 +49,7 @@ ATTEMPT_COLUMNS: dict[str, str] = {
     "turn": "int", "generated": "bool", "error": "string", "finish_reason": "string", "prompt_tokens": "int",
     "completion_tokens": "int", "extracted": "string", "rule_correct": "bool", "rule_reason": "string",
     "rule_status": "string", "llm_verdict": "string", "llm_judge_model": "string", "llm_justification": "string",
-    "final_correct": "bool",
+    "final_correct": "bool", "run_complete": "bool", "run_health": "string",
 }
 """The columns of :func:`attempt_rows`, in order, with their types (every one may be empty but the key
 columns, ``generated``, ``rule_status`` and ``final_correct``)."""
@@ -63,7 +66,8 @@ def _tokens(usage: Any, key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def attempt_rows(run_dir: RunStore | Path | str, scoring: str | None = None) -> list[dict[str, Any]]:
+def attempt_rows(run_dir: RunStore | Path | str, scoring: str | None = None, *,
+                 allow_incomplete: bool = False) -> list[dict[str, Any]]:
     """One row per turn of a run's manifest (seeds, parents, sub-problems, attempts order).
 
     Args:
@@ -71,18 +75,24 @@ def attempt_rows(run_dir: RunStore | Path | str, scoring: str | None = None) -> 
         scoring: what ``final_correct`` is: ``"strict"`` (rule verdicts only), ``"liberal"`` (rule OR
             the active LLM judge) or ``None``: as the report scores (liberal when the run has an
             active judge, else strict).
+        allow_incomplete: export an incomplete run too (every row says ``run_complete: False`` and why);
+            default: refuse it.
 
     Returns:
         Dicts with the keys of :data:`ATTEMPT_COLUMNS`, then ``label_<key>`` per run label (see the
         module docstring).
 
     Raises:
-        FileNotFoundError: not a run directory.
-        ValueError: an unreadable or invalid manifest, or an unknown ``scoring``.
+        studybench.report.IncompleteRunError: an unreadable run (no manifest, an invalid one), or an
+            incomplete one without ``allow_incomplete``.
+        ValueError: an unknown ``scoring``.
     """
     if scoring is not None and scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(Path(run_dir))
+    _, health = load_run_report(store.root, scoring)
+    require_complete(store.root if isinstance(run_dir, RunStore) else run_dir, health, allow_incomplete)
+    run_health = None if health["complete"] else health_status(health)
     man = store.read_manifest()
     judge = man.active_judge
     liberal = scoring == "liberal" or (scoring is None and judge is not None)
@@ -120,6 +130,8 @@ def attempt_rows(run_dir: RunStore | Path | str, scoring: str | None = None) -> 
             "llm_judge_model": lv.judge_model if lv is not None else None,
             "llm_justification": lv.justification if lv is not None else None,
             "final_correct": t.liberal if liberal else t.strict,
+            "run_complete": bool(health["complete"]),
+            "run_health": run_health,
             **labels,
         })
     return out

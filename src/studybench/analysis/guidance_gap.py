@@ -24,6 +24,10 @@ parent gap and 5% of the sub-problem gap" says GEPA's solo Par@k is S_b + 0.07 g
 records no guidance artefact, a solo run that has one, two runs over different items (test-set
 sha256, parents and sub-problems, k, seeds) or of different models or other method artefacts
 (system prompt, playbook), and runs scored differently (strict vs liberal) unless a scoring is given.
+An incomplete or unreadable run is refused too (:class:`studybench.report.IncompleteRunError`) unless
+``allow_incomplete``: then its row is marked in every format (``(incomplete)`` after the method, each
+number followed by :data:`~studybench.report.INCOMPLETE_MARK`, a footnote saying why, ``complete``
+false). Every format carries each run's health (:func:`studybench.report.run_health`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from studybench.metrics import mean_std
-from studybench.report import build_report, md_cell
+from studybench.report import INCOMPLETE_MARK, load_run_report, md_cell, require_complete
+from studybench.report.health import health_status, health_table_latex, health_table_markdown
 from studybench.store import Manifest, RunStore
 
 __all__ = ["FORMATS", "GuidanceGapError", "guidance_gap", "render_guidance_gap"]
@@ -53,10 +58,13 @@ class GuidanceGapError(ValueError):
     """A pair of runs that cannot be compared; the message names the runs and what differs."""
 
 
-def _load(run: Path | str, scoring: str | None, k: int | None) -> tuple[Path, Manifest, dict[str, Any]]:
+def _load(run: Path | str, scoring: str | None, k: int | None,
+          allow_incomplete: bool = False) -> tuple[Path, Manifest, dict[str, Any]]:
     path = Path(run)
-    man = RunStore(path).read_manifest()
-    return path, man, build_report(path, scoring, k)
+    rep, health = load_run_report(path, scoring, k)
+    require_complete(path, health, allow_incomplete)
+    assert rep is not None  # an unreadable run was refused
+    return path, RunStore(path).read_manifest(), rep
 
 
 def _digests(man: Manifest) -> dict[str, Any]:
@@ -89,8 +97,9 @@ def _same_items(a: tuple[Path, Manifest, dict[str, Any]], b: tuple[Path, Manifes
         raise GuidanceGapError(f"{what} are scored differently: {ra['scoring_used']} vs {rb['scoring_used']} (choose one with --scoring)")
 
 
-def _pair(solo: Path | str, guided: Path | str, scoring: str | None, k: int | None) -> tuple[Any, Any]:
-    s, g = _load(solo, scoring, k), _load(guided, scoring, k)
+def _pair(solo: Path | str, guided: Path | str, scoring: str | None, k: int | None,
+          allow_incomplete: bool = False) -> tuple[Any, Any]:
+    s, g = _load(solo, scoring, k, allow_incomplete), _load(guided, scoring, k, allow_incomplete)
     if not _digests(g[1]).get("guidance"):
         raise GuidanceGapError(f"guided run {g[0]} has no guidance artefact (its manifest records no guidance file; made without --guidance?)")
     if _digests(s[1]).get("guidance"):
@@ -113,7 +122,9 @@ def _name(s: tuple[Path, Manifest, dict[str, Any]], g: tuple[Path, Manifest, dic
 def _row(name: str, s: Any, g: Any) -> dict[str, Any]:
     (ps, ms, rs), (pg, _, rg) = s, g
     row: dict[str, Any] = {"method": name, "solo_run": str(ps), "guided_run": str(pg), "k": rs["k"], "seeds": sorted(ms.seeds),
-                           "scoring": rs["scoring_used"], "base": False, "complete": bool(rs.get("complete", True) and rg.get("complete", True))}
+                           "scoring": rs["scoring_used"], "base": False,
+                           "complete": bool(rs["health"]["complete"] and rg["health"]["complete"]),
+                           "solo_health": rs["health"], "guided_health": rg["health"]}
     for m in _METRICS:
         solo = dict(zip(rs["seeds"], rs[f"{m}_at_k"]["per_seed"], strict=True))
         guided = dict(zip(rg["seeds"], rg[f"{m}_at_k"]["per_seed"], strict=True))
@@ -132,6 +143,7 @@ def guidance_gap(
     base_name: str | None = None,
     scoring: str | None = None,
     k: int | None = None,
+    allow_incomplete: bool = False,
 ) -> list[dict[str, Any]]:
     """Table 4: solo, guided and gap for Par@k and Sub@k per method, and the share of the base model's headroom closed.
 
@@ -145,16 +157,19 @@ def guidance_gap(
         base_name: the base row's name (default as for the pairs).
         scoring: ``strict`` / ``liberal`` for every run (default: each run's own, which must agree).
         k: compare Par@k / Sub@k at this k (every run's k must be >= it; the runs' own k may differ).
+        allow_incomplete: accept incomplete runs (their rows say ``complete: false``); default: refuse them.
 
     Returns:
         One dict per method: ``method``, ``solo_run``, ``guided_run``, ``k``, ``seeds``, ``scoring``,
-        ``base`` (the base row), ``complete`` (both runs complete), ``par_solo``, ``par_guided``,
+        ``base`` (the base row), ``complete`` (both runs complete), ``solo_health`` /
+        ``guided_health`` (:func:`studybench.report.run_health`), ``par_solo``, ``par_guided``,
         ``par_gap``, ``sub_solo``, ``sub_guided``, ``sub_gap`` (each ``{"mean", "std", "per_seed"}``,
         percent; gap per seed = guided - solo) and ``headroom_closed_par`` / ``headroom_closed_sub``
         (percent of the base model's gap, or ``None``).
 
     Raises:
         GuidanceGapError: a refused pair (module docstring); no pairs; ``method_names`` of the wrong length.
+        studybench.report.IncompleteRunError: an unreadable run, or an incomplete one without ``allow_incomplete``.
         FileNotFoundError, ValueError: a run directory that cannot be read or reported.
     """
     if not pairs and base is None:
@@ -162,13 +177,13 @@ def guidance_gap(
     names = list(method_names) if method_names is not None else [None] * len(pairs)
     if len(names) != len(pairs):
         raise GuidanceGapError(f"{len(names)} method names for {len(pairs)} pairs of runs")
-    loaded = [_pair(s, g, scoring, k) for s, g in pairs]
+    loaded = [_pair(s, g, scoring, k, allow_incomplete) for s, g in pairs]
     rows = [_row(n or _name(s, g), s, g) for n, (s, g) in zip(names, loaded, strict=True)]
     if base is None:
         for r in rows:
             r["headroom_closed_par"] = r["headroom_closed_sub"] = None
         return rows
-    bs, bg = _pair(base[0], base[1], scoring, k)
+    bs, bg = _pair(base[0], base[1], scoring, k, allow_incomplete)
     key = (bs[0].resolve(), bg[0].resolve())
     at = next((i for i, (s, g) in enumerate(loaded) if (s[0].resolve(), g[0].resolve()) == key), None)
     if at is None:
@@ -212,6 +227,22 @@ def _latex_escape(text: str) -> str:
     return "".join(out).replace("\n", " ")
 
 
+def _healths(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each run of the rows once, with its health (rows built without health count as complete or not by ``complete``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        for side in ("solo", "guided"):
+            run = r.get(f"{side}_run")
+            h = r.get(f"{side}_health")
+            if run is not None and h is not None:
+                out.setdefault(str(run), h)
+    return list(out.items())
+
+
+def _marked(r: dict[str, Any], text: str) -> str:
+    return text if r.get("complete", True) else text + INCOMPLETE_MARK
+
+
 def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
     """Render :func:`guidance_gap`'s rows as a Markdown table, CSV, JSON or a LaTeX (booktabs) table.
 
@@ -220,7 +251,10 @@ def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
         fmt: one of :data:`FORMATS`.
 
     Returns:
-        The text (ending in a newline).
+        The text (ending in a newline). Rows of incomplete runs are marked: ``(incomplete)`` after the
+        method and :data:`~studybench.report.INCOMPLETE_MARK` after each number (Markdown, LaTeX), a
+        footnote and the runs' health table (Markdown, LaTeX), ``complete`` and ``health`` columns (CSV),
+        ``complete`` and the runs' health (JSON).
 
     Raises:
         ValueError: an unknown format.
@@ -236,11 +270,14 @@ def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["method", *(f"{c}_{x}" for c in cells for x in ("mean", "std")), "headroom_closed_par",
-                    "headroom_closed_sub", "base", "complete", "k", "seeds", "scoring", "solo_run", "guided_run"])
+                    "headroom_closed_sub", "base", "complete", "k", "seeds", "scoring", "solo_run", "guided_run", "health"])
         for r in rows:
+            bad = [f"{r[f'{x}_run']}: {health_status(r[f'{x}_health'])}" for x in ("solo", "guided")
+                   if r.get(f"{x}_health") is not None and not r[f"{x}_health"].get("complete", True)]
             w.writerow([r["method"], *(r[c][x] for c in cells for x in ("mean", "std")), r["headroom_closed_par"],
                         r["headroom_closed_sub"], r["base"], r["complete"], r["k"], " ".join(map(str, r["seeds"])),
-                        r["scoring"], r["solo_run"], r["guided_run"]])
+                        r["scoring"], r["solo_run"], r["guided_run"],
+                        "; ".join(bad) or ("complete" if r["complete"] else "incomplete")])
         return buf.getvalue()
     if fmt == "latex":
         cols = "l" + "r" * (8 if head else 6)
@@ -250,26 +287,35 @@ def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
                  "\\cmidrule(lr){2-4} \\cmidrule(lr){5-7}" + (" \\cmidrule(lr){8-9}" if head else ""),
                  " & Solo & Guided & Gap & Solo & Guided & Gap" + (" & Par & Sub" if head else "") + " \\\\", "\\midrule"]
         for r in rows:
-            vals = [_fmt(r[c], c.endswith("gap"), "$\\pm$") for c in cells]
+            vals = [_marked(r, _fmt(r[c], c.endswith("gap"), "$\\pm$")) for c in cells]
             if head:
-                vals += [_pct(r["headroom_closed_par"], "\\%"), _pct(r["headroom_closed_sub"], "\\%")]
-            name = _latex_escape(r["method"]) + (" (base)" if r["base"] else "") + ("$^*$" if not r["complete"] else "")
+                vals += [_marked(r, _pct(r["headroom_closed_par"], "\\%")), _marked(r, _pct(r["headroom_closed_sub"], "\\%"))]
+            name = _latex_escape(r["method"]) + (" (base)" if r["base"] else "") + ("" if r["complete"] else " (incomplete)")
             lines.append(" & ".join([name, *vals]) + " \\\\")
-        return "\n".join([*lines, "\\bottomrule", "\\end{tabular}", ""])
+        lines += ["\\bottomrule", "\\end{tabular}"]
+        if any(not r["complete"] for r in rows):
+            lines.append("\\par\\noindent\\textbf{" + INCOMPLETE_MARK + " (incomplete): a row with an incomplete run; its "
+                         "scores count what is missing as incorrect.}")
+        health = _healths(rows)
+        return "\n".join([*lines, *([""] + health_table_latex(health) if health else []), ""])
     header = ["method", *(f"{m.capitalize()}@{k} {w}" for m in _METRICS for w in ("solo", "guided", "gap"))]
     if head:
         header += ["headroom closed (Par)", "headroom closed (Sub)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        vals = [_fmt(r[c], c.endswith("gap")) for c in cells]
+        vals = [_marked(r, _fmt(r[c], c.endswith("gap"))) for c in cells]
         if head:
-            vals += [_pct(r["headroom_closed_par"]), _pct(r["headroom_closed_sub"])]
-        name = md_cell(r["method"]) + (" (base)" if r["base"] else "") + ("*" if not r["complete"] else "")
+            vals += [_marked(r, _pct(r["headroom_closed_par"])), _marked(r, _pct(r["headroom_closed_sub"]))]
+        name = md_cell(r["method"]) + (" (base)" if r["base"] else "") + ("" if r["complete"] else " (incomplete)")
         lines.append("| " + " | ".join([name, *vals]) + " |")
     notes = ["", "Mean ± std over seeds, percent; gap = guided - solo, per seed."]
     if head:
         notes.append("Headroom closed = (method solo - base solo) / (base guided - base solo): the share of the base "
                      "model's guidance gap that the method recovers without guidance.")
     if any(not r["complete"] for r in rows):
-        notes.append("\\* an incomplete run: its scores are a lower bound.")
+        notes.append(f"**{INCOMPLETE_MARK} (incomplete): a row with an incomplete run; its scores count what is missing as "
+                     "incorrect (a lower bound).**")
+    health = _healths(rows)
+    if health:
+        notes += ["", "Run health:", "", *health_table_markdown(health)]
     return "\n".join([*lines, *notes, ""])

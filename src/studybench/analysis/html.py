@@ -32,8 +32,9 @@ from studybench.evaluate import EvalError, errata_parents, run_dataset
 from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
 from studybench.records import Parent, SubProblemRef
-from studybench.report import SCORINGS, build_report
+from studybench.report import SCORINGS, health_status, load_run_report, require_complete
 from studybench.report.errata import errata_line
+from studybench.report.health import HEALTH_HEADER, health_cells
 from studybench.report.tokens import token_table
 from studybench.store import RunRows, RunStore, TurnKey, TurnVerdict, turn_verdicts
 
@@ -140,6 +141,7 @@ def html_report(
     data_dir: Path | None = None,
     artefacts: Artefacts | None = None,
     pricing: Pricing | None = None,
+    allow_incomplete: bool = False,
 ) -> str:
     """The HTML page of a run directory (nothing is written).
 
@@ -153,21 +155,26 @@ def html_report(
             run directory does not keep; without them a run made with artefacts shows the default
             system message and user turns with a warning.
         pricing: prices for the "Tokens and cost" table (``None``: the run's recorded ones, if any).
+        allow_incomplete: write the page of an incomplete run too, with a banner saying why at its top
+            and the run's health in its summary; default: refuse it.
 
     Returns:
-        The page. Without the test set (not found, or not the run's) the page still holds the replies
+        The page (the run's health, :func:`studybench.report.run_health`, in its summary). Without the test set (not found, or not the run's) the page still holds the replies
         and verdicts, with the problem texts and gold answers marked unavailable.
 
     Raises:
         RuntimeError: the ``analysis`` extra (jinja2, matplotlib) is not installed.
-        FileNotFoundError: not a run directory.
-        ValueError: an invalid manifest or an unknown ``scoring``.
+        studybench.report.IncompleteRunError: an unreadable run (no manifest, an invalid one), or an
+            incomplete one without ``allow_incomplete``.
+        ValueError: an unknown ``scoring``.
     """
     _require_modules()
     if scoring is not None and scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     store = RunStore(Path(run_dir))
-    rep = build_report(store, scoring, pricing=pricing)
+    rep, health = load_run_report(store.root, scoring, pricing=pricing)
+    require_complete(run_dir, health, allow_incomplete)
+    assert rep is not None  # an unreadable run was refused
     man = store.read_manifest()
     judge = man.active_judge
     judge_id = judge["judge_id"] if judge is not None else None
@@ -259,6 +266,8 @@ def html_report(
         plots=[jinja2.utils.markupsafe.Markup(svg) for svg in _plots(rep)],
         data_json=jinja2.utils.markupsafe.Markup(_script_json(data)),
         cost_table=token_table(rep),
+        health=health, health_line=health_status(health), health_header=HEALTH_HEADER[1:],
+        health_cells=health_cells(str(run_dir), health)[1:],
         disciplines=sorted({p.problem_type for p in man.parents}),
         sources=sorted({p.source for p in man.parents}),
         answer_types=sorted({s.answer_type for p in man.parents for s in p.subs}),
@@ -274,6 +283,7 @@ def write_html_report(
     data_dir: Path | None = None,
     artefacts: Artefacts | None = None,
     pricing: Pricing | None = None,
+    allow_incomplete: bool = False,
 ) -> Path:
     """Write the HTML page of a run (:func:`html_report`) atomically.
 
@@ -285,6 +295,7 @@ def write_html_report(
         data_dir: see :func:`html_report`.
         artefacts: see :func:`html_report`.
         pricing: see :func:`html_report`.
+        allow_incomplete: see :func:`html_report`.
 
     Returns:
         The path written.
@@ -293,7 +304,8 @@ def write_html_report(
         RuntimeError, FileNotFoundError, ValueError: see :func:`html_report`; OSError when the file
             cannot be written.
     """
-    page = html_report(run_dir, scoring, split_path=split_path, data_dir=data_dir, artefacts=artefacts, pricing=pricing)
+    page = html_report(run_dir, scoring, split_path=split_path, data_dir=data_dir, artefacts=artefacts, pricing=pricing,
+                       allow_incomplete=allow_incomplete)
     out = Path(out_path) if out_path is not None else Path(run_dir) / "report.html"
     atomic_write_text(out, page)
     return out

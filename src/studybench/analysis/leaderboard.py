@@ -30,6 +30,14 @@ solved within k attempts), and
 The marks follow the tests at ``1 - level`` (5%), two-sided: † ΔSub@k, ‡ ΔPar@k. With very few parents
 that differ the percentile CI can exclude 0 while the exact test does not reach 5%; the marks never
 rest on the CI.
+
+Every run's health (:func:`studybench.report.health.run_health`: complete or not and why, turns
+missing, truncation rate, unjudgeable rate, timed-out rule verdicts, rule internal errors) is part of
+the board, in every format. An incomplete or unreadable run is refused
+(:class:`studybench.report.IncompleteRunError`) unless ``allow_incomplete``; then each number of an
+incomplete run (and each Δ measured against one) carries :data:`~studybench.report.INCOMPLETE_MARK`,
+its method ``(incomplete)``, it is never bold as a column's best, and a footnote names it and why; an
+unreadable run has only its line in the health table.
 """
 
 from __future__ import annotations
@@ -42,8 +50,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.report import build_report
+from studybench.report import INCOMPLETE_MARK, load_run_report, require_complete
 from studybench.report.build import parent_outcomes
+from studybench.report.health import (
+    HEALTH_HEADER,
+    health_cells,
+    health_footnote,
+    health_status,
+    health_table_latex,
+    health_table_markdown,
+)
 from studybench.store import RunStore
 
 __all__ = ["LeaderboardError", "LeaderboardRow", "build_leaderboard", "render_leaderboard", "FORMATS", "SPLITS"]
@@ -67,6 +83,14 @@ class Cell:
     sub: dict[str, Any]
     delta_sub: float | None = None
     significance: dict[str, Any] | None = None
+    health: dict[str, Any] = field(default_factory=lambda: {"readable": True, "complete": True, "reasons": []})
+    ref_complete: bool = True
+    """Whether the run ΔSub@k is measured against is complete."""
+
+    @property
+    def complete(self) -> bool:
+        """The run is complete (its health)."""
+        return bool(self.health.get("complete", True))
 
 
 @dataclass
@@ -83,7 +107,7 @@ class LeaderboardRow:
 def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None = None,
                       scoring: str | None = None, labels: Mapping[str, Mapping[str, str]] | None = None,
                       significance: bool = True, resamples: int = 10_000,
-                      seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+                      seed: int = 0, level: float = 0.95, allow_incomplete: bool = False) -> dict[str, Any]:
     """Collect runs into the Table 2 layout.
 
     Args:
@@ -95,26 +119,37 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
         significance: test every Δ (needs the ``analysis`` extra; see the module docstring and
             :func:`delta_significance`).
         resamples, seed, level: of the paired bootstrap over parents; ``1 - level`` is the marks' level.
+        allow_incomplete: rank incomplete runs too, marked (module docstring), and list unreadable
+            ones in the health table; default: refuse them.
 
     Returns:
-        ``{"k", "seeds", "splits", "rows": [LeaderboardRow...]}``: base models' rows first, then by
-        layer (in order of first appearance) and method.
+        ``{"k", "seeds", "splits", "rows": [LeaderboardRow...], "health": [(run_dir, health)...]}``:
+        base models' rows first, then by layer (in order of first appearance) and method; ``health``
+        per run given, in order (unreadable ones included).
 
     Raises:
         LeaderboardError: no runs; runs of one split over different items, k or seeds; two runs for
             one (method, split); a ``base_run`` that is not among the runs.
         studybench.analysis.paired.AnalysisExtraMissing: ``significance`` without the analysis extra.
-        FileNotFoundError, ValueError: a run directory that cannot be read.
+        studybench.report.IncompleteRunError: an incomplete run without ``allow_incomplete``, or an
+            unreadable run (no readable manifest) without it; the message names the run and why.
     """
     if not run_dirs:
         raise LeaderboardError("no run directories given")
     reports: list[tuple[Path, dict[str, str], dict[str, Any], Any]] = []
+    healths: list[tuple[str, dict[str, Any]]] = []
     for d in run_dirs:
         path = Path(d)
-        store = RunStore(path)
-        man = store.read_manifest()
+        report, health = load_run_report(path, scoring)
+        require_complete(path, health, allow_incomplete, allow_unreadable=allow_incomplete)
+        healths.append((str(path), health))
+        if report is None:
+            continue
+        man = RunStore(path).read_manifest()
         given = (labels or {}).get(str(d)) or (labels or {}).get(str(path)) or {}
-        reports.append((path, {**man.labels, **given}, build_report(store, scoring), man))
+        reports.append((path, {**man.labels, **given}, report, man))
+    if not reports:
+        raise LeaderboardError("no readable run directories given: " + "; ".join(h["reasons"][0] for _, h in healths))
     _check_comparable(reports)
     base_path = Path(base_run).resolve() if base_run is not None else None
     if base_path is not None and base_path not in {p.resolve() for p, *_ in reports}:
@@ -129,12 +164,13 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
         if split in row.cells:
             raise LeaderboardError(f"two runs for method {method!r} on {split}: {row.cells[split].run_dir} and {path}; "
                                    "label them apart (studybench label RUN method=...)")
-        row.cells[split] = Cell(str(path), rep["par_at_k"], rep["sub_at_k"])
+        row.cells[split] = Cell(str(path), rep["par_at_k"], rep["sub_at_k"], health=rep["health"])
     for row in rows.values():
         for split, cell in row.cells.items():
             ref = _reference(rows, row, split, base_path)
             if ref is not None and ref is not cell:
                 cell.delta_sub = round(cell.sub["mean"] - ref.sub["mean"], 4)
+                cell.ref_complete = ref.complete
                 if significance:
                     cell.significance = delta_significance(ref.run_dir, cell.run_dir, scoring=scoring,
                                                            resamples=resamples, seed=seed, level=level)
@@ -144,7 +180,8 @@ def build_leaderboard(run_dirs: list[Path | str], *, base_run: Path | str | None
     splits += sorted({s for r in ordered for s in r.cells} - set(splits))
     return {"k": k, "seeds": reports[0][2]["seeds"], "splits": splits, "rows": ordered,
             "significance": {"resamples": resamples, "seed": seed, "level": level, "unit": "parent",
-                             "test": "exact paired sign-flip test over parents"} if significance else None}
+                             "test": "exact paired sign-flip test over parents"} if significance else None,
+            "health": healths}
 
 
 def delta_significance(base_run: Path | str, run: Path | str, *, scoring: str | None = None, resamples: int = 10_000,
@@ -258,7 +295,7 @@ def _best(board: dict[str, Any]) -> dict[tuple[str, str], float]:
     best: dict[tuple[str, str], float] = {}
     for split in board["splits"]:
         for metric in ("par", "sub", "delta"):
-            vals = [_value(c, metric) for r in board["rows"] if (c := r.cells.get(split)) is not None]
+            vals = [_value(c, metric) for r in board["rows"] if (c := r.cells.get(split)) is not None and _sound(c, metric)]
             vals = [v for v in vals if v is not None]
             if vals:
                 best[(split, metric)] = max(vals)
@@ -280,6 +317,24 @@ def _footnote(board: dict[str, Any]) -> str:
             f"over parents ({sig['resamples']:,} resamples, seed {sig['seed']}) in the JSON output.")
 
 
+def _sound(cell: Cell, metric: str) -> bool:
+    """The value is built on complete runs only (an incomplete one is marked and never the column's best)."""
+    return cell.complete and (metric != "delta" or cell.ref_complete)
+
+
+def _flag(text: str, cell: Cell, metric: str) -> str:
+    return text if _sound(cell, metric) else text + INCOMPLETE_MARK
+
+
+def _name(row: LeaderboardRow) -> str:
+    return row.method + (" (incomplete)" if any(not c.complete for c in row.cells.values()) else "")
+
+
+def _health_notes(board: dict[str, Any]) -> list[str]:
+    """The footnote lines of incomplete and unreadable runs (empty when every run is complete)."""
+    return health_footnote(board.get("health") or [])
+
+
 def _value(cell: Cell, metric: str) -> float | None:
     return {"par": cell.par["mean"], "sub": cell.sub["mean"], "delta": cell.delta_sub}[metric]
 
@@ -294,7 +349,7 @@ def _table(board: dict[str, Any], bold: Any) -> tuple[list[str], list[tuple[str,
     best = _best(board)
     out: list[tuple[str, list[str]]] = []
     for r in board["rows"]:
-        cells = [r.method]
+        cells = [_name(r)]
         for split in board["splits"]:
             c = r.cells.get(split)
             if c is None:
@@ -302,7 +357,8 @@ def _table(board: dict[str, Any], bold: Any) -> tuple[list[str], list[tuple[str,
                 continue
             for metric, text in (("par", _pm(c.par)), ("sub", _pm(c.sub)), ("delta", _num(c.delta_sub, signed=True) + _marks(c))):
                 v = _value(c, metric)
-                cells.append(bold(text, v is not None and v == best.get((split, metric)) and len(board["rows"]) > 1))
+                cells.append(bold(text if v is None else _flag(text, c, metric), v is not None and v == best.get((split, metric)) and _sound(c, metric)
+                                  and len(board["rows"]) > 1))
         out.append(("base models" if r.is_base else r.layer, cells))
     return header, out
 
@@ -338,11 +394,14 @@ def _as_json(board: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for r in board["rows"]:
         rows.append({"method": r.method, "layer": r.layer, "base": r.base, "is_base": r.is_base,
+                     "complete": all(c.complete for c in r.cells.values()),
                      "cells": {s: {"run_dir": c.run_dir, "par_at_k": c.par, "sub_at_k": c.sub, "delta_sub_at_k": c.delta_sub,
-                                   "significance": c.significance}
+                                   "significance": c.significance, "complete": c.complete,
+                                   "delta_against_complete_run": c.ref_complete, "health": c.health}
                                for s, c in r.cells.items()}})
     return {"k": board["k"], "seeds": board["seeds"], "splits": board["splits"], "rows": rows,
-            "significance": board.get("significance")}
+            "significance": board.get("significance"),
+            "runs": [{"run_dir": run, **h} for run, h in board.get("health") or []]}
 
 
 def _csv(board: dict[str, Any]) -> str:
@@ -351,6 +410,7 @@ def _csv(board: dict[str, Any]) -> str:
     head = ["method", "layer", "base", "is_base"]
     for s in board["splits"]:
         head += [f"{s}_par_mean", f"{s}_par_std", f"{s}_sub_mean", f"{s}_sub_std", f"{s}_delta_sub"]
+    head += [f"{s}_{x}" for s in board["splits"] for x in ("complete", "delta_against_complete_run")] + ["health"]
     w.writerow(head)
     for r in board["rows"]:
         line: list[Any] = [r.method, r.layer, r.base or "", r.is_base]
@@ -358,7 +418,14 @@ def _csv(board: dict[str, Any]) -> str:
             c = r.cells.get(s)
             line += ["", "", "", "", ""] if c is None else [c.par["mean"], c.par.get("std"), c.sub["mean"], c.sub.get("std"),
                                                           "" if c.delta_sub is None else c.delta_sub]
+        for s in board["splits"]:
+            c = r.cells.get(s)
+            line += ["", ""] if c is None else [c.complete, "" if c.delta_sub is None else c.ref_complete]
+        line.append("; ".join(f"{c.run_dir}: {health_status(c.health)}" for c in r.cells.values() if not c.complete) or "complete")
         w.writerow(line)
+    for run, h in board.get("health") or []:  # unreadable runs: a row with no numbers
+        if not h.get("readable", True):
+            w.writerow([run, "", "", ""] + [""] * (7 * len(board["splits"])) + [f"{run}: {health_status(h)}"])
     return buf.getvalue()
 
 
@@ -380,6 +447,7 @@ def _markdown(board: dict[str, Any]) -> str:
               f"ΔSub@{board['k']} against each method's base model run (best per column in bold)."]
     if _footnote(board):
         lines.append(_footnote(board))
+    lines += ["", "Run health:", "", *health_table_markdown(board.get("health") or [])]
     return "\n".join(lines) + "\n"
 
 
@@ -409,6 +477,7 @@ def _latex(board: dict[str, Any]) -> str:
     out += [r"\bottomrule", r"\end{tabular}"]
     if _footnote(board):
         out.append("% " + _footnote(board))
+    out += ["", *health_table_latex(board.get("health") or [])]
     return "\n".join(out) + "\n"
 
 
@@ -428,7 +497,7 @@ def _html(board: dict[str, Any]) -> str:
 
     _, rows = _table(board, lambda t, b: (t, b))
     k, several = board["k"], len(board["seeds"]) > 1
-    methods = [r.method for r in board["rows"]]
+    methods = [_name(r) for r in board["rows"]]
     series = [(s.capitalize(), [c.sub["mean"] if (c := r.cells.get(s)) else None for r in board["rows"]],
                [c.sub.get("std") if (c := r.cells.get(s)) else None for r in board["rows"]] if several else None)
               for s in board["splits"]]
@@ -439,4 +508,6 @@ def _html(board: dict[str, Any]) -> str:
     return env.get_template("leaderboard.html.j2").render(
         k=k, seeds=board["seeds"], splits=[s.capitalize() for s in board["splits"]],
         rows=[(group, [(c, False) if isinstance(c, str) else c for c in cells]) for group, cells in rows],
-        footnote=_footnote(board), plot=jinja2.utils.markupsafe.Markup(plot))
+        footnote=_footnote(board), plot=jinja2.utils.markupsafe.Markup(plot),
+        health=[health_cells(run, h) for run, h in board.get("health") or []], health_header=HEALTH_HEADER,
+        health_notes=_health_notes(board))

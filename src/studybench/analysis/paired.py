@@ -399,6 +399,7 @@ class ItemOutcomes:
             at both levels (all its seeds and sub-problems are one unit); ``None`` for a file.
         notes: things the reader should know (an incomplete run, the scoring used).
         scoring: for a run, the scoring its outcomes use (``"strict"`` or ``"liberal"``); ``None`` for a file.
+        health: for a run, its :func:`studybench.report.run_health`; ``None`` for a file.
     """
 
     outcomes: dict[str, bool]
@@ -407,13 +408,15 @@ class ItemOutcomes:
     clusters: dict[str, str] | None = None
     notes: list[str] = field(default_factory=list)
     scoring: str | None = None
+    health: dict[str, Any] | None = None
 
 
 def _item_id(*parts: object) -> str:
     return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
 
 
-def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str | None = None) -> ItemOutcomes:
+def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str | None = None, *,
+                 allow_incomplete: bool = False) -> ItemOutcomes:
     """The per-item outcomes of a run directory, from its verdict table (:func:`studybench.store.turn_verdicts`).
 
     - ``level="sub-problem"``: one item per (seed, sub-problem), solved when any of its k attempts is
@@ -432,18 +435,24 @@ def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str |
         level: ``"sub-problem"`` or ``"parent"``.
         scoring: ``"strict"`` (rule verifier only), ``"liberal"`` (rule OR the active LLM judge) or
             ``None``: liberal when the run has an active judge, else strict (as ``studybench report``).
+        allow_incomplete: accept an incomplete run (its ``health`` says why; a note too); default: refuse it.
 
     Returns:
-        The outcomes (``level``, ``scoring`` and ``clusters`` set).
+        The outcomes (``level``, ``scoring``, ``health`` and ``clusters`` set).
 
     Raises:
-        FileNotFoundError: not a run directory.
-        ValueError: an invalid manifest, an unknown ``level`` or ``scoring``.
+        studybench.report.IncompleteRunError: an unreadable run, or an incomplete one without
+            ``allow_incomplete`` (one line naming the run and why).
+        ValueError: an unknown ``level`` or ``scoring``.
     """
+    from studybench.report import load_run_report, require_complete
+
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     if scoring not in (None, "strict", "liberal"):
         raise ValueError(f"scoring must be strict or liberal, got {scoring!r}")
+    _, health = load_run_report(run_dir, scoring)
+    require_complete(run_dir, health, allow_incomplete)
     store = RunStore(Path(run_dir))
     man = store.read_manifest()
     judge = man.active_judge
@@ -453,7 +462,7 @@ def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str |
     k = man.k
     clusters: dict[str, str] = {}
     out = ItemOutcomes({}, str(run_dir), level, clusters,
-                       [f"{run_dir}: {used} scoring, k={k}, seeds {', '.join(map(str, man.seeds))}"], used)
+                       [f"{run_dir}: {used} scoring, k={k}, seeds {', '.join(map(str, man.seeds))}"], used, health)
     i = 0
     for seed in man.seeds:
         for p in man.parents:

@@ -30,6 +30,9 @@ sub-problems). A gain is significant when the lower bound of its 95% percentile 
 zero. The plateau is the last snapshot with a significant gain (the first snapshot when there is
 none).
 
+An incomplete run (:func:`studybench.report.run_health`) is refused unless ``allow_incomplete``; then
+the snapshots it enters say ``complete: false`` and the figure marks them with a red cross.
+
 Detection needs numpy and the figure matplotlib (the ``analysis`` extra); both are imported lazily.
 """
 
@@ -46,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.files import atomic_write_text, read_user_text
-from studybench.report import build_report
+from studybench.report import load_run_report, require_complete
 from studybench.report.build import parent_outcomes
 
 __all__ = ["COLUMNS", "METRICS", "MethodSeries", "PlateauError", "Snapshot", "SnapshotRow", "detect_plateau",
@@ -78,7 +81,8 @@ class Snapshot:
     """One snapshot of a method: its value per seed, mean, std and per-parent outcomes pooled over seeds.
 
     ``numer[p] / denom[p]`` is parent p's outcome (``denom`` is its sub-problem count for Sub@k, 1 for
-    Par@k); ``100 * sum(numer) / sum(denom)`` is ``mean``.
+    Par@k); ``100 * sum(numer) / sum(denom)`` is ``mean``. ``complete``: every run of the snapshot is
+    complete (else its value is a lower bound).
     """
 
     index: int
@@ -89,6 +93,7 @@ class Snapshot:
     runs: list[str]
     numer: list[float]
     denom: list[float]
+    complete: bool = True
 
 
 @dataclass
@@ -183,7 +188,7 @@ def _check_same_items(infos: list[tuple[Path, dict[str, Any]]]) -> None:
 
 
 def snapshot_scores(rows: list[SnapshotRow], metric: str = "sub", *, base: Path | str | None = None,
-                    scoring: str | None = None) -> dict[str, Any]:
+                    scoring: str | None = None, allow_incomplete: bool = False) -> dict[str, Any]:
     """Each method's snapshots with their value (mean ± std over seeds) and per-parent outcomes.
 
     Args:
@@ -191,21 +196,27 @@ def snapshot_scores(rows: list[SnapshotRow], metric: str = "sub", *, base: Path 
         metric: ``"sub"`` (Sub@k) or ``"par"`` (Par@k).
         base: a base model run; its level replaces that of the ``base`` rows.
         scoring: ``strict`` or ``liberal`` (default: each run's own, as in its report).
+        allow_incomplete: accept incomplete runs (marked); default: refuse them.
 
     Returns:
-        ``{"metric", "k", "methods": {name: MethodSeries}, "base": {"mean", "std", "runs"} or None,
-        "incomplete": [run...]}`` (``incomplete``: runs whose report is not complete, so their
-        scores are a lower bound).
+        ``{"metric", "k", "methods": {name: MethodSeries}, "base": {"mean", "std", "runs", "complete"} or
+        None, "incomplete": [run...], "health": {run: health}}`` (``incomplete``: runs whose report is
+        not complete, so their scores are a lower bound; ``health``: :func:`studybench.report.run_health`
+        of every run).
 
     Raises:
         PlateauError: an unknown metric; runs over different items or k; seeds of a method with
             different numbers of snapshots.
-        FileNotFoundError, ValueError: a run directory that cannot be read.
+        studybench.report.IncompleteRunError: an unreadable run, or an incomplete one without ``allow_incomplete``.
     """
     if metric not in METRICS:
         raise PlateauError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     base_runs = [Path(base)] if base is not None else [r.run_dir for r in rows if r.method == BASE]
     runs = list(dict.fromkeys([*base_runs, *(r.run_dir for r in rows if r.method != BASE)]))
+    health: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        health[str(run)] = load_run_report(run, scoring)[1]
+        require_complete(run, health[str(run)], allow_incomplete)
     infos = {run: parent_outcomes(run, scoring) for run in runs}
     _check_same_items([(run, infos[run]) for run in runs])
     k = infos[runs[0]]["k"]
@@ -215,7 +226,7 @@ def snapshot_scores(rows: list[SnapshotRow], metric: str = "sub", *, base: Path 
     if base_runs:
         vals = [_value(outcomes[r], denom) for r in base_runs]
         base_level = {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else None,
-                      "runs": [str(r) for r in base_runs]}
+                      "runs": [str(r) for r in base_runs], "complete": all(health[str(r)]["complete"] for r in base_runs)}
     methods: dict[str, MethodSeries] = {}
     by_method: dict[str, dict[str, list[SnapshotRow]]] = {}
     for r in rows:
@@ -238,10 +249,11 @@ def snapshot_scores(rows: list[SnapshotRow], metric: str = "sub", *, base: Path 
             series.snapshots.append(Snapshot(
                 index=i, gpu_hours=statistics.fmean(float(r.gpu_hours or 0.0) for r in snap_rows), per_seed=per_seed,
                 mean=statistics.fmean(vals), std=statistics.stdev(vals) if len(vals) > 1 else None,
-                runs=[str(r.run_dir) for r in snap_rows], numer=numer, denom=denom))
+                runs=[str(r.run_dir) for r in snap_rows], numer=numer, denom=denom,
+                complete=all(health[str(r.run_dir)]["complete"] for r in snap_rows)))
         methods[name] = series
-    incomplete = [str(r) for r in runs if not build_report(r, scoring).get("complete", True)]
-    return {"metric": metric, "k": k, "methods": methods, "base": base_level, "incomplete": incomplete}
+    incomplete = [str(r) for r in runs if not health[str(r)]["complete"]]
+    return {"metric": metric, "k": k, "methods": methods, "base": base_level, "incomplete": incomplete, "health": health}
 
 
 def _outcomes(info: dict[str, Any], metric: str) -> list[float]:
@@ -291,7 +303,7 @@ def detect_plateau(scores: dict[str, Any], *, resamples: int = 10_000, seed: int
 
     Returns:
         ``{method: {"snapshots": [{"index", "gpu_hours", "mean", "std", "compared_to", "gain",
-        "ci_low", "ci_high", "significant"}...], "plateau", "plateau_gpu_hours", "total_gpu_hours",
+        "ci_low", "ci_high", "significant", "complete"}...], "plateau", "plateau_gpu_hours", "total_gpu_hours",
         "share_after" (of the total budget spent after the plateau; None when the total is 0),
         "best", "best_value", "final_value", "best_to_final" (final - best, <= 0)}}``; values in
         percent, rounded to 4 places.
@@ -311,7 +323,8 @@ def detect_plateau(scores: dict[str, Any], *, resamples: int = 10_000, seed: int
         for i, s in enumerate(snaps):
             row: dict[str, Any] = {"index": i, "gpu_hours": round(s.gpu_hours, 4), "mean": round(s.mean, 4),
                                    "std": None if s.std is None else round(s.std, 4), "compared_to": None,
-                                   "gain": None, "ci_low": None, "ci_high": None, "significant": False}
+                                   "gain": None, "ci_low": None, "ci_high": None, "significant": False,
+                                   "complete": s.complete}
             if i > 0:
                 best = max(range(i), key=lambda j: (snaps[j].mean, -j))
                 lo, hi = _bootstrap_gain(s, snaps[best], resamples, seed, confidence)
@@ -352,6 +365,10 @@ def _figure(scores: dict[str, Any], detection: dict[str, dict[str, Any]] | None)
                 xs, [y - e for y, e in zip(ys, sd, strict=True)], [y + e for y, e in zip(ys, sd, strict=True)],
                 color="C0", alpha=0.2, linewidth=0)
         (handles["mean over seeds"],) = ax.plot(xs, ys, color="C0", marker="o", markersize=4)
+        bad = [(x, y) for x, y, s in zip(xs, ys, series.snapshots, strict=True) if not s.complete]
+        if bad:
+            (handles["incomplete run (a lower bound)"],) = ax.plot([x for x, _ in bad], [y for _, y in bad], marker="x",
+                                                                    markersize=10, color="red", linestyle="none")
         if base is not None:
             handles[f"base model ({base['mean']:.1f})"] = ax.axhline(base["mean"], color="0.35", linestyle="--",
                                                                      linewidth=1.2)

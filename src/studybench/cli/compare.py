@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from studybench.cli.common import console, fail, out_console
+from studybench.cli.health import AllowIncomplete, exit_if_incomplete
 from studybench.cli.reproduce import differences_table
 
 __all__ = ["compare_cmd"]
@@ -19,12 +20,12 @@ _LEVELS = ("sub-problem", "parent", "both")
 
 
 def _side(path: Path, levels: list[str], scoring: str | None, id_column: str, outcome_column: str,
-          cluster_column: str | None = None) -> dict[str, Any]:
+          cluster_column: str | None = None, allow_incomplete: bool = False) -> dict[str, Any]:
     """``{level or "file": ItemOutcomes}`` of one side: a run directory at each level, or one outcome file."""
     from studybench.analysis.paired import read_outcome_file, run_outcomes
 
     if path.is_dir():
-        return {lv: run_outcomes(path, lv, scoring) for lv in levels}
+        return {lv: run_outcomes(path, lv, scoring, allow_incomplete=allow_incomplete) for lv in levels}
     return {"file": read_outcome_file(path, id_column=id_column, outcome_column=outcome_column, cluster_column=cluster_column)}
 
 
@@ -59,6 +60,21 @@ def _table(res: Any, a: str, b: str, title: str) -> Table:
     t.add_row(f"A correct ({escape(a)})", str(tb.both), str(tb.a_only), str(tb.both + tb.a_only))
     t.add_row("A wrong", str(tb.b_only), str(tb.neither), str(tb.b_only + tb.neither))
     t.add_row("total", str(tb.both + tb.b_only), str(tb.a_only + tb.neither), str(tb.n))
+    return t
+
+
+def _health(sides: list[tuple[str, str, dict[str, Any]]]) -> Table:
+    """Each run's health: complete or not, turns missing, truncation, unjudgeable, rule timeouts."""
+    from studybench.report.health import HEALTH_HEADER, health_cells
+
+    t = Table(title="run health", title_justify="left", show_header=True)
+    for h in HEALTH_HEADER:
+        t.add_column(h, justify="left" if h in ("run", "status") else "right")
+    for name, run, h in sides:
+        cells = [escape(c) for c in health_cells(f"{name}: {run}", h)]
+        if not h.get("complete", True):
+            cells[1] = f"[bold red]{cells[1]}[/bold red]"
+        t.add_row(*cells)
     return t
 
 
@@ -103,6 +119,7 @@ def compare_cmd(
     cluster_column: Annotated[str | None, typer.Option("--cluster-column", help="For outcome files: a column / JSON key grouping items into units (e.g. the parent of per-seed or per-sub-problem rows); the tests and the CI then count units. Default: every item is a unit.")] = None,
     intersect: Annotated[bool, typer.Option("--intersect", help="Compare only the items both sides have (default: different item sets are an error).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON instead of tables.")] = False,
+    allow_incomplete: AllowIncomplete = False,
 ) -> None:
     """Paired A/B comparison (Physics-R1): each side's accuracy, the difference B - A with a paired
     bootstrap CI, the exact sign-flip test and the sign test, with the parent as the unit.
@@ -114,7 +131,9 @@ def compare_cmd(
     item is one (--cluster-column groups items into units). The 2x2 table over items and Cohen's kappa
     are descriptive. For run directories, a table first lists the manifest fields
     that differ (test set, selection, k, seeds, backend and sampling, artefacts, verifier, and the
-    package versions and platform each run was made with). Needs the analysis extra: pip install "studybench[analysis]"."""
+    package versions and platform each run was made with), and each run's health. An incomplete or
+    unreadable run is refused unless --allow-incomplete (then it is marked and the command exits 1).
+    Needs the analysis extra: pip install "studybench[analysis]"."""
     from studybench.analysis.paired import AnalysisExtraMissing, compare_outcomes
 
     if level not in _LEVELS:
@@ -130,8 +149,8 @@ def compare_cmd(
         fail(f"A ({a}) and B ({b}) must both be run directories or both be outcome files")
     levels = ["sub-problem", "parent"] if level == "both" else [level]
     try:
-        sa = _side(a, levels, scoring, id_column, outcome_column, cluster_column)
-        sb = _side(b, levels, scoring, id_column, outcome_column, cluster_column)
+        sa = _side(a, levels, scoring, id_column, outcome_column, cluster_column, allow_incomplete)
+        sb = _side(b, levels, scoring, id_column, outcome_column, cluster_column, allow_incomplete)
     except (OSError, ValueError) as e:
         fail(str(e))
     first = next(iter(sa))
@@ -154,22 +173,35 @@ def compare_cmd(
         diffs = _manifest_diffs(a, b)
     except (OSError, ValueError) as e:
         fail(str(e))
+    health = [(name, str(p), side[first].health) for name, p, side in (("A", a, sa), ("B", b, sb))
+              if side[first].health is not None]
     if as_json:
         extra = {} if diffs is None else {"manifest_differences": [{"field": f, "a": va, "b": vb} for f, va, vb in diffs]}
+        if health:
+            extra["health"] = {name.lower(): {"run_dir": run, **h} for name, run, h in health}
         out_console.print_json(json.dumps({"a": str(a), "b": str(b), **extra, "comparisons": [
             {"level": c["level"], **c["result"].to_dict(), "conclusion": c["result"].conclusion(), "notes": c["notes"]}
             for c in out]}))
+        exit_if_incomplete((run, h) for _, run, h in health)
         return
     if diffs:
         out_console.print(differences_table(diffs, str(a), str(b)))
     elif diffs is not None:
         out_console.print("manifests: the same configuration and environment")
+    if health:
+        out_console.print(_health(health))
+        for name, run, h in health:
+            if not h.get("complete", True):
+                out_console.print(f"[bold red]{name} ({escape(run)}) is INCOMPLETE: {escape('; '.join(h['reasons']))}; its "
+                                  "outcomes count what is missing as incorrect[/bold red]", soft_wrap=True)
     for note in dict.fromkeys(n for c in out for n in c["notes"]):
         console.print(f"[dim]note: {escape(note)}[/dim]", soft_wrap=True)
+    mark = {name: "" if h.get("complete", True) else " INCOMPLETE" for name, _, h in health}
     for c in out:
         res = c["result"]
         title = "outcome files" if c["level"] == "file" else f"level: {c['level']}"
-        out_console.print(_table(res, str(a), str(b), title))
+        out_console.print(_table(res, str(a) + mark.get("A", ""), str(b) + mark.get("B", ""), title))
         out_console.print(_stats(res))
         out_console.print(f"[bold]{escape(res.conclusion())}[/bold]", soft_wrap=True)
         out_console.print()
+    exit_if_incomplete((run, h) for _, run, h in health)

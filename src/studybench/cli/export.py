@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 
 from studybench.cli.common import console, fail, fail_write, plural
+from studybench.cli.health import AllowIncomplete, exit_if_incomplete, refuse
 
 __all__ = ["export_app"]
 
@@ -38,15 +39,17 @@ def attempts_cmd(
     fmt: Annotated[str | None, typer.Option("--format", help="csv | parquet | jsonl (default: from --out's suffix, else csv). Parquet needs the analysis extra (pyarrow).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="File to write (default RUN_DIR/attempts.FORMAT).")] = None,
     scoring: Annotated[str | None, typer.Option("--scoring", help="What final_correct is: strict (rule verifier only) | liberal (rule OR LLM judge). Default: as the report scores.")] = None,
+    allow_incomplete: AllowIncomplete = False,
 ) -> None:
     """Write one row per parent x sub-problem x seed x attempt with the verdicts that count (rule, LLM, final),
     reasons, finish reason, token counts and the run's labels (label_KEY columns).
 
     final_correct is what the report scores: grouping the rows by seed gives the report's Par@k and Sub@k.
     rule_status says whether the turn's rule verdict is current, stale (made on an older completion)
-    or missing."""
+    or missing. run_complete / run_health say whether the run is complete; an incomplete or unreadable
+    run is refused unless --allow-incomplete (then exported with those columns saying why, exit 1)."""
     from studybench.analysis.attempts import EXPORT_FORMATS, attempt_rows, write_attempts
-    from studybench.report import SCORINGS
+    from studybench.report import SCORINGS, IncompleteRunError
 
     if fmt is None:
         fmt = _SUFFIXES.get(out.suffix.lower(), "csv") if out is not None else "csv"
@@ -57,7 +60,9 @@ def attempts_cmd(
     if out is not None and out.is_dir():
         fail(f"--out {out} is a directory; give a file")
     try:
-        rows = attempt_rows(run_dir, scoring)
+        rows = attempt_rows(run_dir, scoring, allow_incomplete=allow_incomplete)
+    except IncompleteRunError as e:
+        refuse(e)
     except (OSError, ValueError) as e:
         fail(str(e), 1)
     path = out if out is not None else run_dir / f"attempts.{fmt}"
@@ -68,6 +73,8 @@ def attempts_cmd(
     except OSError as e:
         fail_write(e, path, resumable=False)
     console.print(f"wrote {plural(len(rows), 'row')} ({len(rows[0]) if rows else 0} columns) to {escape(str(path))}", soft_wrap=True)
+    if rows and not rows[0]["run_complete"]:
+        exit_if_incomplete([(str(run_dir), {"complete": False, "reasons": [rows[0]["run_health"].removeprefix("INCOMPLETE: ")]})])
 
 
 @export_app.command("chunks")

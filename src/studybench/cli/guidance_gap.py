@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from studybench.cli.common import console, fail, fail_write
+from studybench.cli.health import AllowIncomplete, exit_if_incomplete, refuse
 
 __all__ = ["guidance_gap_cmd"]
 
@@ -23,16 +24,20 @@ def guidance_gap_cmd(
     scoring: Annotated[str | None, typer.Option("--scoring", help="strict | liberal for every run. Default: each run's own (they must agree).")] = None,
     k: Annotated[int | None, typer.Option("-k", "--k", help="Compare Par@k / Sub@k at this k (from the first k attempts of each run).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the table to this file instead of stdout.")] = None,
+    allow_incomplete: AllowIncomplete = False,
 ) -> None:
     """Guidance Gap (paper Table 4): solo, guided and gap (guided - solo) for Par@k and Sub@k per method.
 
     Each --solo run is paired with the --guided run at the same position; both must be over the same
     items (test set, parents, k, seeds) and model, and only the guided run may have a guidance
     artefact. With --base-solo/--base-guided, each method also gets the headroom it closes:
-    (method solo - base solo) / (base guided - base solo)."""
+    (method solo - base solo) / (base guided - base solo).
+
+    Every format carries each run's health. An incomplete or unreadable run is refused unless
+    --allow-incomplete (then its row is marked and the command exits 1)."""
     from studybench.analysis.guidance_gap import FORMATS, GuidanceGapError, guidance_gap, render_guidance_gap
     from studybench.files import atomic_write_text
-    from studybench.report import SCORINGS
+    from studybench.report import SCORINGS, IncompleteRunError
 
     if fmt not in FORMATS:
         fail(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -46,17 +51,23 @@ def guidance_gap_cmd(
         fail("--base-solo and --base-guided go together")
     base = (base_solo, base_guided) if base_solo is not None and base_guided is not None else None
     try:
-        rows = guidance_gap(list(zip(solo, guided, strict=True)), base, name or None, base_name=base_name, scoring=scoring, k=k)
+        rows = guidance_gap(list(zip(solo, guided, strict=True)), base, name or None, base_name=base_name, scoring=scoring, k=k,
+                            allow_incomplete=allow_incomplete)
+    except IncompleteRunError as e:
+        refuse(e)
     except GuidanceGapError as e:
         fail(str(e))
     except (OSError, ValueError) as e:
         fail(str(e))
     text = render_guidance_gap(rows, fmt)
+    health = [(r[f"{x}_run"], r[f"{x}_health"]) for r in rows for x in ("solo", "guided")]
     if out is None:
         typer.echo(text, nl=False)
+        exit_if_incomplete(health)
         return
     try:
         atomic_write_text(out, text)
     except OSError as e:
         fail_write(e, out, resumable=False)
     console.print(f"written: {out}", soft_wrap=True)
+    exit_if_incomplete(health)

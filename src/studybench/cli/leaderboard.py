@@ -9,13 +9,20 @@ from typing import Annotated
 import typer
 
 from studybench.cli.common import console, fail, out_console
+from studybench.cli.health import AllowIncomplete, exit_if_incomplete, refuse
 from studybench.cli.reproduce import warn_installed_versions
 
 __all__ = ["leaderboard_cmd"]
 
 
-def _expand(patterns: list[str]) -> list[Path]:
-    """Run directories from arguments that may be (quoted) globs; each directory once, in order."""
+_RUN_FILES = ("manifest.json", "generations.jsonl", "judgements.jsonl", "llm_judgements.jsonl", "report.json")
+
+
+def _expand(patterns: list[str], allow_incomplete: bool = False) -> list[Path]:
+    """Run directories from arguments that may be (quoted) globs; each directory once, in order.
+
+    A glob skips directories that hold no run file; one that holds some but no manifest (a damaged
+    run) is kept, so that it is refused (or, with ``--allow-incomplete``, listed as unreadable)."""
     out: list[Path] = []
     for pat in patterns:
         hits = sorted(glob.glob(pat)) if any(ch in pat for ch in "*?[") else [pat]
@@ -23,10 +30,13 @@ def _expand(patterns: list[str]) -> list[Path]:
             fail(f"{pat}: matches no run directory")
         for h in hits:
             p = Path(h)
-            if p.is_dir() and (p / "manifest.json").is_file() and p not in out:
-                out.append(p)
+            if p.is_dir() and any((p / f).exists() for f in _RUN_FILES):
+                if p not in out:
+                    out.append(p)
             elif not any(ch in pat for ch in "*?["):
-                fail(f"{h}: not a run directory (no manifest.json)")
+                if not allow_incomplete:
+                    fail(f"{h}: not a run directory (no manifest.json)")
+                out.append(p)
     return out
 
 
@@ -64,6 +74,7 @@ def leaderboard_cmd(
     resamples: Annotated[int, typer.Option(help="Paired bootstrap resamples.")] = 10_000,
     seed: Annotated[int, typer.Option(help="Seed of the paired bootstrap.")] = 0,
     html: Annotated[Path | None, typer.Option("--html", help="Also write one self-contained HTML page (the table and a bar chart of Sub@k per method and split) to this file.")] = None,
+    allow_incomplete: AllowIncomplete = False,
 ) -> None:
     """The paper's Table 2: Par@k, Sub@k and ΔSub@k per method on each split, grouped by layer.
 
@@ -73,7 +84,11 @@ def leaderboard_cmd(
     the same items, k and seeds (else refused, saying which run differs). Every Δ is tested with the
     parent as the unit (its seeds and sub-problems summed into one paired observation): † marks a
     ΔSub@k, ‡ a ΔPar@k that the exact paired sign-flip test over parents finds significant at 5%
-    (two-sided); the JSON output also has the 95% paired bootstrap CIs over parents."""
+    (two-sided); the JSON output also has the 95% paired bootstrap CIs over parents.
+
+    Every format ends with each run's health (complete, turns missing, truncation, unjudgeable,
+    rule timeouts). An incomplete or unreadable run is refused unless --allow-incomplete: then its
+    numbers are marked (! and "(incomplete)", a footnote saying why) and the command exits 1."""
     from studybench.analysis.leaderboard import (
         FORMATS,
         LeaderboardError,
@@ -82,14 +97,17 @@ def leaderboard_cmd(
     )
     from studybench.analysis.paired import AnalysisExtraMissing
     from studybench.files import atomic_write_text
+    from studybench.report import IncompleteRunError
 
     if fmt not in FORMATS:
         fail(f"--format: one of {', '.join(FORMATS)}, not {fmt!r}")
-    dirs = _expand(runs)
+    dirs = _expand(runs, allow_incomplete)
     overrides = _label_overrides(label or [], dirs)
     try:
         board = build_leaderboard(dirs, base_run=base, scoring=scoring, labels=overrides, significance=significance,
-                                  resamples=resamples, seed=seed)
+                                  resamples=resamples, seed=seed, allow_incomplete=allow_incomplete)
+    except IncompleteRunError as e:
+        refuse(e)
     except LeaderboardError as e:
         fail(str(e))
     except AnalysisExtraMissing as e:
@@ -117,3 +135,4 @@ def leaderboard_cmd(
         console.print(f"leaderboard of {len(dirs)} runs: {out}")
     else:
         out_console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+    exit_if_incomplete(board["health"])

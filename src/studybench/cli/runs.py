@@ -26,6 +26,7 @@ from studybench.cli.common import (
     progress_bars,
     verify_settings,
 )
+from studybench.cli.health import exit_if_incomplete
 from studybench.cli.reproduce import warn_installed_versions
 from studybench.cli.show import TerminalMarkdown, print_llm_pass, print_report, print_unjudgeable_alarm
 
@@ -187,6 +188,7 @@ def report_cmd(
     html: Annotated[bool, typer.Option("--html", help="Also write one self-contained HTML page (tables, plot, a drill-down per parent with filters); needs the analysis extra.")] = False,
     html_out: Annotated[Path | None, typer.Option("--html-out", help="Where --html writes the page (default RUN_DIR/report.html).")] = None,
     pricing: Annotated[Path | None, typer.Option("--pricing", help="Pricing file (JSON or TOML, prices per million tokens per model): the report's cost per run, seed and turn from these prices, which the run directory records for its later reports. Default: the prices the run recorded (eval --pricing), if any.")] = None,
+    allow_incomplete: Annotated[bool, typer.Option("--allow-incomplete", help="With --html: write the page of an incomplete run too (a banner at its top says why) and exit 1; without it such a page is refused.")] = False,
 ) -> None:
     """Recompute report.json / report.md of a run directory and print the summary; with -k, print reports for smaller k."""
     from studybench.costs import PricingError, load_pricing
@@ -203,23 +205,30 @@ def report_cmd(
         reps = [build_report(run_dir, scoring, kk, prices) for kk in ks] if ks else [write_report(run_dir, scoring, prices)]
     except (OSError, ValueError) as e:
         fail(str(e))
-    page = _html_page(run_dir, html_out, scoring, prices) if html or html_out is not None else None
+    page = _html_page(run_dir, html_out, scoring, prices, allow_incomplete) if html or html_out is not None else None
     warn_installed_versions(run_dir)
     if as_json:
         out_console.print_json(json.dumps(reps if len(reps) > 1 else reps[0]))
-        return
-    for rep in reps:
-        print_report(rep, run_dir, written=not ks)
+    else:
+        for rep in reps:
+            print_report(rep, run_dir, written=not ks)
     if page is not None:
-        console.print(f"HTML report: {escape(str(page))}")
+        if not as_json:
+            console.print(f"HTML report: {escape(str(page))}")
+        exit_if_incomplete([(str(run_dir), reps[-1]["health"])])  # the page of an incomplete run: --allow-incomplete
 
 
-def _html_page(run_dir: Path, out: Path | None, scoring: str | None, pricing: Any = None) -> Path:
-    """Write the HTML page of ``studybench report --html`` (a clean message when the analysis extra is missing)."""
+def _html_page(run_dir: Path, out: Path | None, scoring: str | None, pricing: Any = None, allow_incomplete: bool = False) -> Path:
+    """Write the HTML page of ``studybench report --html`` (a clean message when the analysis extra is missing;
+    an incomplete run's page only with ``--allow-incomplete``)."""
+    from studybench.report import IncompleteRunError
+
     try:
         from studybench.analysis.html import write_html_report
 
-        return write_html_report(run_dir, out, scoring, pricing=pricing)
+        return write_html_report(run_dir, out, scoring, pricing=pricing, allow_incomplete=allow_incomplete)
+    except IncompleteRunError as e:
+        fail(str(e))
     except ImportError as e:
         fail(f"--html needs the 'analysis' extra ({e}): pip install 'studybench[analysis]'", 1)
     except (OSError, ValueError, RuntimeError) as e:

@@ -1,10 +1,23 @@
 """Reports of one run: ``report.json`` / ``report.md`` and a terminal table (paper 2.2 metrics).
 
 - :func:`build_report` / :func:`write_report` (:mod:`studybench.report.build`): the numbers;
-- :func:`render_markdown` / :func:`rich_table` (:mod:`studybench.report.render`): their renderings.
+- :func:`render_markdown` / :func:`rich_table` (:mod:`studybench.report.render`): their renderings;
+- :func:`run_health` / :func:`load_run_report` / :func:`require_complete` (:mod:`studybench.report.health`):
+  whether a run may be compared with others (complete, readable, turns missing, truncation, unjudgeable).
 """
 
 from studybench.report.build import SCORINGS, TRUNCATION_WARN_SHARE, build_report, write_report
+from studybench.report.health import (
+    INCOMPLETE_MARK,
+    IncompleteRunError,
+    health_status,
+    load_run_report,
+    require_complete,
+    run_health,
+    unreadable_health,
+)
 from studybench.report.render import md_cell, render_markdown, rich_table
 
-__all__ = ["SCORINGS", "TRUNCATION_WARN_SHARE", "build_report", "md_cell", "render_markdown", "rich_table", "write_report"]
+__all__ = ["INCOMPLETE_MARK", "SCORINGS", "TRUNCATION_WARN_SHARE", "IncompleteRunError", "build_report", "health_status",
+           "load_run_report", "md_cell", "render_markdown", "require_complete", "rich_table", "run_health",
+           "unreadable_health", "write_report"]

@@ -10,7 +10,8 @@ sub-problem and per parent, by the headline scoring: :func:`studybench.metrics.p
 ``errata`` (:mod:`studybench.report.errata`) says which golds were scored (``official``, ``apply``,
 ``exclude``) and how many attempts touch errata items; ``labels``, present when the run has any, are the manifest's labels
 (:attr:`studybench.store.Manifest.labels`); ``tokens`` (per run, seed and turn) and, with a pricing file,
-``cost``: :mod:`studybench.report.tokens` (``usage``, the older sum over the current rows, is kept). What each turn scores comes from
+``cost``: :mod:`studybench.report.tokens` (``usage``, the older sum over the current rows, is kept); ``health``: whether
+the run may be compared with others (:func:`studybench.report.health.run_health`). What each turn scores comes from
 :func:`studybench.store.turn_verdicts` (the one currency rule).
 """
 
@@ -27,6 +28,7 @@ from studybench.files import atomic_write_text, dumps_json
 from studybench.llm_judge import judge_usage_summary
 from studybench.metrics import breakdown, mean_std, par_at_k, pass_at_k_table, sub_at_k, sub_at_k_by
 from studybench.report.errata import errata_block
+from studybench.report.health import run_health
 from studybench.report.render import render_markdown
 from studybench.report.tokens import cost_block, record_pricing, recorded_pricing, token_block
 from studybench.store import Manifest, RunRows, RunStore, TurnVerdict, turn_verdicts
@@ -221,6 +223,7 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
             "unjudgeable_rate": round(llm_counts["unjudgeable"] / judged, 6) if judged else None,
         }
         rep["scoring"] = _conventions(per_seed, judgeable_grid, seeds, k)
+    rep["health"] = run_health(rep)  # complete or not and why, turns missing, truncation, unjudgeable, timeouts
     return rep
 
 
