@@ -36,7 +36,7 @@ from studybench.report import SCORINGS, health_status, load_run_report, require_
 from studybench.report.errata import errata_line
 from studybench.report.health import HEALTH_HEADER, health_cells
 from studybench.report.tokens import token_table
-from studybench.store import RunRows, RunStore, TurnKey, TurnVerdict, turn_verdicts
+from studybench.store import RunRows, RunStore, TurnKey, TurnVerdict, read_stored_artefacts, turn_verdicts
 
 __all__ = ["HTML_MODULES", "html_report", "write_html_report"]
 
@@ -151,9 +151,10 @@ def html_report(
             decides which turns count as correct in the tables and the drill-down.
         split_path: the test-set file when it is no longer where the manifest says.
         data_dir: where the official split files are.
-        artefacts: the method artefacts the run used (system prompt, playbook, guidance), which the
-            run directory does not keep; without them a run made with artefacts shows the default
-            system message and user turns with a warning.
+        artefacts: the method artefacts the run used (system prompt, playbook, guidance); ``None``:
+            the ones the run directory keeps (:mod:`studybench.store.artefacts`). A run made with
+            artefacts it does not keep (made before runs kept them) shows the default system message
+            and user turns with a warning.
         pricing: prices for the "Tokens and cost" table (``None``: the run's recorded ones, if any).
         allow_incomplete: write the page of an incomplete run too, with a banner saying why at its top
             and the run's health in its summary; default: refuse it.
@@ -192,6 +193,10 @@ def html_report(
     used = {k for k in ("system_prompt", "playbook") if man.artefacts.get(k)}
     if man.artefacts.get("guidance_entries"):
         used.add("guidance")
+    if artefacts is None and used:  # the exact texts the run kept (studybench.store.artefacts)
+        artefacts, unusable = read_stored_artefacts(store.root, man.artefacts)
+        if unusable:
+            notes.append(f"The method artefacts kept with the run cannot be used: {unusable}")
     art = artefacts or Artefacts()
     missing_art = sorted(a for a in used if artefacts is None)
     if missing_art:

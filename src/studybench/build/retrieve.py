@@ -495,7 +495,8 @@ def retrieve(
         kp_digest: an identity of the KP input (recorded; a change refuses resuming).
         restart: discard an existing ``retrieval.jsonl`` instead of resuming.
         embed: the embedding function (:class:`HybridIndex`); required when dense retrieval is on.
-        progress: ``progress(what, done, total)``.
+        progress: ``progress(what, done, total)``: ``"indexing fragments"`` (0 of N, then N of N once the
+            index, embeddings included, is built) and ``"retrieving KPs"`` after each batch.
 
     Returns:
         The meta record plus ``written`` and ``skipped`` counts, ``cache_hit`` and ``index_seconds``.
@@ -530,9 +531,14 @@ def retrieve(
     work.mkdir(parents=True, exist_ok=True)
     atomic_write_text(meta_path, dumps_json(meta) + "\n")
     t0 = time.perf_counter()
+    if progress:
+        progress("indexing fragments", 0, len(frags))
     index = HybridIndex(frags, digest, st, cache_dir=work / "cache", embed=embed)
     index_seconds = time.perf_counter() - t0
     todo = [kp for kp in kps if kp.id not in done]
+    if progress:
+        progress("indexing fragments", len(frags), len(frags))
+        progress("retrieving KPs", 0, len(todo))
     queries = [kp_query(kp) for kp in todo]
     written = 0
     with open(out, "a", encoding="utf-8") as fh:
@@ -550,6 +556,6 @@ def retrieve(
                 fh.flush()
                 written += 1
             if progress:
-                progress("retrieving", start + len(batch), len(todo))
+                progress("retrieving KPs", start + len(batch), len(todo))
     return {**meta, "written": written, "skipped": len(done), "cache_hit": index.cache_hit,
             "index_seconds": round(index_seconds, 3), "fragments": len(frags)}

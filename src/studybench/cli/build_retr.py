@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from studybench.cli.build import build_app
-from studybench.cli.common import console, escape, fail, fail_write, plural
+from studybench.cli.common import console, escape, fail, fail_write, plural, progress_bars
 
 __all__ = ["fragments_cmd", "retrieve_cmd"]
 
@@ -110,7 +110,15 @@ def retrieve_cmd(
             kp_digest = hashlib.sha256(qpath.read_bytes()).hexdigest()
         dmap = load_domain_map(domain_map) if domain_map is not None else None
         embed = load_embedder(embed_model, max_seq_length=max_seq_length) if st.use_dense else None
-        m = retrieve(work, kps, settings=st, domain_map=dmap, kp_digest=kp_digest, restart=restart, embed=embed)
+        with progress_bars(unit="") as bar:
+            shown: dict[str, int] = {}
+
+            def report(what: str, done: int, total: int) -> None:  # retrieve() counts from 0: bars advance
+                bar(what, done - shown.get(what, 0), total)
+                shown[what] = done
+
+            m = retrieve(work, kps, settings=st, domain_map=dmap, kp_digest=kp_digest, restart=restart, embed=embed,
+                         progress=report)
     except (RetrieveError, DatasetError, ValueError, RuntimeError) as e:
         fail(str(e), code=1 if isinstance(e, RuntimeError) else 2)
     except OSError as e:

@@ -12,6 +12,7 @@ import functools
 import inspect
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +32,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
+
+from studybench.cli.progress import LINE_EVERY_S, LineProgress
 
 __all__ = [
     "JUDGE_OPTIONS",
@@ -147,29 +150,68 @@ def interruptible() -> Iterator[list[int]]:
 
 
 class _RateColumn(ProgressColumn):
-    """Turns per second since the task started."""
+    """Items (turns) per second since the task started."""
+
+    def __init__(self, unit: str = "turns") -> None:
+        super().__init__()
+        self.unit = unit
 
     def render(self, task: Task) -> Text:
         elapsed = task.elapsed or 0.0
         rate = task.completed / elapsed if elapsed > 0 else 0.0
-        return Text(f"{rate:,.1f} turns/s", style="progress.data.speed")
+        return Text(f"{rate:,.1f} {self.unit}/s" if self.unit else f"{rate:,.1f}/s", style="progress.data.speed")
 
 
 @contextmanager
-def progress_bars() -> Iterator[Callable[[str, int, int | None], None]]:
-    """A :data:`studybench.evaluate.ProgressFn` drawing one Rich bar per phase (on a terminal, or
-    with ``STUDYBENCH_PROGRESS=1``)."""
+def _progress_lines(unit: str) -> Iterator[Callable[[str, int, int | None], None]]:
+    """:class:`~studybench.cli.progress.LineProgress` on stderr, with a heartbeat thread."""
+    lines = LineProgress(lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True), unit=unit)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(min(5.0, LINE_EVERY_S)):
+            lines.tick()
+
+    thread = threading.Thread(target=beat, name="studybench-progress", daemon=True)
+    thread.start()
+    try:
+        yield lines
+    finally:
+        stop.set()
+        thread.join(5)
+        lines.close()
+
+
+@contextmanager
+def progress_bars(unit: str = "turns") -> Iterator[Callable[[str, int, int | None], None]]:
+    """A :data:`studybench.evaluate.ProgressFn` showing each phase's progress.
+
+    On a terminal (stderr), one Rich bar per phase; otherwise (a log file, a pipe) plain lines
+    (:class:`~studybench.cli.progress.LineProgress`: every tenth of a phase and at least every 30 s).
+    ``STUDYBENCH_PROGRESS``: ``bars`` (or ``1``) always draws bars, ``lines`` always prints lines,
+    ``0`` shows none.
+
+    Args:
+        unit: what the phases count (``"turns"``; ``""``: nothing named).
+    """
+    mode = os.environ.get("STUDYBENCH_PROGRESS", "").strip().lower()
+    if mode in ("0", "off", "none"):
+        yield lambda phase, advance, total: None
+        return
+    if mode == "lines" or (mode not in ("1", "bars") and not console.is_terminal):
+        with _progress_lines(unit) as lines:
+            yield lines
+        return
     prog = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        _RateColumn(),
+        _RateColumn(unit),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
         console=console,
         transient=False,
-        disable=not console.is_terminal and os.environ.get("STUDYBENCH_PROGRESS") != "1",
     )
     tasks: dict[str, Any] = {}
 

@@ -96,6 +96,7 @@ def eval_cmd(
     request_timeout: Annotated[float, typer.Option(help="Seconds per HTTP request before it is retried.")] = 600.0,
     max_retries: Annotated[int, typer.Option(help="Retries per turn on 429/5xx/timeouts/dropped connections.")] = 6,
     max_consecutive_failures: Annotated[int, typer.Option("--max-consecutive-failures", help="Stop the run (saving what is done; re-run to resume) after this many request attempts in a row got no answer from the endpoint and none for 10 s; 0: never stop.")] = 8,
+    liveness_timeout: Annotated[float, typer.Option("--liveness-timeout", help="While requests are in flight and unanswered, probe the endpoint's model list (GET /models); when the probes too get no answer for this many seconds, the endpoint is hung: stop as for a dead one (saving what is done). A slow server that answers the probe is never cut; 0: never probe. The judge's endpoint too.")] = 20.0,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key (never stored).")] = "OPENAI_API_KEY",
     system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File replacing the system message (GEPA, EvoSkill).")] = None,
     playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE; its bullet ids and helpful/harmful counters are removed).")] = None,
@@ -166,6 +167,7 @@ def eval_cmd(
             repetition_penalty=repetition_penalty, max_tokens=max_tokens, context_budget=context_budget,
             **({} if min_completion_tokens is None else {"min_completion_tokens": min_completion_tokens}), thinking=thinking, concurrency=concurrency,
             request_timeout=request_timeout, max_retries=max_retries, max_consecutive_failures=max_consecutive_failures,
+            liveness_timeout=liveness_timeout,
             system_prompt=system_prompt, playbook=playbook, playbook_max_tokens=playbook_max_tokens,
             guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
             verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
@@ -263,6 +265,11 @@ def eval_cmd(
     if g is not None:
         rate = f" ({g.turns_per_s:.1f} turns/s)" if g.generated else ""
         console.print(f"generated {plural(g.generated, 'turn')} ({g.reused} reused, {g.failed} failed) in {g.seconds:.1f}s{rate}")
+        if g.skipped_parents:
+            first = next(iter(g.skipped_parents.values()))
+            console.print(f"[bold yellow]skipped {plural(len(g.skipped_parents), 'parent')} whose prompt does not fit the "
+                          f"context ({plural(g.skipped, 'turn')} recorded as failed; the report lists them): e.g. "
+                          f"{escape(first)}[/bold yellow]", soft_wrap=True)
     if result.rule is not None:
         timed_out = f", {result.rule.timed_out} timed out" if result.rule.timed_out else ""
         console.print(f"verified {plural(result.rule.verified, 'turn')} ({result.rule.reused} reused{timed_out}) in {result.rule.seconds:.1f}s")

@@ -14,9 +14,18 @@ A dead endpoint: the pass stops when the backend's :class:`~studybench.models.he
 no answer (connection refused, reset or dropped, timeouts, HTTP 502/503/504), across all turns in
 flight and retries included, and no answer for :data:`DEAD_ENDPOINT_GRACE_S` seconds: a dead server
 is noticed within seconds instead of after every turn's retries. For backends without one, the same
-count is kept over failed *turns* (:func:`is_unreachable_error`). On stopping, no new turn is asked,
+count is kept over failed *turns* (:func:`is_unreachable_error`). A hung endpoint (it accepts
+connections and answers neither the requests in flight nor its liveness probe: ``health.hung``, see
+:class:`~studybench.models.health.LivenessCheck`) stops the pass the same way, however long the
+requests' own timeout. On stopping, no new turn is asked,
 turns in flight are cancelled (their rows are not written), and :attr:`GenerationStats.stopped` says
 why. Everything finished before is saved; running the pass again resumes.
+
+A parent whose prompt does not fit the budgets (:func:`studybench.evaluate.fit.parent_fit_problem`:
+the context budget or the server's context leaves its last turn fewer completion tokens than the
+floor) is skipped, not asked: each of its turns still to generate gets a failed row whose error
+begins with :data:`~studybench.evaluate.fit.SKIPPED_PREFIX` and says why (``stats.skipped_parents``);
+the other parents run normally.
 
 A budget (``budget``, a :class:`~studybench.costs.BudgetTracker`): every reply is charged to it, and
 it is checked before each request is sent; once a limit is reached no request is sent, the requests
@@ -30,10 +39,11 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from studybench.answers import clean_surrogates
 from studybench.costs import BudgetTracker
+from studybench.evaluate.fit import SKIPPED_PREFIX, parent_fit_problem
 from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
 from studybench.models import ChatBackend, ChatRequest, EndpointHealth
 from studybench.protocol import Artefacts, build_messages, messages_digest
@@ -84,8 +94,9 @@ def is_permanent_error(error: str) -> bool:
     """Whether a failed turn's error is one that running the same command again cannot fix.
 
     An HTTP 4xx other than 408, 409 and 429 (the server refused the request itself: too long for its
-    context, an unknown model, a bad parameter) and a turn refused before sending because its
-    completion budget fell below the floor. Transport failures, 5xx and rate limits are transient.
+    context, an unknown model, a bad parameter), a turn refused before sending because its
+    completion budget fell below the floor, and a turn of a parent skipped because its prompt does
+    not fit. Transport failures, 5xx and rate limits are transient.
 
     Args:
         error: :attr:`studybench.models.ChatResult.error`.
@@ -96,7 +107,7 @@ def is_permanent_error(error: str) -> bool:
     m = _PERMANENT_STATUS.match(error)
     if m is not None:
         return int(m.group(1)) not in (408, 409, 429)
-    return _BUDGET_REFUSAL.match(error) is not None
+    return _BUDGET_REFUSAL.match(error) is not None or error.startswith(SKIPPED_PREFIX)
 
 
 @dataclass
@@ -114,6 +125,8 @@ class GenerationStats:
         last_answer: epoch seconds of the last answered turn (the pass's start when none was answered).
         budget_stopped: ``None`` unless the pass stopped because its token or cost budget was spent
             (:meth:`studybench.costs.BudgetTracker.exceeded`'s sentence).
+        skipped: turns of skipped parents recorded as failed now (not counted in ``generated``).
+        skipped_parents: ``{parent uid: why}`` for the parents whose prompt does not fit the budgets.
     """
 
     total: int = 0
@@ -124,6 +137,8 @@ class GenerationStats:
     stopped: str | None = None
     last_answer: float = 0.0
     budget_stopped: str | None = None
+    skipped: int = 0
+    skipped_parents: dict[str, str] = field(default_factory=dict)
 
     @property
     def done(self) -> int:
@@ -208,15 +223,39 @@ async def generate_turns(
     health = getattr(backend, "health", None)
     model = str(backend.describe().get("model") or "") if budget is not None else ""
 
+    def hung(h: EndpointHealth) -> None:
+        if stats.stopped is None:
+            stats.last_answer = time.time() - h.silent_for()
+            stop(f"the endpoint accepts connections but answers nothing: {h.hung}")
+
     async def watch(h: EndpointHealth) -> None:
         """Stop the pass when the endpoint's request attempts have gone unanswered for a while."""
         while stats.stopped is None:
+            if h.hung is not None:
+                hung(h)
+                return
             if h.dead(max_consecutive_failures or 0, DEAD_ENDPOINT_GRACE_S):
                 stats.last_answer = time.time() - h.silent_for()
                 stop(f"{h.streak} requests in a row got no answer ({h.last_error}); "
                      f"no answer for {h.silent_for():.0f} s")
                 return
             await asyncio.sleep(0.25)
+
+    fits: dict[str, str | None] = {}
+
+    def skip(parent: Parent, seed: int, attempt: int, previous: list[str | None], why: str) -> None:
+        """Record every turn of the chain from ``len(previous)`` on as failed: the parent does not fit."""
+        stats.skipped_parents[parent.uid] = why
+        subs = parent.subs()
+        for j in range(len(previous), len(subs)):
+            ref = SubProblemRef(parent, j, subs[j])
+            digest = messages_digest(build_messages(ref, previous + [None] * (j - len(previous)), artefacts))
+            store.append(GenerationRow(**scope.key(ref, seed, attempt).to_dict(), turn=j, messages_digest=digest,
+                                       request_seed=request_seed(seed, attempt, parent.uid, j), completion="",
+                                       latency_s=0.0, attempts=0, error=SKIPPED_PREFIX + why, time=time.time()))
+            stats.skipped += 1
+            if progress:
+                progress("generate", 1, None)
 
     async def chain(parent: Parent, seed: int, attempt: int) -> None:
         previous: list[str | None] = []
@@ -234,6 +273,12 @@ async def generate_turns(
                 if progress:
                     progress("generate", 1, None)
                 continue
+            if parent.uid not in fits:
+                fits[parent.uid] = parent_fit_problem(backend, parent, artefacts)
+            why = fits[parent.uid]
+            if why is not None:  # never asked: its last turn cannot fit (turns already done are kept)
+                skip(parent, seed, attempt, previous, why)
+                return
             rseed = request_seed(seed, attempt, parent.uid, ref.index)
             async with sem:
                 spent = budget.exceeded() if budget is not None else None
@@ -241,6 +286,9 @@ async def generate_turns(
                     stats.budget_stopped = stats.budget_stopped or spent
                     return  # no new request; those in flight finish and are stored
                 res = await backend.complete(ChatRequest(msgs, rseed, ref, ref.index))
+            if isinstance(health, EndpointHealth) and health.hung is not None:
+                hung(health)  # a turn ended by the hang is not written: the next run asks it again
+                return
             if budget is not None:
                 budget.charge(model, res.usage, answered=res.error is None)
             completion = clean_surrogates(res.completion or "")

@@ -40,7 +40,7 @@ _ARTEFACT_FLAGS = {"system_prompt": "--system-prompt", "playbook": "--playbook",
 _SAMPLING_FIELDS = {"temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty", "max_tokens",
                     "context_budget"}
 _JUDGE_FIELDS = ("api_key_env", "concurrency", "request_timeout", "max_retries", "parse_retries", "max_tokens")
-_BACKEND_FIELDS = ("api_key_env", "concurrency", "request_timeout", "max_retries", "min_completion_tokens")
+_BACKEND_FIELDS = ("api_key_env", "concurrency", "request_timeout", "max_retries", "min_completion_tokens", "liveness_timeout")
 
 
 @dataclass

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from studybench import __version__
 from studybench.costs import Pricing
 from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
+from studybench.evaluate.fit import check_fit, plan_server_context
 from studybench.evaluate.generate import GenerationStats, generate_turns
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.resume import resume_refusal
@@ -39,12 +40,10 @@ from studybench.protocol import (
     ArtefactError,
     Artefacts,
     GuidanceKey,
-    build_messages,
     guidance_coverage,
     load_artefacts,
     unmatched_guidance_message,
 )
-from studybench.records import SubProblemRef
 from studybench.report import write_report
 from studybench.report.tokens import record_pricing
 from studybench.secrets import env_secrets, known_secrets, redact_command, url_secrets
@@ -59,6 +58,8 @@ from studybench.store import (
     parents_index,
     record_environment,
     rule_settings,
+    stored_artefact_refs,
+    write_artefacts,
 )
 
 __all__ = [
@@ -170,6 +171,7 @@ class EvalPlan:
             OSError: the run directory cannot be written.
         """
         store = RunStore(self.run_dir)
+        write_artefacts(self.run_dir, self.artefacts)  # before the manifest that names them
         store.write_manifest(self.manifest)
         return store
 
@@ -259,8 +261,9 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         EvalError: an unusable setting, test set, artefact or judge, guidance entries matching no
             sub-problem (unless ``spec.ignore_unmatched_guidance``), a run directory holding a
             different run (the message says what differs and the fix), a non-empty directory that is
-            not a run, ``only_verify`` without a run to verify, or a selection whose prompts alone
-            leave a turn fewer completion tokens than the floor (``context_budget``).
+            not a run, ``only_verify`` without a run to verify, or a selection where no parent's prompt
+            leaves a turn the completion floor within ``context_budget`` (a parent that does not fit
+            is skipped, with a note: :mod:`studybench.evaluate.fit`).
         studybench.store.RunDirInUseError: another process is writing the run directory now.
     """
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
@@ -307,12 +310,13 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
     if spec.judge is not None and spec.verifier_mode != "rule":
         try:
             judge = spec.judge.build()
+            judge.backend.liveness_timeout = spec.liveness_timeout
         except LLMJudgeSpecError as e:
             raise EvalError(str(e), f"judge.{e.field}") from None
     elif spec.judge is not None:
         notes.append("--verifier-mode rule never calls an LLM; --judge-model is ignored")
     if be is not None:
-        _check_budget(be, parents, art)
+        notes += check_fit(be, parents, art)  # parents that do not fit are skipped; none fitting is refused
     mode, judge_desc = _verifier(spec, judge, previous)
     try:
         manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc, _secrets(spec, be, judge), errata.describe(parents))
@@ -348,24 +352,6 @@ def _secrets(spec: EvalSpec, backend: Any, judge: LLMJudge | None) -> tuple[str,
     return known_secrets([*found, *env_secrets(names)])
 
 
-def _check_budget(backend: ChatBackend, parents: list[Any], art: Artefacts) -> None:
-    """Refuse a selection whose prompts alone leave a turn less than the completion floor.
-
-    The last sub-problem of each parent has the longest prompt; with the model's earlier replies
-    still unknown, it is built with placeholders, so this is a lower bound on what the run will send
-    (later turns whose conversation grows past the budget fail when they come, naming the numbers).
-    """
-    problem_of = getattr(backend, "budget_problem", None)
-    if problem_of is None:
-        return
-    for p in parents:
-        subs = p.subs()
-        ref = SubProblemRef(p, len(subs) - 1, subs[-1])
-        problem = problem_of(build_messages(ref, [None] * ref.index, art))
-        if problem is not None:
-            raise EvalError(f"context_budget: {p.uid} / {ref.sub_id} (turn {ref.index + 1}): {problem}", "context_budget")
-
-
 def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dict[str, Any], art: Artefacts,
               mode: str, judge_desc: dict[str, Any] | None, secrets: tuple[str, ...] = (), errata: Any = None) -> Manifest:
     return Manifest(
@@ -377,7 +363,8 @@ def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dic
         k=spec.k,
         seeds=list(spec.seeds),
         backend=backend_desc,
-        artefacts={**art.describe(), "paths": artefact_paths(spec.system_prompt, spec.playbook, spec.guidance)},
+        artefacts={**art.describe(), "paths": artefact_paths(spec.system_prompt, spec.playbook, spec.guidance),
+                   **({"stored": refs} if (refs := stored_artefact_refs(art)) else {})},
         verifier=VerifierInfo(**{**rule_settings(spec.verify_timeout), "mode": mode, "judge": judge_desc}),
         parents=parents_index(parents),
         command=redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], secrets),
@@ -388,16 +375,21 @@ def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dic
 def check_endpoints(plan: EvalPlan) -> list[str]:
     """Check the model endpoint (and the judge's, unless ``only_generate``) before a run.
 
+    Also reads the server's context length and plans every turn within it
+    (:func:`~studybench.evaluate.fit.plan_server_context`; recorded in ``plan.manifest``).
+
     Returns:
-        Warnings to show (e.g. the endpoint does not list the model).
+        Warnings to show (e.g. the endpoint does not list the model, the server's context lowered the cap).
 
     Raises:
-        EvalError: an endpoint is unreachable, has an invalid URL, or refuses the key.
+        EvalError: an endpoint is unreachable, has an invalid URL, or refuses the key; or no parent fits
+            the server's context.
     """
     warnings: list[str] = []
     try:
         if plan.backend is not None and not isinstance(plan.backend, ReferenceBackend) and hasattr(plan.backend, "base_url"):
             warnings += check_endpoint(plan.backend)
+            warnings += plan_server_context(plan.backend, plan.manifest.backend, plan.scope.parents, plan.artefacts)
         if plan.judge is not None and not plan.spec.only_generate:
             warnings += check_endpoint(plan.judge.backend, what="judge endpoint")
     except EndpointError as e:

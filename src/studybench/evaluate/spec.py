@@ -26,6 +26,7 @@ from pydantic import (
 from studybench.datasets import Dataset
 from studybench.llm_judge import LLMJudgeSpec
 from studybench.models import (
+    DEFAULT_LIVENESS_TIMEOUT,
     MIN_COMPLETION_TOKENS,
     PRESETS,
     REFERENCE_MODES,
@@ -93,6 +94,10 @@ class EvalSpec(BaseModel):
         max_retries: retries per turn on 429, 5xx, timeouts and dropped connections.
         max_consecutive_failures: stop the run (saving what is done) after this many turns in a row
             failed because the endpoint could not be reached; 0: never stop.
+        liveness_timeout: while requests are in flight and unanswered, the endpoint's model list is
+            probed; when the probes too get no answer for this many seconds the endpoint counts as
+            hung and the run stops as for a dead endpoint (a slow server that answers the probe is
+            never cut); 0: never probe. Applies to the LLM judge's endpoint too.
         system_prompt, playbook, guidance: method artefact files (GEPA/EvoSkill, ACE, hints).
         playbook_max_tokens: the most built-in tokens the (cleaned) playbook may hold; 0: no cap.
         ignore_unmatched_guidance: run even when guidance entries match no sub-problem of the test
@@ -152,6 +157,7 @@ class EvalSpec(BaseModel):
     request_timeout: float = Field(600.0, ge=1e-3, le=86_400.0, allow_inf_nan=False)
     max_retries: int = Field(6, ge=0, le=1000)
     max_consecutive_failures: int = Field(8, ge=0, le=1_000_000)
+    liveness_timeout: float = Field(DEFAULT_LIVENESS_TIMEOUT, ge=0.0, le=86_400.0, allow_inf_nan=False)
     system_prompt: Path | None = None
     playbook: Path | None = None
     playbook_max_tokens: int = Field(12_000, ge=0, le=10_000_000)
@@ -301,7 +307,8 @@ class EvalSpec(BaseModel):
                             "e.g. http://127.0.0.1:8000/v1 from `vllm serve`", "base_url")
         return OpenAIBackend(self.model, url, self.sampling(), concurrency=self.concurrency,
                              request_timeout=self.request_timeout, max_retries=self.max_retries,
-                             api_key_env=self.api_key_env, min_completion_tokens=self.min_completion_tokens)
+                             api_key_env=self.api_key_env, min_completion_tokens=self.min_completion_tokens,
+                             liveness_timeout=self.liveness_timeout)
 
 
 _SLICE = re.compile(r"\s*(-?\d*)\s*:\s*(-?\d*)\s*")

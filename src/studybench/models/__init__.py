@@ -15,11 +15,12 @@ from studybench.models.base import (
     ChatResult,
     SamplingParams,
 )
-from studybench.models.health import EndpointHealth
+from studybench.models.health import DEFAULT_LIVENESS_TIMEOUT, EndpointHealth, LivenessCheck
 from studybench.models.preflight import EndpointError, check_endpoint
 from studybench.models.reference import REFERENCE_MODES, ReferenceBackend
 
 __all__ = [
+    "DEFAULT_LIVENESS_TIMEOUT",
     "MIN_COMPLETION_TOKENS",
     "PRESETS",
     "REFERENCE_MODES",
@@ -28,6 +29,7 @@ __all__ = [
     "ChatResult",
     "EndpointError",
     "EndpointHealth",
+    "LivenessCheck",
     "ReferenceBackend",
     "SamplingParams",
     "check_endpoint",

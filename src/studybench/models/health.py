@@ -12,10 +12,15 @@ working on earlier requests is not dead because newer ones got HTTP 503 from a p
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["EndpointHealth", "UNREACHABLE_STATUSES"]
+__all__ = ["DEFAULT_LIVENESS_TIMEOUT", "EndpointHealth", "LivenessCheck", "UNREACHABLE_STATUSES"]
+
+DEFAULT_LIVENESS_TIMEOUT = 20.0
+"""Seconds the liveness probe may go unanswered, while requests are in flight, before the endpoint
+counts as hung (:class:`LivenessCheck`)."""
 
 UNREACHABLE_STATUSES = frozenset({502, 503, 504})
 """HTTP statuses a proxy or load balancer sends when no model server is behind it."""
@@ -35,6 +40,9 @@ class EndpointHealth:
     last_answer: float = field(default_factory=time.monotonic)
     last_error: str = ""
     streak_began: float = 0.0
+    hung: str | None = None
+    """Why the endpoint counts as hung (it accepts connections and answers neither requests nor the
+    liveness probe: :class:`LivenessCheck`), or ``None``."""
     _pending: dict[int, float] = field(default_factory=dict, repr=False)
     _next: int = field(default=0, repr=False)
 
@@ -92,3 +100,75 @@ class EndpointHealth:
     def silent_for(self) -> float:
         """Seconds since the server last answered."""
         return time.monotonic() - self.last_answer
+
+    def in_flight(self) -> int:
+        """Attempts sent and not over yet."""
+        return len(self._pending)
+
+    def oldest_sent(self) -> float | None:
+        """``time.monotonic()`` at which the oldest attempt still in flight was sent (``None``: none is)."""
+        return min(self._pending.values(), default=None)
+
+
+@dataclass
+class LivenessCheck:
+    """Telling a hung server from a slow one while requests are in flight.
+
+    A long reasoning completion may legitimately take many minutes, so a request's own timeout cannot
+    tell a slow server from one that accepts connections and never answers. While requests are in
+    flight and none has been answered for :attr:`interval` seconds, the server's model list (``GET
+    /models``, which vLLM and llama.cpp answer at once while they generate) is probed every
+    :attr:`interval` seconds. The endpoint counts as hung when the probes, too, got no answer for
+    :attr:`timeout` seconds and no request was answered meanwhile; any answer (any HTTP status) keeps
+    it alive, so a slow but live server is never cut.
+
+    Attributes:
+        timeout: seconds without an answer to the probe (and to every request) before the endpoint is hung.
+        failing_since: ``time.monotonic()`` at which the first unanswered probe of the current run of
+            them was sent (``None``: the last probe was answered).
+    """
+
+    timeout: float = DEFAULT_LIVENESS_TIMEOUT
+    failing_since: float | None = None
+
+    @property
+    def interval(self) -> float:
+        """Seconds between probes, and of silence before the first: a quarter of the timeout, at most 5 s."""
+        return min(5.0, self.timeout / 4)
+
+    def due(self, health: EndpointHealth, now: float | None = None) -> bool:
+        """Whether to probe now: attempts are in flight, the oldest waited :attr:`interval` seconds, and
+        none was answered for as long.
+
+        Args:
+            health: the endpoint's attempts.
+            now: ``time.monotonic()`` (default: now).
+        """
+        now = time.monotonic() if now is None else now
+        oldest = health.oldest_sent()
+        return (oldest is not None and now - oldest >= self.interval
+                and now - health.last_answer >= self.interval)
+
+    def answered(self) -> None:
+        """Record a probe the server answered."""
+        self.failing_since = None
+
+    def unanswered(self, sent: float, health: EndpointHealth, now: float | None = None) -> bool:
+        """Record a probe sent at ``sent`` that got no answer (a timeout, a refused or dropped connection).
+
+        Args:
+            sent: ``time.monotonic()`` when the probe was sent.
+            health: the endpoint's attempts (an answer to a request since ``sent`` keeps it alive).
+            now: ``time.monotonic()`` (default: now).
+
+        Returns:
+            Whether the endpoint is now hung: probes have gone unanswered for :attr:`timeout` seconds
+            and no request was answered since the first of them was sent.
+        """
+        now = time.monotonic() if now is None else now
+        if health.last_answer >= sent:  # a request was answered meanwhile: alive
+            self.failing_since = None
+            return False
+        if self.failing_since is None or health.last_answer >= self.failing_since:
+            self.failing_since = sent
+        return math.isfinite(self.timeout) and now - self.failing_since >= self.timeout

@@ -17,6 +17,16 @@ Implements :class:`studybench.models.base.ChatBackend` for PROTOCOL.md section 2
   malformed response bodies) are retried with exponential backoff and jitter, honouring
   ``Retry-After`` (capped by ``backoff_max``); other 4xx are not retried. :meth:`OpenAIBackend.complete`
   never raises for such failures: it returns a :class:`ChatResult` with ``error`` set.
+- **A hung server** (it accepts connections and never answers): while requests are in flight and
+  none was answered for a while, the server's model list is probed
+  (:class:`~studybench.models.health.LivenessCheck`); when the probes too get no answer for
+  ``liveness_timeout`` seconds, every request in flight ends at once with a ``timeout`` error (not
+  retried), and so does every request sent while the server stays silent; ``health.hung`` says why.
+  A slow server that answers its model list is never cut (a long reasoning completion may take as
+  long as ``request_timeout``).
+- **Context length**: :attr:`OpenAIBackend.server_context`, when set (from the server's model list or
+  ``/props``: :func:`studybench.models.preflight.server_context_length`), caps prompt + completion
+  too: the cap used is ``min(context_budget, server_context)`` whenever a budget is sent.
 - **Secrets**: the API key is read from the environment variable named by ``api_key_env`` only (the
   placeholder ``"EMPTY"``, which vLLM accepts, when unset). The key, and a password or ``?api_key=``
   value given inside ``base_url``, are this backend's configured secrets (:attr:`OpenAIBackend.secrets`):
@@ -57,7 +67,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from studybench.costs import normalise_usage
 from studybench.models.base import ChatRequest, ChatResult, SamplingParams
-from studybench.models.health import UNREACHABLE_STATUSES, EndpointHealth
+from studybench.models.health import (
+    DEFAULT_LIVENESS_TIMEOUT,
+    UNREACHABLE_STATUSES,
+    EndpointHealth,
+    LivenessCheck,
+)
 from studybench.secrets import (
     known_secrets,
     redact_model_text,
@@ -100,6 +115,10 @@ def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
 
 class _BadResponse(Exception):
     """A 2xx response whose body is not a usable chat completion (retried like a dropped connection)."""
+
+
+class _NoAnswer(Exception):
+    """The server is hung: neither this request nor the liveness probe got an answer (not retried)."""
 
 
 def split_query(base_url: str | None) -> tuple[str | None, dict[str, str]]:
@@ -168,6 +187,9 @@ class _LoopState:
     clients: list[openai.AsyncOpenAI]
     load: list[int]
     semaphore: asyncio.Semaphore
+    tls: Any = None
+    hung: asyncio.Future[None] | None = None  # done once the server counts as hung
+    watcher: asyncio.Task[None] | None = None  # the liveness probe loop, while requests are in flight
 
 
 class OpenAIBackend:
@@ -190,10 +212,12 @@ class OpenAIBackend:
         api_key_env: name of the environment variable holding the API key (read at construction).
         min_completion_tokens: the floor on a turn's completion limit; a turn below it is not sent
             (default 1: never a non-positive limit; evaluations use :data:`~studybench.models.base.MIN_COMPLETION_TOKENS`).
+        liveness_timeout: seconds the liveness probe may go unanswered, while requests are in flight,
+            before the server counts as hung (module docstring); 0: never probe.
 
     Raises:
         ValueError: a non-positive ``concurrency``, ``request_timeout`` or ``min_completion_tokens``,
-            a negative ``max_retries`` or backoff.
+            a negative ``max_retries``, backoff or ``liveness_timeout``.
     """
 
     name = "openai"
@@ -211,7 +235,10 @@ class OpenAIBackend:
         backoff_max: float = 60.0,
         api_key_env: str = "OPENAI_API_KEY",
         min_completion_tokens: int = 1,
+        liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
     ) -> None:
+        if not liveness_timeout >= 0:
+            raise ValueError("liveness_timeout must be >= 0 seconds")
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         if request_timeout <= 0:
@@ -233,6 +260,9 @@ class OpenAIBackend:
         self.max_retries = max_retries
         self.health = EndpointHealth()
         """Unreachable attempts in a row across all requests (a generation pass stops on a dead endpoint)."""
+        self.liveness_timeout = float(liveness_timeout)
+        self.server_context: int | None = None
+        """The server's context length (prompt + completion), when known: caps every budget sent."""
         self.backoff_initial = float(backoff_initial)
         self.backoff_max = float(backoff_max)
         self.api_key_env = api_key_env
@@ -274,6 +304,7 @@ class OpenAIBackend:
             "backoff_initial": self.backoff_initial,
             "backoff_max": self.backoff_max,
             "api_key_env": self.api_key_env,
+            "liveness_timeout": self.liveness_timeout,
         }
 
     def _redact(self, text: str) -> str:
@@ -302,9 +333,28 @@ class OpenAIBackend:
         """
         s = self.sampling if sampling is None else sampling
         limits = [s.max_tokens] if s.max_tokens is not None else []
-        if s.context_budget is not None:
-            limits.append(s.context_budget - estimate_prompt_tokens(messages))
+        cap = self.context_cap(s)
+        if cap is not None:
+            limits.append(cap - estimate_prompt_tokens(messages))
         return min(limits) if limits else None
+
+    def context_cap(self, sampling: SamplingParams | None = None) -> int | None:
+        """The cap on prompt + completion: ``context_budget`` and :attr:`server_context`, the smaller.
+
+        The server's context caps a turn only when a budget is sent at all (with neither
+        ``max_tokens`` nor ``context_budget`` the server decides within its own context).
+
+        Args:
+            sampling: the request's sampling (default: the backend's).
+
+        Returns:
+            The cap in tokens, or ``None`` when there is none.
+        """
+        s = self.sampling if sampling is None else sampling
+        cap = s.context_budget
+        if self.server_context is not None and (cap is not None or s.max_tokens is not None):
+            cap = self.server_context if cap is None else min(cap, self.server_context)
+        return cap
 
     def budget_problem(self, messages: list[dict[str, Any]], sampling: SamplingParams | None = None) -> str | None:
         """Why a turn with ``messages`` must not be sent (its completion limit is below the floor), or ``None``.
@@ -321,14 +371,19 @@ class OpenAIBackend:
         if budget is None or budget >= self.min_completion_tokens:
             return None
         s = self.sampling if sampling is None else sampling
-        if s.context_budget is not None and budget <= 0:
+        cap = self.context_cap(s)
+        server = s.context_budget is None or (self.server_context is not None and cap == self.server_context < s.context_budget)
+        what = f"the server's context length {cap}" if server else f"the context budget {cap}"
+        if cap is not None and budget <= 0:
+            fix = ("serve the model with a longer context (vllm serve --max-model-len)" if server
+                   else "raise --context-budget if the server's context allows it")
             return (f"the prompt alone (~{estimate_prompt_tokens(messages)} tokens estimated, {PROMPT_ESTIMATE}) does "
-                    f"not fit the context budget {s.context_budget}: raise --context-budget if the server's context "
-                    "allows it, or leave this problem out (--slice / --limit)")
-        if s.context_budget is not None and (s.max_tokens is None or budget < s.max_tokens):
+                    f"not fit {what}: {fix}, or leave this problem out (--slice / --limit)")
+        if cap is not None and (s.max_tokens is None or budget < s.max_tokens):
+            fix = "serve the model with a longer context" if server else "raise --context-budget"
             return (f"completion budget {budget} tokens is below the floor of {self.min_completion_tokens}: the prompt "
                     f"(~{estimate_prompt_tokens(messages)} tokens estimated, {PROMPT_ESTIMATE}) leaves only {budget} of "
-                    f"the context budget {s.context_budget}; raise --context-budget (or lower --min-completion-tokens)")
+                    f"{what}; {fix} (or lower --min-completion-tokens)")
         return (f"completion budget {budget} tokens (--max-tokens) is below the floor of {self.min_completion_tokens}; "
                 "raise --max-tokens (or lower --min-completion-tokens)")
 
@@ -378,9 +433,78 @@ class OpenAIBackend:
                 )
                 for _ in range(self._shards)
             ]
-            state = _LoopState(loop, clients, [0] * len(clients), asyncio.Semaphore(self.concurrency))
+            state = _LoopState(loop, clients, [0] * len(clients), asyncio.Semaphore(self.concurrency), tls,
+                               loop.create_future())
+            self.health.hung = None  # a new loop (a new pass) asks the server afresh
             self._state = state
         return state
+
+    # -- liveness --------------------------------------------------------------------------------------
+
+    async def probe(self, timeout: float | None = None) -> str | None:
+        """Ask the server's model list (``GET {base_url}/models``) once, on a connection of its own.
+
+        Args:
+            timeout: seconds to wait for an answer (default :attr:`liveness_timeout`, else 20).
+
+        Returns:
+            ``None`` when the server answered (any HTTP status: it is alive), else what happened
+            (``"ReadTimeout"``, ``"ConnectError"``).
+        """
+        state = self._loop_state()
+        limit = timeout if timeout is not None else (self.liveness_timeout or DEFAULT_LIVENESS_TIMEOUT)
+        url = str(state.clients[0].base_url).rstrip("/") + "/models"
+        try:
+            async with httpx.AsyncClient(timeout=limit, verify=state.tls if state.tls is not None else True) as client:
+                await client.get(url, params=self.query or None, headers={"Authorization": f"Bearer {self._api_key}"})
+        except (httpx.HTTPError, OSError) as exc:
+            return type(exc).__name__
+        return None
+
+    def _watch(self, state: _LoopState) -> None:
+        """Start the liveness probe loop for ``state`` unless it runs (or probing is off)."""
+        if self.liveness_timeout > 0 and (state.watcher is None or state.watcher.done()):
+            state.watcher = asyncio.ensure_future(self._liveness(state))
+
+    async def _liveness(self, state: _LoopState) -> None:
+        """Probe the server while requests are in flight; mark it hung when the probes too go unanswered."""
+        check = LivenessCheck(self.liveness_timeout)
+        h = self.health
+        while h.in_flight() and state.hung is not None and not state.hung.done():
+            await asyncio.sleep(check.interval)
+            if not check.due(h):
+                continue
+            sent = time.monotonic()
+            error = await self.probe(self.liveness_timeout)
+            if error is None:
+                check.answered()
+            elif check.unanswered(sent, h) and not state.hung.done():
+                waited = time.monotonic() - (check.failing_since or sent)
+                n = h.in_flight()
+                h.hung = (f"{n} request{'s' if n != 1 else ''} in flight and the liveness probe (GET /models: {error}) got no "
+                          f"answer for {waited:.0f} s")
+                log.info("the endpoint %s looks hung: %s", self._display_url(), h.hung)
+                state.hung.set_result(None)  # ends every request in flight; later ones are not sent
+
+    async def _post(self, state: _LoopState, shard: int, payload: dict[str, Any]) -> Any:
+        """One chat request; ended at once (:class:`_NoAnswer`) when the server counts as hung meanwhile."""
+        post = state.clients[shard].post("/chat/completions", body=payload, cast_to=object)
+        hung = state.hung
+        if self.liveness_timeout <= 0 or hung is None:
+            return await post
+        if hung.done():
+            post.close()
+            raise _NoAnswer(self.health.hung or "the server is not answering")
+        task = asyncio.ensure_future(post)
+        try:
+            await asyncio.wait((task, hung), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            raise _NoAnswer(self.health.hung or "the server is not answering")
+        return task.result()
 
     def _wait(self, retry_state: RetryCallState) -> float:
         """Seconds to sleep before the next attempt (tenacity ``wait`` callback)."""
@@ -400,6 +524,8 @@ class OpenAIBackend:
                 reason += f": {_short(_status_message(exc))}"
         elif isinstance(exc, openai.APITimeoutError):
             reason = f"timeout after {tries} (request_timeout={self.request_timeout:g}s)"
+        elif isinstance(exc, _NoAnswer):
+            reason = f"timeout after {tries} (the endpoint is hung: {exc})"
         elif isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__
             detail = f" ({type(cause).__name__})" if cause is not None else ""
@@ -440,8 +566,12 @@ class OpenAIBackend:
                 shard = min(range(len(state.clients)), key=state.load.__getitem__)
                 state.load[shard] += 1
                 token = self.health.begin()
+                self._watch(state)
                 try:
-                    data = await state.clients[shard].post("/chat/completions", body=payload, cast_to=object)
+                    data = await self._post(state, shard, payload)
+                except _NoAnswer:
+                    self.health.unreachable("no answer (liveness probe)")
+                    raise
                 except openai.APIStatusError as exc:
                     if exc.status_code in UNREACHABLE_STATUSES:
                         self.health.unreachable(f"HTTP {exc.status_code}")
@@ -520,6 +650,10 @@ class OpenAIBackend:
         state, self._state = self._state, None
         if state is None:
             return
+        watcher = state.watcher
+        if watcher is not None and not watcher.done() and state.loop is asyncio.get_running_loop():
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
         for client in state.clients:
             try:
                 await client.close()

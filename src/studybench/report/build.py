@@ -8,7 +8,12 @@ type), run bookkeeping (model, split, turn/judgement counts, failed turns, missi
 warning above :data:`TRUNCATION_WARN_SHARE`), ``pass_at_k`` (the unbiased pass@k for k = 1..K, per
 sub-problem and per parent, by the headline scoring: :func:`studybench.metrics.pass_at_k_table`);
 ``errata`` (:mod:`studybench.report.errata`) says which golds were scored (``official``, ``apply``,
-``exclude``) and how many attempts touch errata items; ``labels``, present when the run has any, are the manifest's labels
+``exclude``) and how many attempts touch errata items;
+``skipped_parents``, present when there are any, lists the parents skipped because their prompt does
+not fit the context (``{"parent", "reason"}``; their turns count as failed and the run is incomplete);
+``artefacts``, present when the run keeps its method artefacts, gives each kept file's path in the run
+directory and sha256 (:mod:`studybench.store.artefacts`);
+``labels``, present when the run has any, are the manifest's labels
 (:attr:`studybench.store.Manifest.labels`); ``tokens`` (per run, seed and turn) and, with a pricing file,
 ``cost``: :mod:`studybench.report.tokens` (``usage``, the older sum over the current rows, is kept); ``health``: whether
 the run may be compared with others (:func:`studybench.report.health.run_health`). What each turn scores comes from
@@ -31,7 +36,16 @@ from studybench.report.errata import errata_block
 from studybench.report.health import run_health
 from studybench.report.render import render_markdown
 from studybench.report.tokens import cost_block, record_pricing, recorded_pricing, token_block
-from studybench.store import Manifest, RunRows, RunStore, TurnVerdict, turn_verdicts
+from studybench.store import (
+    ARTEFACT_FILES,
+    ARTEFACTS_DIR,
+    SKIPPED_PARENT,
+    Manifest,
+    RunRows,
+    RunStore,
+    TurnVerdict,
+    turn_verdicts,
+)
 
 __all__ = ["SCORINGS", "TRUNCATION_WARN_SHARE", "build_report", "parent_outcomes", "write_report"]
 
@@ -214,6 +228,12 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     # incomplete: turns never generated, failed, or without a verdict (an interrupted or stopped run)
     rep["not_generated"] = sum(1 for t in table if t.rule.generation is None)
     rep["complete"] = not (rep["not_generated"] or rep["turns"]["failed"] or rep["turns"]["missing_judgements"])
+    skipped = _skipped_parents(table)
+    if skipped:  # only when there are any: reports of other runs stay as they were
+        rep["skipped_parents"] = skipped
+    kept = _kept_artefacts(man)
+    if kept:  # the method artefacts the run keeps (studybench.store.artefacts); absent for other runs
+        rep["artefacts"] = kept
     if judge is not None:
         judged = sum(llm_counts[v] for v in ("TRUE", "FALSE", "unjudgeable"))
         rep["llm_judge"] = {
@@ -367,6 +387,25 @@ def _truncation(table: list[TurnVerdict], seeds: list[int], headline: str) -> di
                    f"{overall['incorrect_truncated']} of {overall['incorrect']} incorrect attempts were truncated. {advice}")
     return {"warn_share": TRUNCATION_WARN_SHARE, "warning": warning, "measured_nothing": measured_nothing,
             "overall": overall, "per_seed": per_seed}
+
+
+def _kept_artefacts(man: Manifest) -> dict[str, dict[str, str]]:
+    """``{name: {"path", "sha256"}}`` of the artefact files the run directory keeps (known names only)."""
+    stored = man.artefacts.get("stored")
+    if not isinstance(stored, dict):
+        return {}
+    return {name: {"path": f"{ARTEFACTS_DIR}/{ARTEFACT_FILES[name]}", "sha256": str(ref.get("sha256"))[:64]}
+            for name, ref in stored.items() if name in ARTEFACT_FILES and isinstance(ref, dict)}
+
+
+def _skipped_parents(table: list[TurnVerdict]) -> list[dict[str, str]]:
+    """The parents skipped because their prompt does not fit the context, with why (in selection order)."""
+    out: dict[str, str] = {}
+    for t in table:
+        g = t.rule.generation
+        if g is not None and g.error and g.error.startswith(SKIPPED_PARENT) and t.key.parent not in out:
+            out[t.key.parent] = g.error[len(SKIPPED_PARENT):]
+    return [{"parent": p, "reason": r} for p, r in out.items()]
 
 
 def _reason_kind(reason: str) -> str:

@@ -24,6 +24,27 @@ def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
             "bound. Run the `studybench eval` command that made it again (without `--only-verify`) to finish the run.**", ""]
 
 
+def _skipped_lines(rep: dict[str, Any]) -> list[str]:
+    skipped = rep.get("skipped_parents") or []
+    if not skipped:
+        return []
+    lines = [f"**Skipped parents ({len(skipped)}): their prompt does not fit the context, so they were not asked; "
+             "their turns count as failed.**", ""]
+    lines += [f"- {md_cell(s['parent'])}: {md_cell(s['reason'])}" for s in skipped[:100]]
+    return [*lines, *([f"- ... and {len(skipped) - 100} more"] if len(skipped) > 100 else []), ""]
+
+
+def _artefacts_section(rep: dict[str, Any]) -> list[str]:
+    kept = rep.get("artefacts") or {}
+    if not kept:
+        return []
+    lines = ["## Method artefacts", "", "What the model saw, kept in the run directory:", "",
+             "| artefact | file | sha256 |", "|---|---|---|"]
+    lines += [f"| {md_cell(name)} | [{md_cell(ref['path'])}]({md_cell(ref['path'])}) | {md_cell(ref['sha256'][:12])} |"
+              for name, ref in kept.items()]
+    return [*lines, ""]
+
+
 def render_markdown(rep: dict[str, Any]) -> str:
     """Markdown rendering of :func:`build_report`'s output."""
 
@@ -40,6 +61,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         *([f"Labels: {md_cell(', '.join(f'{k} = {v}' for k, v in rep['labels'].items()))}", ""] if rep.get("labels") else []),
         *([md_cell(errata_line(rep["errata"])), ""] if rep.get("errata") else []),
         *_incomplete_lines(rep),
+        *_skipped_lines(rep),
         "| metric | mean ± std | per seed |",
         "|---|---|---|",
         f"| Par@{rep['k']} | {fmt(rep['par_at_k'])} | {', '.join(f'{x:.2f}' for x in rep['par_at_k']['per_seed'])} |",
@@ -76,6 +98,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines += [f"**Rule verifier timeouts: {rep['turns']['rule_timeouts']}** attempts count as incorrect because the rule verifier "
                   f"timed out{at}. They are final for this timeout; re-run with a larger `--verify-timeout` "
                   "(or `--retry-timeouts`) to verify them again.", ""]
+    lines += _artefacts_section(rep)
     if rep.get("scoring"):
         kk = rep["k"]
         lines += [

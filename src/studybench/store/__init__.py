@@ -7,9 +7,18 @@
 - :mod:`studybench.store.run`: :class:`RunStore`, the files of one run directory (and its writer lock);
 - :mod:`studybench.store.verdicts`: the verdict table of a run (what each turn scores);
 - :mod:`studybench.store.labels`: :func:`set_labels`, a run's labels set after the fact;
-- :mod:`studybench.store.provenance`: the environment a run was made in, and how two manifests differ.
+- :mod:`studybench.store.provenance`: the environment a run was made in, and how two manifests differ;
+- :mod:`studybench.store.artefacts`: the method artefacts a run was made with, kept in ``artefacts/``.
 """
 
+from studybench.store.artefacts import (
+    ARTEFACT_FILES,
+    ARTEFACTS_DIR,
+    artefact_texts,
+    read_stored_artefacts,
+    stored_artefact_refs,
+    write_artefacts,
+)
 from studybench.store.currency import (
     RETRYABLE_RULE_REASON,
     LLMVerdictStatus,
@@ -46,6 +55,7 @@ from studybench.store.provenance import (
 from studybench.store.rows import (
     FINAL_LLM_VERDICTS,
     LLM_VERDICTS,
+    SKIPPED_PARENT,
     GenerationRow,
     LLMVerdictRow,
     RuleVerdictRow,
@@ -55,7 +65,13 @@ from studybench.store.run import RunDirInUseError, RunStore
 from studybench.store.verdicts import RunRows, TurnVerdict, turn_verdicts
 
 __all__ = [
+    "ARTEFACT_FILES",
+    "ARTEFACTS_DIR",
     "artefact_paths",
+    "artefact_texts",
+    "read_stored_artefacts",
+    "stored_artefact_refs",
+    "write_artefacts",
     "check_labels",
     "collect_environment",
     "installed_versions",
@@ -67,6 +83,7 @@ __all__ = [
     "merge_labels",
     "FINAL_LLM_VERDICTS",
     "LLM_VERDICTS",
+    "SKIPPED_PARENT",
     "OPERATIONAL_BACKEND_KEYS",
     "RETRYABLE_RULE_REASON",
     "VERDICT_PACKAGES",

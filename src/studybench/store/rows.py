@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidatorFunctionWr
 __all__ = [
     "FINAL_LLM_VERDICTS",
     "LLM_VERDICTS",
+    "SKIPPED_PARENT",
     "GenerationRow",
     "LLMVerdictRow",
     "RuleVerdictRow",
@@ -38,6 +39,10 @@ __all__ = [
 
 LLM_VERDICTS = ("TRUE", "FALSE", "unjudgeable", "error")
 """Every value an LLM verdict row's ``verdict`` takes."""
+
+SKIPPED_PARENT = "parent skipped: "
+"""How a generation row's ``error`` begins for a turn of a parent skipped because its prompt does not
+fit the context (:mod:`studybench.evaluate.fit`); reports list such parents."""
 
 FINAL_LLM_VERDICTS = ("TRUE", "FALSE", "unjudgeable")
 """LLM verdicts that are final: reused by later passes and cached. ``"error"`` (a transport failure)

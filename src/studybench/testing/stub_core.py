@@ -2,7 +2,9 @@
 
 One asyncio protocol with a minimal keep-alive parser (``Content-Length`` bodies only); the core
 answers ``/v1/chat/completions``, ``/v1/models``, ``/health``, ``/version`` (like vLLM, once a version is set with
-the ``version`` control op; 404 before) and the ``/_stub/...`` control plane. The public
+the ``version`` control op; 404 before), ``/props`` (like llama.cpp's ``llama-server``, once ``n_ctx`` is set with
+the ``context`` control op; 404 before) and the ``/_stub/...`` control plane. The ``hang`` control op makes
+every route but the control plane accept requests and never answer (a stuck server). The public
 handle is :class:`studybench.testing.stub_server.StubServer`.
 """
 
@@ -72,6 +74,7 @@ class _Action:
     payload: bytes | None
     counted: bool = False
     close: bool = False
+    hang: bool = False
 
 
 class StubCore:
@@ -86,6 +89,7 @@ class StubCore:
         self.latency = latency
         self.model = model
         self.count = 0
+        self.model_lists = 0
         self.inflight = 0
         self.max_inflight = 0
         self.requests: list[dict[str, Any]] = []
@@ -96,6 +100,12 @@ class StubCore:
         self._rules: list[_FaultRule] = []
         self._created = int(time.time())
         self.version: str | None = None
+        self.max_model_len: int | None = None
+        """Published as ``max_model_len`` in each ``/v1/models`` entry, as vLLM does (``None``: left out)."""
+        self.n_ctx: int | None = None
+        """Published as ``default_generation_settings.n_ctx`` by ``GET /props``, as llama.cpp does (``None``: 404)."""
+        self.hung = False
+        """Whether every route but the control plane hangs (accepts the request, never answers)."""
 
     # -- control plane -------------------------------------------------------------------------------
 
@@ -122,7 +132,9 @@ class StubCore:
 
         Operations (``op`` key): ``push`` (``fault``, ``times``), ``at`` (``n``, ``fault``),
         ``when`` (``match``, ``fault``, ``times``), ``clear``, ``reset_stats``, ``latency``
-        (``seconds``), ``version`` (``version``: what ``GET /version`` reports; ``None``: 404), ``stats``.
+        (``seconds``), ``version`` (``version``: what ``GET /version`` reports; ``None``: 404), ``context``
+        (``max_model_len`` for ``/v1/models``, ``n_ctx`` for ``/props``; ``None`` leaves each out), ``hang``
+        (``on``: every route but the control plane stops answering), ``stats``.
 
         Raises:
             ValueError: unknown operation or bad arguments.
@@ -148,7 +160,7 @@ class StubCore:
                 self._queue.clear()
                 self._rules.clear()
             elif name == "reset_stats":
-                self.count = 0
+                self.count = self.model_lists = 0
                 self.max_inflight = self.inflight
                 self.requests.clear()
                 self.headers.clear()
@@ -156,6 +168,11 @@ class StubCore:
                 self.latency = float(op["seconds"])
             elif name == "version":
                 self.version = None if op.get("version") is None else str(op["version"])
+            elif name == "context":
+                self.max_model_len = None if op.get("max_model_len") is None else int(op["max_model_len"])
+                self.n_ctx = None if op.get("n_ctx") is None else int(op["n_ctx"])
+            elif name == "hang":
+                self.hung = bool(op.get("on", True))
             elif name != "stats":
                 raise ValueError(f"unknown control op {name!r}")
         return self.stats()
@@ -166,6 +183,7 @@ class StubCore:
             "inflight": self.inflight,
             "max_concurrent": self.max_inflight,
             "pending_faults": len(self._queue) + len(self._at),
+            "model_lists": self.model_lists,
         }
 
     def _pick_fault(self, n: int, body: dict[str, Any]) -> Fault | None:
@@ -190,6 +208,8 @@ class StubCore:
     def dispatch(self, method: str, path: str, headers: dict[str, str], body: bytes) -> _Action:
         """Route one parsed HTTP request."""
         path = path.split("?", 1)[0]
+        if self.hung and not path.startswith("/_stub/") and path != "/v1/chat/completions":
+            return _Action(0.0, None, hang=True)  # chat requests are counted first (_chat)
         if path == "/v1/chat/completions":  # like vLLM: no route without /v1
             if method != "POST":
                 return _Action(0.0, _response(405, _error_body(405, "use POST")))
@@ -197,11 +217,15 @@ class StubCore:
         if path == "/health" and method == "GET":  # like vLLM: 200, empty body (routers' health checks)
             return _Action(0.0, _response(200, b""))
         if path == "/v1/models" and method == "GET":
-            data = {
-                "object": "list",
-                "data": [{"id": self.model, "object": "model", "created": self._created, "owned_by": "stub"}],
-            }
+            self.model_lists += 1
+            entry: dict[str, Any] = {"id": self.model, "object": "model", "created": self._created, "owned_by": "stub"}
+            if self.max_model_len is not None:
+                entry["max_model_len"] = self.max_model_len
+            data = {"object": "list", "data": [entry]}
             return _Action(0.0, _response(200, json.dumps(data).encode()))
+        if path == "/props" and method == "GET" and self.n_ctx is not None:
+            props = {"default_generation_settings": {"n_ctx": self.n_ctx}, "total_slots": 1}
+            return _Action(0.0, _response(200, json.dumps(props).encode()))
         if path == "/version" and method == "GET" and self.version is not None:
             return _Action(0.0, _response(200, json.dumps({"version": self.version}).encode()))
         if path == "/_stub/stats" and method == "GET":
@@ -235,6 +259,8 @@ class StubCore:
                 self.requests.append(body)
                 self.headers.append(headers)
             fault = self._pick_fault(n, body) if (self._at or self._queue or self._rules) else None
+            if self.hung:
+                fault = Fault("hang")
         delay = self.latency
         if fault is None or fault.kind == "slow":
             if fault is not None:
@@ -248,6 +274,8 @@ class StubCore:
             )
         if fault.kind == "drop":
             return _Action(delay, None, counted=True)
+        if fault.kind == "hang":
+            return _Action(delay, None, counted=True, hang=True)
         # malformed: a 200 whose JSON body is cut off mid-object.
         bad = b'{"id": "chatcmpl-stub-%d", "object": "chat.completion", "choices": [{"index": 0, "mess' % n
         return _Action(delay, _response(200, bad), counted=True)
@@ -305,6 +333,7 @@ class HttpProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.busy = False
+        self.hanging: _Action | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -313,6 +342,9 @@ class HttpProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.conns.discard(self)
+        hanging, self.hanging = self.hanging, None
+        if hanging is not None and hanging.counted:  # the client gave up on a request that was never answered
+            self.core.finished()
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -361,6 +393,10 @@ class HttpProtocol(asyncio.Protocol):
             close = conn == "close" or (version == "HTTP/1.0" and conn != "keep-alive")
             action = self.core.dispatch(method, path, headers, body)
             action.close = action.close or close
+            if action.hang:  # never answered; this connection reads nothing more
+                self.busy = True
+                self.hanging = action
+                return
             if action.delay > 0:
                 self.busy = True
                 self.loop.call_later(action.delay, self._deliver_later, action)

@@ -175,7 +175,7 @@ class Script:
 # Faults
 # --------------------------------------------------------------------------------------------------
 
-FAULT_KINDS = ("status", "slow", "drop", "malformed")
+FAULT_KINDS = ("status", "slow", "drop", "malformed", "hang")
 
 
 @dataclass
@@ -186,7 +186,8 @@ class Fault:
         kind: ``"status"`` (answer HTTP ``status`` with an OpenAI-style error body, with a
             ``Retry-After: retry_after`` header when set), ``"slow"`` (answer normally after
             ``delay`` seconds), ``"drop"`` (close the connection without a response, after
-            ``delay`` seconds), ``"malformed"`` (HTTP 200 with a truncated JSON body).
+            ``delay`` seconds), ``"malformed"`` (HTTP 200 with a truncated JSON body), ``"hang"`` (never
+            answer: the connection stays open, as a server that accepts connections and is stuck).
         status: HTTP status for ``"status"``.
         retry_after: seconds for the ``Retry-After`` header (``"status"`` only); may be fractional.
         delay: seconds to wait before acting (all kinds; the point of ``"slow"``).

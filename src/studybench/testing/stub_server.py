@@ -9,8 +9,9 @@ Endpoints:
   ``created``, ``model``, ``choices[0].message.content`` and optionally ``reasoning_content``,
   ``finish_reason``, ``usage``). The reply comes from a *reply function* of the request body; the
   default is a :class:`Script`.
-- ``GET /v1/models``: one model.
+- ``GET /v1/models``: one model (with vLLM's ``max_model_len`` when ``max_model_len`` is given).
 - ``GET /health``: HTTP 200 with an empty body, as vLLM answers (what ``vllm-router`` polls).
+- ``GET /props``: llama.cpp's ``default_generation_settings.n_ctx``, when ``n_ctx`` is given (else 404).
 - ``GET /_stub/stats``, ``GET /_stub/requests``, ``POST /_stub/control``: the control plane used by
   :class:`StubServer` when the server runs in a subprocess (statistics, recorded bodies, faults).
 
@@ -185,7 +186,8 @@ class StubServer:
             raise failure[0]
 
     def _start_process(
-        self, script: Script | None, host: str, port: int, latency: float, record: bool, timeout: float
+        self, script: Script | None, host: str, port: int, latency: float, record: bool, timeout: float,
+        context: tuple[int | None, int | None] = (None, None),
     ) -> None:
         self.mode = "subprocess"
         cmd = [sys.executable, "-m", "studybench.testing.stub_server", "--host", host, "--port", str(port)]
@@ -199,6 +201,9 @@ class StubServer:
             cmd += ["--latency", repr(latency)]
         if record:
             cmd += ["--record"]
+        for flag, value in zip(("--max-model-len", "--n-ctx"), context, strict=True):
+            if value is not None:
+                cmd += [flag, str(value)]
         env = dict(os.environ)
         src = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -278,7 +283,7 @@ class StubServer:
         return self._http("POST", "/_stub/control", op)
 
     def stats(self) -> dict[str, Any]:
-        """``{"count", "inflight", "max_concurrent", "pending_faults"}``."""
+        """``{"count", "inflight", "max_concurrent", "pending_faults", "model_lists"}`` (``model_lists``: ``GET /v1/models`` requests)."""
         return self.control({"op": "stats"})
 
     @property
@@ -364,6 +369,20 @@ class StubServer:
         """Answer the next ``times`` requests with HTTP 200 and a truncated JSON body."""
         self.push_fault(Fault("malformed"), times)
 
+    def hang(self, times: int = 1) -> None:
+        """Never answer the next ``times`` chat requests (their connections stay open)."""
+        self.push_fault(Fault("hang"), times)
+
+    def hang_all(self, on: bool = True) -> None:
+        """Stop (or resume) answering every route but the control plane: chat, ``/v1/models``, ``/health``,
+        ``/props``. Requests are accepted and never answered, as by a stuck server."""
+        self.control({"op": "hang", "on": on})
+
+    def set_context(self, max_model_len: int | None = None, n_ctx: int | None = None) -> None:
+        """Publish a context length: vLLM's ``max_model_len`` in ``/v1/models``, llama.cpp's ``n_ctx`` in
+        ``/props`` (``None`` leaves each out)."""
+        self.control({"op": "context", "max_model_len": max_model_len, "n_ctx": n_ctx})
+
 
 def start_stub_server(
     script: Script | dict[str, Any] | ReplyFn | str | None = None,
@@ -375,6 +394,8 @@ def start_stub_server(
     record: bool | None = None,
     model: str = "stub",
     startup_timeout: float = 30.0,
+    max_model_len: int | None = None,
+    n_ctx: int | None = None,
 ) -> StubServer:
     """Start a stub server and return its handle (use it as a context manager, or call ``close()``).
 
@@ -391,6 +412,8 @@ def start_stub_server(
             mode, where it costs a little throughput).
         model: the model id reported by ``/v1/models`` (and in replies when the request has none).
         startup_timeout: seconds to wait for the server to listen.
+        max_model_len: the context length ``/v1/models`` publishes, as vLLM does (``None``: none).
+        n_ctx: the context length ``GET /props`` publishes, as llama.cpp does (``None``: no ``/props``).
 
     Raises:
         ValueError: a non-loopback ``host``.
@@ -404,9 +427,10 @@ def start_stub_server(
     if subprocess:
         if script_obj is None:
             raise TypeError("a subprocess stub server needs a Script (or dict / str), not a function")
-        server._start_process(script_obj, host, port, latency, server._record, startup_timeout)
+        server._start_process(script_obj, host, port, latency, server._record, startup_timeout, (max_model_len, n_ctx))
     else:
         core = StubCore(reply_fn, record=server._record, latency=latency, model=model)
+        core.max_model_len, core.n_ctx = max_model_len, n_ctx
         if script_obj is not None:
             core.install(script_obj.faults)
         server._start_thread(core, host, port, startup_timeout)
@@ -453,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before every reply")
     parser.add_argument("--record", action="store_true", help="record request bodies for GET /_stub/requests")
     parser.add_argument("--model", default="stub", help="model id for /v1/models")
+    parser.add_argument("--max-model-len", type=int, help="context length published in /v1/models (vLLM)")
+    parser.add_argument("--n-ctx", type=int, help="context length published by GET /props (llama.cpp)")
+    parser.add_argument("--hang", action="store_true", help="accept every request and never answer (a stuck server)")
     args = parser.parse_args(argv)
     try:
         _check_host(args.host)
@@ -464,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.reply is not None:
         script.default = args.reply
     core = StubCore(script, record=args.record, latency=args.latency, model=args.model)
+    core.max_model_len, core.n_ctx, core.hung = args.max_model_len, args.n_ctx, args.hang
     core.install(script.faults)
     try:
         asyncio.run(_serve(core, args.host, args.port))
