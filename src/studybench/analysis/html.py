@@ -32,7 +32,7 @@ from studybench.evaluate import EvalError, run_dataset
 from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
 from studybench.records import Parent, SubProblemRef
-from studybench.report import SCORINGS, build_report
+from studybench.report import SCORINGS, build_report, scoring_label
 from studybench.report.tokens import token_table
 from studybench.store import RunRows, RunStore, TurnKey, TurnVerdict, turn_verdicts
 
@@ -258,6 +258,7 @@ def html_report(
         plots=[jinja2.utils.markupsafe.Markup(svg) for svg in _plots(rep)],
         data_json=jinja2.utils.markupsafe.Markup(_script_json(data)),
         cost_table=token_table(rep),
+        scoring_label=scoring_label(rep),
         disciplines=sorted({p.problem_type for p in man.parents}),
         sources=sorted({p.source for p in man.parents}),
         answer_types=sorted({s.answer_type for p in man.parents for s in p.subs}),
