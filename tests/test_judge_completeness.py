@@ -270,3 +270,25 @@ def test_report_json_keeps_complete_equal_to_no_reasons(env: dict[str, Any]) -> 
     rep = _report(run)
     assert rep["complete"] is True and rep["incomplete_reasons"] == []
     json.dumps(rep)
+
+
+def test_resuming_without_the_judge_leaves_new_rejections_unjudged_and_says_so(env: dict[str, Any]) -> None:
+    """A rule+llm run resumed without --judge-model keeps its judge; the new turns' rejections have no verdict yet."""
+    run = env["tmp"] / "run"
+    args = ("--split", env["set"], "--model", "stub-model", "--base-url", env["model"].base_url, "--seeds", 1, "--out", run,
+            "--verify-workers", 1)
+    with start_stub_server(judge_reply_fn(oracle), model="stub-judge") as jsrv:
+        res = cli("eval", *args, "-k", 2, "--judge-model", "stub-judge", "--judge-base-url", jsrv.base_url)
+        assert res.exit_code == 0, res.output
+        res = cli("eval", *args, "-k", K)  # two more attempts each, judged by nobody
+        assert res.exit_code == 1, res.output
+        line = _one_error_line(res)
+        assert "no verdict of the run's LLM judge" in line and "studybench judge" in line
+        rep = _report(run)
+        assert rep["complete"] is False and rep["llm_judge"]["missing"] > 0
+        assert {m["attempt"] for m in rep["llm_judge"]["missing_turns"]} == {2, 3}
+        jsrv.reset_stats()
+        res = cli("judge", run)
+        assert res.exit_code == 0, res.output
+        assert jsrv.count == 0  # the new rejections repeat answers already judged: all from the cache
+    _assert_finished(run)

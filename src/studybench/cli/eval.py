@@ -267,6 +267,10 @@ def eval_cmd(
     if result.llm is not None and plan.judge is not None:
         print_llm_pass(result.llm, plan.judge.model)
     judge_failed = judge_pass_failure(result.llm, plan.run_dir) if result.llm is not None and plan.judge is not None else None
+    lj = ((result.report or {}).get("llm_judge") or {}) if (result.report or {}).get("scoring_used") == "liberal" else {}
+    if judge_failed is None and lj.get("missing"):  # the run's judge, not given (so not asked) now
+        judge_failed = (f"{lj['missing']} of {lj['rule_rejections']} rule rejections have no verdict of the run's LLM judge, "
+                        f"so the liberal score is not final; run `studybench judge {plan.run_dir}` to ask them")
     if result.report is not None:
         print_report(result.report, plan.run_dir, judge_alarm=judge_failed is None and not (result.llm and result.llm.tally.alarming))
     alarmed = result.llm is not None and plan.judge is not None and print_unjudgeable_alarm(

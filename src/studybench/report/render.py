@@ -23,8 +23,8 @@ def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
         t = rep["turns"]
         reasons = [f"of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
                    f"and {t['missing_judgements']} have no verdict"]
-    return ["**Incomplete run: what is missing counts as incorrect, so the scores below are a lower bound.**", "",
-            *(f"- {md_cell(r)}" for r in reasons), ""]
+    return [f"**Incomplete run: {md_cell('; '.join(reasons))}. What is missing counts as incorrect, so the scores below "
+            "are a lower bound.**", ""]
 
 
 def _warning_lines(rep: dict[str, Any]) -> list[str]:
