@@ -254,6 +254,8 @@ async def add_llm_verdicts_to_scope(
     if refresh and read_cache:
         judge.read_cache = False  # write through: the fresh verdicts replace the cached ones
     health = getattr(getattr(judge, "backend", None), "health", None)
+    if isinstance(health, EndpointHealth) and not health.streak:
+        health.last_answer = time.monotonic()  # the grace period counts from the first request of the pass
     watcher: asyncio.Future[None] | None = None
     try:
         tasks.extend(asyncio.ensure_future(one(*t)) for t in todo)
