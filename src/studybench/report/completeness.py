@@ -106,7 +106,7 @@ def final_answer_block(table: list[TurnVerdict]) -> dict[str, Any]:
     if share is not None and share > NO_FINAL_ANSWER_WARN_SHARE:
         warning = (f"{none} of {answered} answered attempts ({100 * share:.0f}%) have no final answer (nothing could be "
                    "extracted: no \\boxed{} answer after 'Final Answer:'), so they count as incorrect: the scores measure "
-                   "the answer format more than the physics. Read a few replies (`studybench show`); check the model's chat "
+                   "the answer format more than the physics. Read a few replies (`report --html`, or `export attempts`); check the model's chat "
                    "template and system prompt, and whether replies are cut by the token limit.")
     return {"answered": answered, "no_final_answer": none, "share": None if share is None else round(share, 6),
             "warn_share": NO_FINAL_ANSWER_WARN_SHARE, "warning": warning}
