@@ -102,7 +102,7 @@ def test_option_help_gets_a_wide_column(command: str, flag: str, words: str) -> 
 def test_metavars_read_as_words() -> None:
     text = _invoke("eval", "--help", columns=120).output  # type: ignore[attr-defined]
     for shown in ("-k, --k N", "--request-timeout SECONDS", "--judge-cache DIR", "--judge-model MODEL",
-                  "--thinking / --no-thinking", "--judge-prompt FILE"):
+                  "--thinking / --no-thinking", "--judge-prompt NAME|FILE"):
         assert shown in text, shown
     row = next(ln for ln in text.splitlines() if "--only-verify" in ln)
     assert row.split("--only-verify")[1].lstrip().startswith("Verify existing turns")  # a flag has no metavar

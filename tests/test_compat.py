@@ -40,7 +40,7 @@ def test_old_manifest_loads_typed(run: Path) -> None:
     assert man.backend["model"] == "stub-model"
 
 
-NEW_FIELDS = ("truncation", "complete", "not_generated", "pass_at_k", "tokens", "health")
+NEW_FIELDS = ("truncation", "complete", "not_generated", "pass_at_k", "tokens", "incomplete_reasons", "final_answers", "health")
 """Report fields added since 0.1.0; every other field must be identical to the old code's output."""
 
 TRUNCATION_SECTION = "## Truncated and empty completions\n"
@@ -73,6 +73,14 @@ def test_old_run_reports_the_same_numbers(run: Path, scoring: str | None, expect
     health = new.pop("health")  # the same run, summarised for comparisons: incomplete, 18 of 48 turns missing
     assert (health["readable"], health["complete"], health["turns_missing"], health["turns_expected"]) == (True, False, 18, 48)
     assert health["reasons"] and health["unjudgeable_rate"] == round(1 / 17, 6) and health["rule_timeouts"] == 0
+    reasons = new.pop("incomplete_reasons")
+    assert len(reasons) == 1 and reasons[0].startswith("18 of 48 generated turns have no current rule verdict")
+    fa = new.pop("final_answers")
+    assert (fa["answered"], fa["no_final_answer"], fa["warning"]) == (30, 2, None)  # two unboxed replies: no warning
+    lj = new["llm_judge"]  # the judge block's new fields: which verdicts are missing, whether the pass finished, the alarm
+    missing = [lj.pop(f) for f in ("missing", "finished", "missing_turns", "alarm")]
+    assert missing == [lj["verdicts"]["not judged"], not lj["verdicts"]["not judged"], missing[2], None]
+    assert len(missing[2]) == missing[0]
     pk = new.pop("pass_at_k")  # k = 1..3; at k = 3 exactly the old Par@3 / Sub@3
     assert pk["k"] == [1, 2, 3]
     for name in ("sub", "par"):
@@ -117,9 +125,12 @@ def test_old_report_markdown_is_the_same(run: Path) -> None:
     section = after[start:end]
     assert "| overall | 48 | 0 (0.00%) | 0 (0.00%) | 34 | 0 | 0 |" in section and "WARNING" not in after
     lines = (after[:start] + after[end:]).splitlines(keepends=True)
+    fa = [i for i, line in enumerate(lines) if line.startswith("Answered attempts without a final answer: 2 of 30 ")]
+    assert len(fa) == 1  # a line later versions add, with its blank line
+    lines = lines[: fa[0]] + lines[fa[0] + 2:]
     added = [i for i, line in enumerate(lines) if line.startswith("**Incomplete run:")]
     assert len(added) == 1  # the one line later versions add: 18 turns have no current verdict
-    assert "18 have no verdict" in lines[added[0]]
+    assert "18 of 48 generated turns have no current rule verdict" in lines[added[0]]
     assert "".join(lines[: added[0]] + lines[added[0] + 2:]) == before
 
 

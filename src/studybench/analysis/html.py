@@ -32,7 +32,7 @@ from studybench.evaluate import EvalError, errata_parents, run_dataset
 from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
 from studybench.records import Parent, SubProblemRef
-from studybench.report import SCORINGS, health_status, load_run_report, require_complete
+from studybench.report import SCORINGS, health_status, load_run_report, require_complete, scoring_label
 from studybench.report.errata import errata_line
 from studybench.report.health import HEALTH_HEADER, health_cells
 from studybench.report.tokens import token_table
@@ -273,6 +273,7 @@ def html_report(
         cost_table=token_table(rep),
         health=health, health_line=health_status(health), health_header=HEALTH_HEADER[1:],
         health_cells=health_cells(str(run_dir), health)[1:],
+        scoring_label=scoring_label(rep),
         disciplines=sorted({p.problem_type for p in man.parents}),
         sources=sorted({p.source for p in man.parents}),
         answer_types=sorted({s.answer_type for p in man.parents for s in p.subs}),

@@ -265,7 +265,7 @@ _J = "LLM judge"
 JUDGE_OPTIONS = OptionSet("judge_options", {
     "judge_model": (Annotated[str | None, typer.Option("--judge-model", rich_help_panel=_J, help="LLM judge model at an OpenAI-compatible endpoint; rule rejections go to it (leaderboard mode rule+llm).")], None),
     "judge_base_url": (Annotated[str | None, typer.Option("--judge-base-url", rich_help_panel=_J, help="Judge endpoint, e.g. http://127.0.0.1:8001/v1 (default $STUDYBENCH_JUDGE_BASE_URL).")], None),
-    "judge_prompt": (Annotated[Path | None, typer.Option("--judge-prompt", metavar="FILE", rich_help_panel=_J, help="Judge prompt template file with all of {problem} {reference_solution} {reference_answers} {student_solution} {student_answers} (default: ours).")], None),
+    "judge_prompt": (Annotated[str | None, typer.Option("--judge-prompt", metavar="NAME|FILE", rich_help_panel=_J, help="Judge prompt: a shipped template, default (ours: ## Justification, then ## Verdict) or paper (the paper's reply format: ## Equivalence Judgement, then ## Justification), or a template file with all of {problem} {reference_solution} {reference_answers} {student_solution} {student_answers} (a file named like a template: ./NAME). Default: default.")], None),
     "judge_api_key_env": (Annotated[str, typer.Option("--judge-api-key-env", rich_help_panel=_J, help="Environment variable holding the judge's API key (never stored).")], "OPENAI_API_KEY"),
     "judge_concurrency": (Annotated[int, typer.Option("--judge-concurrency", rich_help_panel=_J, help="Judge requests in flight.")], 16),
     "judge_request_timeout": (Annotated[float, typer.Option("--judge-request-timeout", rich_help_panel=_J, help="Seconds per judge HTTP request.")], 300.0),

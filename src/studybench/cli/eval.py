@@ -27,7 +27,7 @@ from studybench.cli.common import (
     verify_settings,
 )
 from studybench.cli.label import parse_labels
-from studybench.cli.show import print_llm_pass, print_report, print_unjudgeable_alarm
+from studybench.cli.show import judge_pass_failure, print_llm_pass, print_report, print_unjudgeable_alarm
 from studybench.cli.verify import RAY_ADDRESS_HELP, RAY_HELP, ray_verifier
 
 __all__ = ["eval_cmd"]
@@ -131,8 +131,10 @@ def eval_cmd(
 
     With --judge-model every answer the rule verifier rejects is also sent to an LLM judge and the
     report scores rule OR LLM (paper 2.2 leaderboard numbers). Exit 1 when turns failed, when the run
-    measured nothing (every completion cut by the token limit or empty), or when more than 20% of the
-    judge's verdicts (at least 5), or all of them, are unjudgeable: the judge is not answering in its format.
+    measured nothing (every completion cut by the token limit or empty), when the judge pass did not
+    finish (judge errors, or a judge that stopped answering: LLM verdicts missing; re-run to ask them),
+    or when more than 20% of the judge's verdicts (at least 5), or all of them, are unjudgeable: the
+    judge is not answering in its format (the pass stops asking once that is clear).
     Exit 3 when --max-total-tokens or --max-cost stopped the run (resumable with a higher limit).
 
     One command at a time may write a run directory. If the endpoint stops answering, Ctrl-C, SIGTERM
@@ -275,8 +277,13 @@ def eval_cmd(
         console.print(f"verified {plural(result.rule.verified, 'turn')} ({result.rule.reused} reused{timed_out}) in {result.rule.seconds:.1f}s")
     if result.llm is not None and plan.judge is not None:
         print_llm_pass(result.llm, plan.judge.model)
+    judge_failed = judge_pass_failure(result.llm, plan.run_dir) if result.llm is not None and plan.judge is not None else None
+    lj = ((result.report or {}).get("llm_judge") or {}) if (result.report or {}).get("scoring_used") == "liberal" else {}
+    if judge_failed is None and lj.get("missing"):  # the run's judge, not given (so not asked) now
+        judge_failed = (f"{lj['missing']} of {lj['rule_rejections']} rule rejections have no verdict of the run's LLM judge, "
+                        f"so the liberal score is not final; run `studybench judge {plan.run_dir}` to ask them")
     if result.report is not None:
-        print_report(result.report, plan.run_dir)
+        print_report(result.report, plan.run_dir, judge_alarm=judge_failed is None and not (result.llm and result.llm.tally.alarming))
     alarmed = result.llm is not None and plan.judge is not None and print_unjudgeable_alarm(
         result.llm, plan.judge.describe(), plan.run_dir)
     if result.failed_turns:
@@ -284,7 +291,9 @@ def eval_cmd(
         console.print(f"[bold yellow]{plural(n, 'turn')} failed and {'counts' if n == 1 else 'count'} as incorrect.[/bold yellow]")
         _failure_advice(errors)
         raise typer.Exit(1)
-    if alarmed:
+    if judge_failed:
+        fail(judge_failed, 1)  # one line: verdicts missing, the liberal score is not final; re-running asks them
+    if alarmed or ((result.report or {}).get("llm_judge") or {}).get("alarm"):
         raise typer.Exit(1)
     if result.report is not None and (result.report.get("truncation") or {}).get("measured_nothing"):
         raise typer.Exit(1)  # the WARNING above says why: every completion was cut or empty

@@ -28,7 +28,13 @@ from studybench.cli.common import (
 )
 from studybench.cli.health import exit_if_incomplete
 from studybench.cli.reproduce import warn_installed_versions
-from studybench.cli.show import TerminalMarkdown, print_llm_pass, print_report, print_unjudgeable_alarm
+from studybench.cli.show import (
+    TerminalMarkdown,
+    judge_pass_failure,
+    print_llm_pass,
+    print_report,
+    print_unjudgeable_alarm,
+)
 
 __all__ = ["consistency_cmd", "judge_cmd", "report_cmd"]
 
@@ -55,8 +61,10 @@ def judge_cmd(
     Rule verdicts still missing are computed first; then every rule rejection (and with
     --judge-rule-accepts every accept) gets an LLM verdict tied to the digest of the completion it
     judged. Verdicts come from the cache when the same inputs were judged before. Writes report.json /
-    report.md. Exit 1 when some verdicts failed (re-run to retry them), or when more than 20% of the
-    verdicts (at least 5), or all of them, are unjudgeable: the judge is not answering in its format.
+    report.md. Exit 1 when the pass did not finish (judge errors, or a judge that stopped answering:
+    re-run to ask only the missing verdicts), or when more than 20% of the verdicts (at least 5), or
+    all of them, are unjudgeable: the judge is not answering in its format (the pass stops asking once
+    that is clear).
 
     Judge tokens (and cost with --pricing) are printed; --max-cost / --max-total-tokens count every
     judge token this run directory already spent, stop asking once reached (verdicts obtained are
@@ -108,16 +116,15 @@ def judge_cmd(
         console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict")
     print_llm_pass(res.llm, str(res.judge.get("model")))
     _print_judge_tokens(res.llm, budget, str(res.judge.get("model")))
-    print_report(res.report, run_dir)
+    judge_failed = judge_pass_failure(res.llm, run_dir)
+    print_report(res.report, run_dir, judge_alarm=judge_failed is None and not res.llm.tally.alarming)
     if res.llm.budget_stop:
         stop_for_budget(res.llm.budget_stop, f"{plural(res.llm.skipped, 'turn')} left un-judged (their rule verdicts stand)",
                         "Re-run the same command with a higher limit, or without one, to judge them.")
     alarmed = print_unjudgeable_alarm(res.llm, res.judge, run_dir)
-    if res.llm.verdicts.get("error"):
-        console.print(f"[bold yellow]{plural(res.llm.verdicts['error'], 'judge request')} failed after retries; "
-                      f"run the same command again to retry them.[/bold yellow]")
-        raise typer.Exit(1)
-    if alarmed:
+    if judge_failed:
+        fail(judge_failed, 1)  # one line: verdicts missing; re-running the same command asks only them
+    if alarmed or (activate and (res.report.get("llm_judge") or {}).get("alarm")):
         raise typer.Exit(1)
 
 

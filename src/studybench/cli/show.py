@@ -14,7 +14,8 @@ from rich.table import Table
 
 from studybench.cli.common import console, out_console, plural
 
-__all__ = ["TerminalMarkdown", "print_llm_pass", "print_report", "print_truncation", "print_unjudgeable_alarm"]
+__all__ = ["TerminalMarkdown", "judge_pass_failure", "print_llm_pass", "print_report", "print_truncation",
+           "print_unjudgeable_alarm"]
 
 
 def _fit_columns(table: Table, console: Console, options: ConsoleOptions) -> None:
@@ -97,6 +98,30 @@ def print_unjudgeable_alarm(st: Any, judge: dict[str, Any], run_dir: Path) -> bo
     return True
 
 
+def judge_pass_failure(st: Any, run_dir: Path) -> str | None:
+    """The one line that ends a command whose LLM pass left verdicts missing (the command exits 1), else ``None``.
+
+    A pass that only ran out of budget is not a failure here (its own message and exit status 3).
+
+    Args:
+        st: the pass's counts (:class:`studybench.evaluate.LLMStats`).
+        run_dir: the run directory (named in the command that judges again).
+
+    Returns:
+        Why the pass did not finish, how many verdicts are missing, and what to run.
+    """
+    errors = st.verdicts.get("error", 0)
+    if not (errors or st.stopped):
+        return None
+    missing = f"{st.missing} of {st.candidates - st.reused} LLM verdicts asked for are missing"
+    if st.stopped and st.stopped.startswith("the judge's verdicts are mostly unjudgeable"):
+        return (f"the LLM judge pass stopped early: {st.stopped}; {missing}, so the liberal score is not final. Fix the "
+                f"judge (see the warning above), then run `studybench judge {run_dir} --refresh`.")
+    why = st.stopped or f"{plural(errors, 'judge request')} failed after retries ({st.first_error})"
+    return (f"the LLM judge pass did not finish: {why}; {missing}, so the liberal score is not final (report.json: "
+            "complete false); run the same command again to ask them once the judge endpoint answers.")
+
+
 def print_truncation(tr: dict[str, Any]) -> None:
     """Turns cut by the token limit and empty turns, overall and per seed, and the loud warning.
 
@@ -130,15 +155,18 @@ def _print_tokens(rep: dict[str, Any]) -> None:
     console.print(escape(line), soft_wrap=True)
 
 
-def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> None:
-    """The report's table, its warnings (failed turns, missing verdicts, truncation, LLM counts) and where it is.
+def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True, *, judge_alarm: bool = True) -> None:
+    """The report's table, its warnings (failed turns, missing verdicts, truncation, final answers, LLM counts) and where it is.
 
     Args:
         rep: the report (:func:`studybench.report.build_report`).
         run_dir: its run directory.
         written: whether ``report.json`` / ``report.md`` hold this report (else the last line says they were not rewritten).
+        judge_alarm: print the report's unjudgeable alarm and the missing-LLM-verdicts note (``False`` when the
+            command has just said so for its own LLM pass).
     """
     from studybench.report import rich_table
+    from studybench.report.completeness import scoring_label
     from studybench.report.errata import errata_line
 
     out_console.print(rich_table(rep))
@@ -152,6 +180,12 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> No
                       "the scores are a lower bound until the run is finished (run the `studybench eval` command that made "
                       "it again, without --only-verify).[/bold yellow]",
                       soft_wrap=True)
+    fa = rep.get("final_answers") or {}
+    if fa.get("answered"):
+        console.print(f"final answers: {fa['no_final_answer']} of {fa['answered']} answered attempts have none"
+                      f" ({100 * (fa['share'] or 0):.1f}%)", soft_wrap=True)
+    if fa.get("warning"):
+        console.print(f"[bold red]WARNING: {escape(fa['warning'])}[/bold red]", soft_wrap=True)
     if t["failed"] or t["missing_judgements"]:
         console.print(
             f"[yellow]{plural(t['failed'], 'failed turn')} and {plural(t['missing_judgements'], 'turn')} without a current "
@@ -172,13 +206,15 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True) -> No
         v = lj["verdicts"]
         rate = "n/a" if lj["unjudgeable_rate"] is None else f"{100 * lj['unjudgeable_rate']:.2f}%"
         console.print(
-            f"scoring {rep.get('scoring_used')}: LLM judge {escape(str(lj['judge'].get('model')))} on {lj['rule_rejections']} rule rejections: "
+            f"scoring {escape(scoring_label(rep))}: LLM judge {escape(str(lj['judge'].get('model')))} on {lj['rule_rejections']} rule rejections: "
             f"TRUE {v['TRUE']}, FALSE {v['FALSE']}, unjudgeable {v['unjudgeable']} ({rate}), error {v['error']}, not judged {v['not judged']}",
             soft_wrap=True,
         )
-        if v["error"] or v["not judged"]:
+        if (v["error"] or v["not judged"]) and judge_alarm:
             console.print(f"[yellow]{v['error'] + v['not judged']} rule rejections have no LLM verdict and count as incorrect; "
                           f"run `studybench judge {escape(str(run_dir))}` to judge them.[/yellow]", soft_wrap=True)
+        if lj.get("alarm") and judge_alarm:
+            console.print(f"[bold red]warning:[/bold red] {escape(lj['alarm'])}", soft_wrap=True)
     _print_tokens(rep)
     if written:
         console.print(f"report: {escape(str(run_dir / 'report.json'))}, {escape(str(run_dir / 'report.md'))}", soft_wrap=True)

@@ -4,6 +4,8 @@ Leaderboard mode (``rule+llm``) sends every answer the rule verifier rejects to 
 counts it correct when the judge says TRUE; reward mode (``rule``) never calls an LLM.
 
 - :mod:`studybench.llm_judge.prompt`: our prompt template and user templates (five placeholders);
+- :mod:`studybench.llm_judge.templates`: the shipped templates by name (``default``, ours; ``paper``,
+  the paper's reply format) and :func:`judge_template` (a ``--judge-prompt`` name or file);
 - :mod:`studybench.llm_judge.parse`: strict two-section verdict parsing, and the strict removal of
   judge reasoning shared by every task (:func:`strip_judge_reasoning`);
 - :mod:`studybench.llm_judge.task`: :class:`LLMJudgeTask` (template and placeholder names, strict
@@ -46,7 +48,10 @@ from studybench.llm_judge.health import (
     SAMPLE_REPLY_CHARS,
     UNJUDGEABLE_ALARM_MIN,
     UNJUDGEABLE_ALARM_SHARE,
+    UNJUDGEABLE_STOP_MIN,
+    UNJUDGEABLE_STOP_Z,
     UnjudgeableTally,
+    wilson_lower_bound,
 )
 from studybench.llm_judge.inputs import MAX_SOLUTION_CHARS, llm_judge_inputs
 from studybench.llm_judge.parse import MalformedReply, ParsedVerdict, parse_verdict, strip_judge_reasoning
@@ -59,15 +64,32 @@ from studybench.llm_judge.prompt import (
 )
 from studybench.llm_judge.spec import JUDGE_BASE_URL_ENV, LLMJudgeSpec, LLMJudgeSpecError
 from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
+from studybench.llm_judge.templates import (
+    DEFAULT_TEMPLATE_NAME,
+    JUDGE_TEMPLATES,
+    PAPER_FORMAT_REMINDER,
+    PAPER_TEMPLATE,
+    ShippedTemplate,
+    judge_template,
+)
 from studybench.llm_judge.usage import JudgeUsage, judge_usage, judge_usage_summary
 
 __all__ = [
     "ANSWER_EQUIVALENCE_TASK",
+    "DEFAULT_TEMPLATE_NAME",
+    "JUDGE_TEMPLATES",
+    "PAPER_FORMAT_REMINDER",
+    "PAPER_TEMPLATE",
+    "ShippedTemplate",
+    "judge_template",
     "CACHED_VERDICTS",
     "SAMPLE_REPLY_CHARS",
     "UNJUDGEABLE_ALARM_MIN",
     "UNJUDGEABLE_ALARM_SHARE",
+    "UNJUDGEABLE_STOP_MIN",
+    "UNJUDGEABLE_STOP_Z",
     "UnjudgeableTally",
+    "wilson_lower_bound",
     "cache_summary",
     "clear_cache",
     "JUDGE_BASE_URL_ENV",

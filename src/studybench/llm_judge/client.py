@@ -473,7 +473,7 @@ class LLMJudge:
                 messages = [
                     *messages[:1],
                     {"role": "assistant", "content": last_reply[:_MAX_REPLY_STORED]},
-                    {"role": "user", "content": self.task.format_reminder},
+                    {"role": "user", "content": self.template.format_reminder or self.task.format_reminder},
                 ]
                 continue
             return LLMVerdict(

@@ -12,16 +12,33 @@ are never cached (:mod:`studybench.llm_judge.cache`), but a run full of them is 
 before they exit with status 1: the count, the likely causes (with the specific one where the
 replies show it: ``finish_reason`` ``length``, an unclosed ``<think>``, empty replies, inputs refused
 by the endpoint) and one sample reply.
+
+A pass need not ask every candidate to know that: :attr:`UnjudgeableTally.clearly_alarming` holds
+once at least :data:`UNJUDGEABLE_STOP_MIN` verdicts are in and the lower end of the Wilson score
+interval for the unjudgeable share (:data:`UNJUDGEABLE_STOP_Z`, one-sided 99.5%) is above
+:data:`UNJUDGEABLE_ALARM_SHARE`: the alarm is then all but certain whatever the remaining
+candidates give, and the LLM pass stops asking (:func:`studybench.evaluate.add_llm_verdicts_to_scope`).
+A judge that never answers in its format is stopped after 10 verdicts (lower bound 60%); one at 50%
+unjudgeable after about 12; one at 30% after about 100; one near the threshold only after thousands.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from studybench.llm_judge.client import LLMVerdict
 
-__all__ = ["SAMPLE_REPLY_CHARS", "UNJUDGEABLE_ALARM_MIN", "UNJUDGEABLE_ALARM_SHARE", "UnjudgeableTally"]
+__all__ = [
+    "SAMPLE_REPLY_CHARS",
+    "UNJUDGEABLE_ALARM_MIN",
+    "UNJUDGEABLE_ALARM_SHARE",
+    "UNJUDGEABLE_STOP_MIN",
+    "UNJUDGEABLE_STOP_Z",
+    "UnjudgeableTally",
+    "wilson_lower_bound",
+]
 
 UNJUDGEABLE_ALARM_SHARE = 0.2
 """The alarm sounds when more than this share of a batch's verdicts are unjudgeable ..."""
@@ -29,6 +46,29 @@ UNJUDGEABLE_ALARM_MIN = 5
 """... and at least this many (a handful of odd inputs in a small batch is not a broken judge)."""
 SAMPLE_REPLY_CHARS = 200
 """The sample reply shown in the alarm is cut to this many characters."""
+UNJUDGEABLE_STOP_MIN = 10
+"""A pass may stop asking for being clearly over the alarm only after this many verdicts ..."""
+UNJUDGEABLE_STOP_Z = 2.576
+"""... and when the Wilson lower bound at this z (one-sided 99.5%) of the unjudgeable share is above the alarm."""
+
+
+def wilson_lower_bound(k: int, n: int, z: float = UNJUDGEABLE_STOP_Z) -> float | None:
+    """The lower end of the Wilson score interval for a share of ``k`` in ``n``.
+
+    Args:
+        k: the successes (here: unjudgeable verdicts).
+        n: the trials (final verdicts).
+        z: the normal quantile (2.576: one-sided 99.5%).
+
+    Returns:
+        The bound in [0, 1]; ``None`` when ``n`` is 0.
+    """
+    if n <= 0:
+        return None
+    p = k / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (centre - spread) / (1 + z * z / n))
 
 _REFUSED = "the endpoint refused"
 
@@ -98,6 +138,27 @@ class UnjudgeableTally:
             return False
         everything = self.unjudgeable >= 2 and self.unjudgeable == self.verdicts
         return everything or (share > UNJUDGEABLE_ALARM_SHARE and self.unjudgeable >= UNJUDGEABLE_ALARM_MIN)
+
+    @property
+    def clearly_alarming(self) -> bool:
+        """At least :data:`UNJUDGEABLE_STOP_MIN` verdicts and :data:`UNJUDGEABLE_ALARM_MIN` unjudgeable, and the
+        unjudgeable share's Wilson lower bound (:func:`wilson_lower_bound`) above :data:`UNJUDGEABLE_ALARM_SHARE`:
+        asking the remaining candidates would not lift the alarm."""
+        if self.verdicts < UNJUDGEABLE_STOP_MIN or self.unjudgeable < UNJUDGEABLE_ALARM_MIN:
+            return False
+        low = wilson_lower_bound(self.unjudgeable, self.verdicts)
+        return low is not None and low > UNJUDGEABLE_ALARM_SHARE
+
+    def stop_reason(self) -> str:
+        """Why a pass stopped asking (for :attr:`clearly_alarming`): the counts and the bound, one sentence.
+
+        Returns:
+            e.g. ``"10 of the first 10 verdicts are unjudgeable (100%; with 99.5% confidence more than 60%, above
+            the alarm at 20%)"``.
+        """
+        low = wilson_lower_bound(self.unjudgeable, self.verdicts) or 0.0
+        return (f"{self.unjudgeable} of the first {self.verdicts} verdicts are unjudgeable ({(self.share or 0.0):.0%}; "
+                f"with 99.5% confidence more than {low:.0%}, above the alarm at {UNJUDGEABLE_ALARM_SHARE:.0%})")
 
     def alarm(self, judge_model: str, *, max_tokens: int | None = None) -> str | None:
         """The warning for an alarming batch (one paragraph), else ``None``.

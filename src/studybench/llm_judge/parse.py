@@ -8,6 +8,15 @@ outside them::
     ## Verdict
     TRUE
 
+The verdict section may also be named ``Equivalence Judgement`` (or ``Judgment``), as the paper's
+judge prompt asks (appendix F; our template ``paper``)::
+
+    ## Equivalence Judgement
+    TRUE
+
+    ## Justification
+    One or two sentences.
+
 A section starts with a header line: optional ``#`` marks, optional ``**`` emphasis, the section
 name (case-insensitive), an optional colon; the header line may carry the section's text after the
 name (``Verdict: FALSE``). The verdict section must hold the single word TRUE or FALSE
@@ -35,7 +44,7 @@ from studybench.answers import strip_reasoning
 __all__ = ["MalformedReply", "ParsedVerdict", "parse_verdict", "strip_judge_reasoning"]
 
 _HEADER = re.compile(
-    r"^\s*(?P<hash>#{1,6}\s*)?(?:\*\*|__)?\s*(?P<name>justification|verdict)\s*(?P<emph>\*\*|__)?\s*"
+    r"^\s*(?P<hash>#{1,6}\s*)?(?:\*\*|__)?\s*(?P<name>justification|verdict|equivalence[ \t]+judge?ment)\s*(?P<emph>\*\*|__)?\s*"
     r"(?P<colon>:)?\s*(?:\*\*|__)?[ \t]*(?P<rest>.*?)\s*$",
     re.IGNORECASE,
 )
@@ -110,7 +119,7 @@ def parse_verdict(reply: str) -> ParsedVerdict:
     for line in text.splitlines():
         m = _HEADER.match(line)
         if m and (m.group("hash") or m.group("emph") or m.group("colon") or not m.group("rest")):
-            name = m.group("name").lower()
+            name = "justification" if m.group("name").lower() == "justification" else "verdict"
             if name in sections:
                 raise MalformedReply(f"the {name} section appears more than once")
             sections[name] = [m.group("rest")] if m.group("rest") else []

@@ -123,9 +123,14 @@ class LLMJudgeTemplate:
 
     Attributes:
         text: the template text.
-        source: ``"builtin"`` or the file it was read from (for messages and the manifest).
+        source: ``"builtin"`` (our default template), ``"builtin:NAME"`` (another shipped template,
+            :data:`studybench.llm_judge.templates.JUDGE_TEMPLATES`) or the file it was read from
+            (for messages and the manifest).
         placeholders: the names the text must contain, without braces (default: the answer
             judge's :data:`PLACEHOLDERS`).
+        format_reminder: the message sent after a malformed reply, when this template asks for
+            another reply format than its task's (``None``: the task's reminder). Not part of
+            :attr:`digest`.
 
     Raises:
         LLMJudgeTemplateError: the text is empty or lacks a placeholder (the message names it).
@@ -135,6 +140,7 @@ class LLMJudgeTemplate:
     text: str
     source: str = "builtin"
     placeholders: tuple[str, ...] = PLACEHOLDERS
+    format_reminder: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.placeholders, tuple):

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from studybench.llm_judge.cache import LLMVerdictCache
 from studybench.llm_judge.client import LLMJudge
-from studybench.llm_judge.prompt import LLMJudgeTemplate, LLMJudgeTemplateError
+from studybench.llm_judge.prompt import LLMJudgeTemplateError
+from studybench.llm_judge.templates import judge_template
 
 __all__ = ["JUDGE_BASE_URL_ENV", "LLMJudgeSpec", "LLMJudgeSpecError"]
 
@@ -37,7 +38,9 @@ class LLMJudgeSpec(BaseModel):
     Attributes:
         model: judge model name at the endpoint.
         base_url: OpenAI-compatible endpoint (``None``: ``$STUDYBENCH_JUDGE_BASE_URL``).
-        prompt: a template file with the five placeholders (``None``: the builtin template).
+        prompt: a shipped template's name (a string: ``"default"``, ``"paper"``; see
+            :data:`studybench.llm_judge.templates.JUDGE_TEMPLATES`) or a template file with the five
+            placeholders (``None``: ``default``, ours).
         api_key_env: environment variable holding the API key (never stored).
         concurrency: judge requests in flight.
         request_timeout: seconds per HTTP request.
@@ -52,7 +55,7 @@ class LLMJudgeSpec(BaseModel):
 
     model: str = Field(min_length=1)
     base_url: str | None = None
-    prompt: Path | None = None
+    prompt: str | Path | None = None
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = Field(16, ge=1, le=100_000)
     request_timeout: float = Field(300.0, ge=1e-3, le=86_400.0, allow_inf_nan=False)
@@ -90,7 +93,8 @@ class LLMJudgeSpec(BaseModel):
                 ``use_cache`` the cache is neither read nor written.
 
         Raises:
-            LLMJudgeSpecError: blank model, no endpoint, an unusable template file (missing
+            LLMJudgeSpecError: blank model, no endpoint, an unusable template file (not a
+                shipped template's name, and: missing
                 placeholder, empty, not UTF-8, too large) or an unusable cache directory.
         """
         if not self.model.strip():
@@ -103,7 +107,7 @@ class LLMJudgeSpec(BaseModel):
                 "http://127.0.0.1:8001/v1 from `vllm serve`, or https://api.openai.com/v1",
             )
         try:
-            template = LLMJudgeTemplate.from_file(self.prompt) if self.prompt is not None else LLMJudgeTemplate.builtin()
+            template = judge_template(self.prompt)
         except LLMJudgeTemplateError as e:
             raise LLMJudgeSpecError("prompt", str(e)) from None
         cache = None

@@ -3,10 +3,13 @@
 - :func:`build_report` / :func:`write_report` (:mod:`studybench.report.build`): the numbers;
 - :func:`render_markdown` / :func:`rich_table` (:mod:`studybench.report.render`): their renderings;
 - :func:`run_health` / :func:`load_run_report` / :func:`require_complete` (:mod:`studybench.report.health`):
-  whether a run may be compared with others (complete, readable, turns missing, truncation, unjudgeable).
+  whether a run may be compared with others (complete, readable, turns missing, truncation, unjudgeable);
+- :func:`incomplete_reasons` / :func:`scoring_label` (:mod:`studybench.report.completeness`): whether the
+  numbers are final (missing LLM verdicts, the unjudgeable alarm, attempts without a final answer).
 """
 
 from studybench.report.build import SCORINGS, TRUNCATION_WARN_SHARE, build_report, write_report
+from studybench.report.completeness import incomplete_reasons, scoring_label
 from studybench.report.health import (
     INCOMPLETE_MARK,
     IncompleteRunError,
@@ -19,5 +22,5 @@ from studybench.report.health import (
 from studybench.report.render import md_cell, render_markdown, rich_table
 
 __all__ = ["INCOMPLETE_MARK", "SCORINGS", "TRUNCATION_WARN_SHARE", "IncompleteRunError", "build_report", "health_status",
-           "load_run_report", "md_cell", "render_markdown", "require_complete", "rich_table", "run_health",
-           "unreadable_health", "write_report"]
+           "incomplete_reasons", "load_run_report", "md_cell", "render_markdown", "require_complete", "rich_table",
+           "run_health", "scoring_label", "unreadable_health", "write_report"]

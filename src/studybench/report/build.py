@@ -17,7 +17,9 @@ directory and sha256 (:mod:`studybench.store.artefacts`);
 (:attr:`studybench.store.Manifest.labels`); ``tokens`` (per run, seed and turn) and, with a pricing file,
 ``cost``: :mod:`studybench.report.tokens` (``usage``, the older sum over the current rows, is kept); ``health``: whether
 the run may be compared with others (:func:`studybench.report.health.run_health`). What each turn scores comes from
-:func:`studybench.store.turn_verdicts` (the one currency rule).
+:func:`studybench.store.turn_verdicts` (the one currency rule). ``complete`` is ``not incomplete_reasons``
+(one line per reason), ``llm_judge`` (missing verdicts, the unjudgeable alarm) and ``final_answers``
+(attempts without a final answer): :mod:`studybench.report.completeness`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from studybench.costs import Pricing
 from studybench.files import atomic_write_text, dumps_json
 from studybench.llm_judge import judge_usage_summary
 from studybench.metrics import breakdown, mean_std, par_at_k, pass_at_k_table, sub_at_k, sub_at_k_by
+from studybench.report.completeness import final_answer_block, incomplete_reasons, llm_judge_block
 from studybench.report.errata import errata_block
 from studybench.report.health import run_health
 from studybench.report.render import render_markdown
@@ -88,8 +91,10 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     A turn without a counting rule verdict (not generated, not yet judged, or judged on an older
     completion) counts as incorrect and is counted in ``turns.missing_judgements``; turns never
     generated are also counted in ``not_generated``. ``complete`` is ``False`` when any turn
-    was not generated, failed, or has no verdict (e.g. a run stopped or interrupted mid-way): its
-    scores are then a lower bound, not the model's.
+    was not generated, failed, or has no verdict (e.g. a run stopped or interrupted mid-way), or,
+    with the liberal headline, when a rule rejection has no final LLM verdict (a judge error, or
+    not judged): its scores are then a lower bound, not the model's. ``incomplete_reasons`` says
+    why, one line each (:func:`studybench.report.completeness.incomplete_reasons`).
 
     Args:
         run: the run directory (or its :class:`RunStore`).
@@ -137,13 +142,8 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     main = per_seed[headline]
 
     reasons: Counter[str] = Counter()
-    llm_counts: Counter[str] = Counter()
-    rule_rejections = 0
     solved: Counter[tuple[str, str]] = Counter()
     for t in table:
-        if t.llm is not None:
-            rule_rejections += 1
-            llm_counts[t.llm.value if t.llm.value is not None else "not judged"] += 1
         if t.rule.verdict is not None and not t.liberal:
             reasons[_reason_kind(t.rule.verdict.reason)] += 1
         if t.liberal if headline == "liberal" else t.strict:
@@ -225,24 +225,21 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
         rep["turns"]["rule_timeouts"] = timeouts
     if k != run_k:
         rep["run_k"] = run_k
-    # incomplete: turns never generated, failed, or without a verdict (an interrupted or stopped run)
+    # incomplete (report/completeness.py): turns never generated, failed, or without a verdict (an interrupted or
+    # stopped run); with the liberal headline, rule rejections without a final LLM verdict (a judge pass that failed)
     rep["not_generated"] = sum(1 for t in table if t.rule.generation is None)
-    rep["complete"] = not (rep["not_generated"] or rep["turns"]["failed"] or rep["turns"]["missing_judgements"])
     skipped = _skipped_parents(table)
     if skipped:  # only when there are any: reports of other runs stay as they were
         rep["skipped_parents"] = skipped
     kept = _kept_artefacts(man)
     if kept:  # the method artefacts the run keeps (studybench.store.artefacts); absent for other runs
         rep["artefacts"] = kept
+    rep["final_answers"] = final_answer_block(table)
     if judge is not None:
-        judged = sum(llm_counts[v] for v in ("TRUE", "FALSE", "unjudgeable"))
-        rep["llm_judge"] = {
-            "judge": judge,
-            "rule_rejections": rule_rejections,
-            "verdicts": {v: llm_counts.get(v, 0) for v in ("TRUE", "FALSE", "unjudgeable", "error", "not judged")},
-            "unjudgeable_rate": round(llm_counts["unjudgeable"] / judged, 6) if judged else None,
-        }
+        rep["llm_judge"] = llm_judge_block(table, judge)
         rep["scoring"] = _conventions(per_seed, judgeable_grid, seeds, k)
+    rep["incomplete_reasons"] = incomplete_reasons(rep)
+    rep["complete"] = not rep["incomplete_reasons"]
     rep["health"] = run_health(rep)  # complete or not and why, turns missing, truncation, unjudgeable, timeouts
     return rep
 

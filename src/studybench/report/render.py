@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from studybench.report.completeness import scoring_label
 from studybench.report.errata import errata_line
 from studybench.report.tokens import token_table
 
@@ -18,10 +19,25 @@ def md_cell(text: object) -> str:
 def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
     if rep.get("complete", True):
         return []
-    t = rep["turns"]
-    return [f"**Incomplete run: of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
-            f"and {t['missing_judgements']} have no verdict; they count as incorrect, so the scores below are a lower "
-            "bound. Run the `studybench eval` command that made it again (without `--only-verify`) to finish the run.**", ""]
+    reasons = rep.get("incomplete_reasons")
+    if reasons is None:  # a report written before incomplete_reasons existed
+        t = rep["turns"]
+        reasons = [f"of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
+                   f"and {t['missing_judgements']} have no verdict"]
+    return [f"**Incomplete run: {md_cell('; '.join(reasons))}. What is missing counts as incorrect, so the scores below "
+            "are a lower bound.**", ""]
+
+
+def _warning_lines(rep: dict[str, Any]) -> list[str]:
+    """The judge's unjudgeable alarm and the no-final-answer warning, as block quotes under the title."""
+    out = []
+    alarm = (rep.get("llm_judge") or {}).get("alarm")
+    if alarm:
+        out += ["", f"> **WARNING (LLM judge): {md_cell(alarm)}**"]
+    fa = (rep.get("final_answers") or {}).get("warning")
+    if fa:
+        out += ["", f"> **WARNING: {md_cell(fa)}**"]
+    return out
 
 
 def _skipped_lines(rep: dict[str, Any]) -> list[str]:
@@ -55,8 +71,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"# StudyBench report: {md_cell(rep['split'])} / {md_cell(rep['model'])}",
         "",
         f"k = {rep['k']}{_of_run(rep)}, seeds = {rep['seeds']}, parents = {rep['parents']}, sub-problems = {rep['sub_problems']}, "
-        f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}, scoring = {rep.get('scoring_used', 'strict')} "
-        f"({'rule OR LLM judge' if rep.get('scoring_used') == 'liberal' else 'rule verifier only'})",
+        f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}, scoring = {md_cell(scoring_label(rep))}",
         "",
         *([f"Labels: {md_cell(', '.join(f'{k} = {v}' for k, v in rep['labels'].items()))}", ""] if rep.get("labels") else []),
         *([md_cell(errata_line(rep["errata"])), ""] if rep.get("errata") else []),
@@ -70,7 +85,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"Turns expected: {rep['turns']['expected']}, failed: {rep['turns']['failed']}, "
         f"missing judgements: {rep['turns']['missing_judgements']}.",
         "",
+        *_final_answer_lines(rep.get("final_answers")),
     ]
+    lines[1:1] = _warning_lines(rep)
     if rep.get("truncation"):
         lines[1:1] = _truncation_warning(rep["truncation"])
         lines += _truncation_section(rep["truncation"])
@@ -91,7 +108,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
             "",
         ]
         if vc["error"] or vc["not judged"]:
-            lines += ["Errors and unjudged rejections count as incorrect; run `studybench judge RUN_DIR` to judge them.", ""]
+            lines += ["Errors and unjudged rejections count as incorrect; run `studybench judge RUN_DIR` (or the `studybench eval` "
+                      "command again) to judge them.", ""]
+        lines += _missing_verdict_lines(lj)
     if rep["turns"].get("rule_timeouts"):
         timeout = (rep.get("verifier") or {}).get("timeout")
         at = f" (timeout {timeout:g} s)" if isinstance(timeout, (int, float)) else ""
@@ -145,6 +164,27 @@ def render_markdown(rep: dict[str, Any]) -> str:
             lines.append(f"- {u['parent']} / {u['sub_id']} ({u['answer_type']})")
         lines.append("")
     return "\n".join(lines)
+
+
+def _final_answer_lines(fa: Any) -> list[str]:
+    """One line: the answered attempts without a final answer (none for reports without the count)."""
+    if not isinstance(fa, dict) or not fa.get("answered"):
+        return []
+    return [f"Answered attempts without a final answer: {fa['no_final_answer']} of {fa['answered']} "
+            f"({100 * (fa['share'] or 0):.1f}%; a warning above {100 * fa['warn_share']:.0f}%).", ""]
+
+
+def _missing_verdict_lines(lj: dict[str, Any]) -> list[str]:
+    """``## Missing LLM verdicts``: the rule rejections without a final verdict (the first 200)."""
+    turns = lj.get("missing_turns") or []
+    if not turns:
+        return []
+    lines = [f"## Missing LLM verdicts ({len(turns)})", "", "| parent | sub-problem | seed | attempt | verdict | error |", "|---|---|---|---|---|---|"]
+    lines += [f"| {md_cell(m['parent'])} | {md_cell(m['sub_id'])} | {m['seed']} | {m['attempt']} | {md_cell(m['verdict'])} | "
+              f"{md_cell((m.get('error') or '')[:200])} |" for m in turns[:200]]
+    if len(turns) > 200:
+        lines.append(f"| ... {len(turns) - 200} more (report.json lists them all) | | | | | |")
+    return [*lines, ""]
 
 
 def _of_run(rep: dict[str, Any]) -> str:

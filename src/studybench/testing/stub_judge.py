@@ -1,11 +1,13 @@
 """A scripted LLM judge for the local stub server (tests, demos; never an evaluation run).
 
 :func:`judge_reply_fn` turns a decision function into a stub-server reply function. The decision
-function receives the five judge inputs read back from a prompt built with the builtin template
-(:data:`studybench.llm_judge.DEFAULT_TEMPLATE`) and returns ``True`` / ``False`` (answered in the
-two-section format), a string (sent verbatim, e.g. a malformed reply) or a
-:class:`~studybench.testing.stub_server.Reply`. Re-asks after a malformed reply carry the format
-reminder as the last user message; ``on_reminder`` answers those (default: the same decision).
+function receives the five judge inputs read back from a prompt built with a shipped template
+(:data:`studybench.llm_judge.JUDGE_TEMPLATES`: ``default`` or ``paper``) and returns ``True`` /
+``False`` (answered in the two-section format the prompt asks for: ``## Verdict`` after the
+justification, or the paper's ``## Equivalence Judgement`` first), a string (sent verbatim, e.g. a
+malformed reply) or a :class:`~studybench.testing.stub_server.Reply`. Re-asks after a malformed
+reply carry a format reminder as the last user message; ``on_reminder`` answers those (default:
+the same decision).
 
 Example::
 
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from studybench.llm_judge.prompt import FORMAT_REMINDER
+from studybench.llm_judge.templates import PAPER_FORMAT_REMINDER
 from studybench.testing.stub_server import Reply
 
 __all__ = [
@@ -46,11 +49,13 @@ SECTION_TITLES = {
     "student_solution": "### Student's full solution",
     "student_answers": "### Student's extracted final answer(s)",
 }
-_END = "Reply with exactly these two sections"
+_ENDS = ("Reply with exactly these two sections", "Now reply with the two sections")
+_REMINDERS = (FORMAT_REMINDER, PAPER_FORMAT_REMINDER)
+_PAPER_HEADING = "## Equivalence Judgement"
 
 
 def read_inputs(prompt: str) -> dict[str, str]:
-    """The five inputs of a prompt rendered from the builtin template (missing ones are ``""``)."""
+    """The five inputs of a prompt rendered from a shipped template (missing ones are ``""``)."""
     order = list(SECTION_TITLES.items())
     out: dict[str, str] = {}
     for i, (name, title) in enumerate(order):
@@ -59,7 +64,7 @@ def read_inputs(prompt: str) -> dict[str, str]:
             out[name] = ""
             continue
         start += len(title) + 1
-        nxt = [prompt.find("\n\n" + t + "\n", start) for _, t in order[i + 1 :]] + [prompt.find("\n\n" + _END, start)]
+        nxt = [prompt.find("\n\n" + t + "\n", start) for _, t in order[i + 1 :]] + [prompt.find("\n\n" + e, start) for e in _ENDS]
         ends = [e for e in nxt if e >= 0]
         text = prompt[start : min(ends) if ends else len(prompt)]
         tag = f"<{name}>\n"
@@ -69,9 +74,12 @@ def read_inputs(prompt: str) -> dict[str, str]:
     return out
 
 
-def format_verdict(correct: bool, justification: str = "Scripted verdict.") -> str:
-    """A well-formed two-section reply."""
-    return f"## Justification\n{justification}\n## Verdict\n{'TRUE' if correct else 'FALSE'}\n"
+def format_verdict(correct: bool, justification: str = "Scripted verdict.", *, paper: bool = False) -> str:
+    """A well-formed two-section reply: ours, or with ``paper`` the paper's (``## Equivalence Judgement`` first)."""
+    word = "TRUE" if correct else "FALSE"
+    if paper:
+        return f"## Equivalence Judgement\n{word}\n\n## Justification\n{justification}\n"
+    return f"## Justification\n{justification}\n## Verdict\n{word}\n"
 
 
 def judge_reply_fn(
@@ -88,12 +96,12 @@ def judge_reply_fn(
         users = [m for m in msgs if m.get("role") == "user"]
         first = str(users[0].get("content", "")) if users else ""
         inputs = read_inputs(first)
-        reminders = sum(1 for m in users if str(m.get("content", "")) == FORMAT_REMINDER)
+        reminders = sum(1 for m in users if str(m.get("content", "")) in _REMINDERS)
         out = on_reminder(inputs, reminders) if reminders and on_reminder is not None else decide(inputs)
         if isinstance(out, Reply):
             return out
         if isinstance(out, bool):
-            return Reply(format_verdict(out))
+            return Reply(format_verdict(out, paper=_PAPER_HEADING in first))
         return Reply(str(out))
 
     return reply
