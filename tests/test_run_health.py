@@ -52,7 +52,7 @@ DAMAGES: dict[str, str] = {  # damage -> what the one-line refusal must say
     "empty_generations": r"generations\.jsonl is empty",
     "failed_turn": r"1 of \d+ turns failed",
     "no_rule_verdicts": r"judgements\.jsonl is missing",
-    "llm_verdict_missing": r"1 of \d+ rule rejections have no LLM verdict",
+    "llm_verdict_missing": r"1 of \d+ LLM verdicts missing",
     "no_manifest": r"no manifest\.json",
 }
 UNREADABLE = {"no_manifest"}
