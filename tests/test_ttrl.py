@@ -209,7 +209,6 @@ def test_a_loaded_machine_gives_the_quiet_vote(monkeypatch: pytest.MonkeyPatch) 
     with Verifier(workers=1, timeout=20.0) as quiet_v:
         quiet = majority_vote(README_RESPONSES, "NV", gold=README_GOLD, verifier=quiet_v)
     assert quiet.share == pytest.approx(2 / 3) and quiet.rewards == (1.0, 1.0, 0.0) and quiet.label_correct is True
-    assert quiet.timeouts == 0 and quiet.retried == 0 and quiet.complete
     for names in (("verdict",), ("parsable",), ("verdict", "parsable")):
         with Verifier(workers=1, timeout=20.0) as v:
             log = _timing_out(v, monkeypatch, first_only=True, names=names)
@@ -218,6 +217,7 @@ def test_a_loaded_machine_gives_the_quiet_vote(monkeypatch: pytest.MonkeyPatch) 
         assert (loaded.label, loaded.share, loaded.rewards, loaded.label_correct, loaded.clusters) == (
             quiet.label, quiet.share, quiet.rewards, quiet.label_correct, quiet.clusters), names
         assert loaded.timeouts == 0 and loaded.complete and loaded.retried == len(log)
+    assert quiet.timeouts == 0 and quiet.retried == 0 and quiet.complete
 
 
 def test_a_timeout_that_persists_is_reported_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,10 +257,10 @@ def test_readme_vote_is_the_same_beside_cpu_burners(tmp_path) -> None:  # type: 
     assert quiet == ["\\boxed{3\\times10^{8}}", pytest.approx(2 / 3), [1.0, 1.0, 0.0], True, 0]
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))]
     try:
-        loaded = [vote(str(seed)) for seed in (1, 2)]
+        loaded = [vote("1")]
     finally:
         for p in burners:
             p.kill()
         for p in burners:
             p.wait(timeout=30)
-    assert loaded == [quiet, quiet]
+    assert loaded == [quiet]
