@@ -104,3 +104,79 @@ def test_sanitiser_removes_leaking_sentence_and_rechecks(verifier):
     assert s.passed and "3.57" not in s.text and "moment of inertia" in s.text and s.removed
     empty = sanitise("It is $3.57\\times10^{34}$.", slots, verifier=verifier)
     assert not empty.passed and not empty.text
+
+
+# --------------------------------------------------------------------------------------------------
+# plain-text formulas in prose (issue 25, item 1): "Use v = sqrt(2gh) at the bottom." passed on main
+
+# (gold slot, answer type, lhs symbols, plain-text spellings of the gold, spellings of near misses)
+_PLAIN_CASES = [
+    ("\\sqrt{2gh}", "EX", ("v = ", "v="),
+     ["sqrt(2gh)", "sqrt(2 g h)", "sqrt(2*g*h)", "√(2gh)", "√(2 g h)", "√2gh", "\\sqrt{2gh}", "(2gh)^(1/2)",
+      "(2 g h)^0.5", "(2*g*h)**0.5", "the square root of 2gh", "√(2·g·h)"],
+     ["sqrt(gh)", "sqrt(2g/h)", "(2gh)^(3/2)", "√(g h)", "2gh", "sqrt(2gh^2)"]),
+    ("2\\pi\\sqrt{\\frac{L}{g}}", "EX", ("T = ", "T="),
+     ["2 pi sqrt(L/g)", "2π√(L/g)", "2\\pi\\sqrt{L/g}", "2*pi*(L/g)^(1/2)", "2π (L/g)^0.5", "2 pi * sqrt(L / g)"],
+     ["2 pi sqrt(g/L)", "2π√(L g)", "pi sqrt(L/g)"]),
+    ("\\omega = \\sqrt{\\frac{k}{m}}", "EQ", ("omega = ", "ω = ", "ω="),
+     ["sqrt(k/m)", "√(k/m)", "(k/m)^(1/2)", "\\sqrt{k/m}", "(k/m)**0.5"],
+     ["sqrt(m/k)", "k/m", "(k/m)^2"]),
+]
+_FRAMES = ["Use {} at the bottom.", "{}", "So the speed is {}.", "Remember that {}, then continue.", "Here {} holds"]
+
+
+def _plain_texts(right: bool) -> list[tuple[GoldSlot, str]]:
+    out = []
+    n = 0
+    for gold, at, lhss, good, bad in _PLAIN_CASES:
+        for form in good if right else bad:
+            for prefix in ("", *lhss):
+                if at == "EQ" and not prefix:
+                    continue  # a bare right side is no equation
+                out.append((_gold(gold, at), _FRAMES[n % len(_FRAMES)].format(prefix + form)))
+                n += 1
+    return out
+
+
+def test_plain_text_formulas_equal_to_the_gold_are_caught(verifier):
+    cases = _plain_texts(True)
+    assert len(cases) >= 60
+    missed = [(s.text, t) for s, t in cases if not any(f.rule == "gold" for f in check_leakage(t, [s], verifier=verifier).findings)]
+    assert not missed, missed
+
+
+def test_plain_text_near_misses_pass(verifier):
+    cases = _plain_texts(False)
+    assert len(cases) >= 25
+    flagged = [(s.text, t, [f.span for f in r.findings]) for s, t in cases if not (r := check_leakage(t, [s], verifier=verifier)).passed]
+    assert not flagged, flagged
+
+
+def test_plain_formulas_reads_roots_and_powers():
+    from studybench.build.leakage import plain_formulas
+
+    got = {latex for _, _, latex in plain_formulas("Use v = √2gh, or (2gh)^(1/2), or the square root of 2gh; at the bottom.")}
+    assert {"v = \\sqrt{2gh}", "v = \\sqrt{2} gh", "(2gh)^{1/2}", "\\sqrt{2gh}"} <= got
+    assert plain_formulas("Resolve the forces at the bottom of the loop; use Newton's 2nd law.") == []
+    assert plain_formulas("First find the acceleration (Example 2.3, Eq. 2.14).") == []
+
+
+def test_a_loaded_machine_does_not_let_a_leak_through(monkeypatch):
+    # main: a comparison that timed out did not block, so under load the leak passed the gate
+    from studybench.verify.sandbox import TimedOut
+
+    slots = [_gold("\\sqrt{2gh}", "EX")]
+    text = "Use $v = \\sqrt{2gh}$ at the bottom."
+    with Verifier(workers=1, timeout=20.0) as v:
+        real, seen = v.pool.call, set()
+
+        def first_try_times_out(name, args, timeout):
+            if name == "verdict" and repr(args) not in seen:
+                seen.add(repr(args))
+                raise TimedOut()
+            return real(name, args, timeout)
+
+        monkeypatch.setattr(v.pool, "call", first_try_times_out)
+        r = check_leakage(text, slots, verifier=v)
+    assert seen  # the first tries did time out
+    assert any(f.rule == "gold" for f in r.findings) and r.timeouts == 0

@@ -174,3 +174,93 @@ def test_hostile_responses_do_not_raise(v: Verifier) -> None:
     r = majority_vote(["{" * 10_000 + "\\boxed{1}" + "}" * 10_000, "Final Answer: \\boxed{1", None, 5, b"\\boxed{1}",
                        ["\\boxed{1}"]], "nv", verifier=v)
     assert r.label == "\\boxed{1}" and r.abstentions == 5
+
+
+# --------------------------------------------------------------------------------------------------
+# timeouts never split a vote silently (issue 25, item 1)
+
+README_RESPONSES = ["... Final Answer: \\boxed{3\\times10^{8}}", "\\boxed{3e8}", "\\boxed{2e8}"]
+README_GOLD = "\\boxed{3\\times 10^8}"
+
+
+def _timing_out(v: Verifier, monkeypatch: pytest.MonkeyPatch, *, first_only: bool, names: tuple[str, ...] = ("verdict", "parsable")) -> list[str]:
+    """Make the pool's calls time out (as on a loaded machine): the first call of each task, or every one."""
+    from studybench.verify.sandbox import TimedOut
+
+    real = v.pool.call
+    seen: set[str] = set()
+    log: list[str] = []
+
+    def call(name: str, args: tuple, timeout: float):  # type: ignore[no-untyped-def]
+        key = repr((name, args))
+        if name in names and (not first_only or key not in seen):
+            seen.add(key)
+            log.append(name)
+            raise TimedOut()
+        return real(name, args, timeout)
+
+    monkeypatch.setattr(v.pool, "call", call)
+    return log
+
+
+def test_a_loaded_machine_gives_the_quiet_vote(monkeypatch: pytest.MonkeyPatch) -> None:
+    # main: a comparison (or a readability check) that timed out split the cluster silently: share
+    # 0.333 and rewards (1, 0, 0) at load 7 where a quiet machine gives 0.667 and (1, 1, 0)
+    with Verifier(workers=1, timeout=20.0) as quiet_v:
+        quiet = majority_vote(README_RESPONSES, "NV", gold=README_GOLD, verifier=quiet_v)
+    assert quiet.share == pytest.approx(2 / 3) and quiet.rewards == (1.0, 1.0, 0.0) and quiet.label_correct is True
+    for names in (("verdict",), ("parsable",), ("verdict", "parsable")):
+        with Verifier(workers=1, timeout=20.0) as v:
+            log = _timing_out(v, monkeypatch, first_only=True, names=names)
+            loaded = majority_vote(README_RESPONSES, "NV", gold=README_GOLD, verifier=v)
+        assert log, names  # the first tries did time out
+        assert (loaded.label, loaded.share, loaded.rewards, loaded.label_correct, loaded.clusters) == (
+            quiet.label, quiet.share, quiet.rewards, quiet.label_correct, quiet.clusters), names
+        assert loaded.timeouts == 0 and loaded.complete and loaded.retried == len(log)
+    assert quiet.timeouts == 0 and quiet.retried == 0 and quiet.complete
+
+
+def test_a_timeout_that_persists_is_reported_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    for names in (("verdict",), ("parsable",)):
+        with Verifier(workers=1, timeout=20.0) as v:
+            _timing_out(v, monkeypatch, first_only=False, names=names)
+            r = majority_vote(README_RESPONSES, "NV", gold=README_GOLD, verifier=v)
+            acc = label_accuracy([(README_RESPONSES, "NV", "", README_GOLD), ([fa("MC")], "QL", "", "\\boxed{MC}")], verifier=v)
+        assert r.timeouts > 0 and not r.complete, names
+        assert r.retried >= r.timeouts
+        assert acc.timeouts == r.timeouts and acc.incomplete == 1
+        assert acc.results[1].complete
+
+
+@pytest.mark.slow
+def test_readme_vote_is_the_same_beside_cpu_burners(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The README example in fresh processes (default verifier, 5 s limit), quiet and with busy loops beside it."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    code = (
+        "import json\nfrom studybench.methods import majority_vote\n"
+        f"r = majority_vote({README_RESPONSES!r}, 'NV', gold={README_GOLD!r})\n"
+        "print(json.dumps([r.label, r.share, r.rewards, r.label_correct, r.timeouts]))\n"
+    )
+
+    def vote(seed: str) -> list:  # type: ignore[type-arg]
+        env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": seed, "STUDYBENCH_VERIFY_WARM": "1"}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=900)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    quiet = vote("0")
+    assert quiet == ["\\boxed{3\\times10^{8}}", pytest.approx(2 / 3), [1.0, 1.0, 0.0], True, 0]
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        loaded = [vote("1")]
+    finally:
+        for p in burners:
+            p.kill()
+        for p in burners:
+            p.wait(timeout=30)
+    assert loaded == [quiet]

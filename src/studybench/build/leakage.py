@@ -15,7 +15,10 @@ every place where a guidance text gives the answer away:
     adjacent pair of a relation chain inside it, each comma/``\quad`` part, every bare number in the
     prose (scientific notation in any spelling: ``3.57e34``, ``3.57 x 10^34``, ``3.57×10³⁴``) with and
     without the unit words after it, a few number words (``twice``, ``half``, ``two`` ... ``ten``) and
-    plain-text equations (``v = sqrt(2gh)``) is compared with every slot of the sub-problem's gold by
+    plain-text formulas in the prose (:func:`plain_formulas`: ``v = sqrt(2gh)``, ``√(2gh)``, ``√2gh``,
+    ``(2gh)^(1/2)``, ``(2*g*h)**0.5``, "the square root of 2gh", ``2π√(L/g)``, ``\sqrt{2gh}`` without
+    math delimiters; the whole formula, each side of a relation and each adjacent pair) is compared
+    with every slot of the sub-problem's gold by
     :meth:`studybench.verify.Verifier.verify_many` under its usual wall-clock timeout (nothing is
     evaluated in this process). So ``3.57\times10^{34}`` catches a gold ``3.57e34 kg m^2/s`` and a
     rearranged equation catches an EQ gold. There is **no length floor**: a two-character gold
@@ -29,7 +32,9 @@ states it too: method-only guidance never needs to restate data, and "the 2 kg b
 gold of 2 tells the solver which given number is the answer. Such findings carry
 ``in_problem=True`` so a reviewer of the construction can tell them apart; they still block.
 
-Verdicts that time out are counted in :attr:`GateResult.timeouts` and do not block (the review
+A comparison that overruns the verifier's timeout (a loaded machine, not the text) is verified
+again, once, with a long limit (:data:`RETRY_TIMEOUT_S`), so the gate decides as on a quiet machine;
+one that still times out is counted in :attr:`GateResult.timeouts` and does not block (the review
 step is the second check).
 
 :func:`sanitise` removes every sentence (or display block) that holds a finding, then checks the
@@ -49,10 +54,12 @@ from studybench.verify import Verifier
 __all__ = [
     "Finding",
     "GateResult",
+    "RETRY_TIMEOUT_S",
     "GoldSlot",
     "Sanitised",
     "check_leakage",
     "gold_slots",
+    "plain_formulas",
     "sanitise",
 ]
 
@@ -310,6 +317,201 @@ def _candidates(text: str) -> list[_Candidate]:
         lhs, rhs = m.group(1), m.group(2).rstrip(".")
         out.append(_Candidate(m.start(), m.end(), f"{lhs} = {rhs}", "plain"))
         out.append(_Candidate(m.start(2), m.end(), rhs, "plain"))
+    have = {c.text for c in out}
+    for start, end, latex in plain_formulas(prose):
+        for piece in _math_pieces(latex):
+            if piece not in have:
+                have.add(piece)
+                out.append(_Candidate(start, end, piece, "plain"))
+    return out
+
+
+# ------------------------------------------------------------------------- plain-text formulas
+
+_PF_TOKEN = re.compile(
+    r"(?P<ws>\s+)"
+    r"|(?P<root>(?:the\s+)?(?:square|cube)\s+root\s+of\s+(?:the\s+)?)"
+    r"|(?P<cmd>\\[A-Za-z]+)"
+    r"|(?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+(?![A-Za-z]))?)"
+    r"|(?P<word>[A-Za-z]+(?:_(?:\{[^{}\s]{1,12}\}|[A-Za-z0-9]{1,4}))?'*)"
+    r"|(?P<greek>[\u0391-\u03a9\u03b1-\u03c9\u03d1\u03d5\u03f5])"
+    r"|(?P<radical>[√∛∜])"
+    r"|(?P<sup>[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+)"
+    r"|(?P<op>\*\*|[-+*/^=≈×·−])"
+    r"|(?P<open>[({\[])"
+    r"|(?P<close>[)}\]])"
+    r"|(?P<other>.)",
+    re.S | re.I,
+)
+_PF_FUNCS = {"exp": r"\exp", "ln": r"\ln", "log": r"\log", "sin": r"\sin", "cos": r"\cos", "tan": r"\tan",
+             "arcsin": r"\arcsin", "arccos": r"\arccos", "arctan": r"\arctan", "sinh": r"\sinh", "cosh": r"\cosh",
+             "tanh": r"\tanh", "abs": "", "sqrt": "", "root": "", "cbrt": ""}
+_PF_ROOT_WORDS = {"sqrt": "", "root": "", "cbrt": "3"}
+_PF_GREEK_NAMES = frozenset(
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi pi rho sigma tau "
+    "upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega".split()
+)
+_PF_GREEK_CHARS = dict(zip(
+    "αβγδεζηθικλμνξπρστυφχψωϑϕϵΓΔΘΛΞΠΣΥΦΨΩ",
+    ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho sigma tau upsilon phi chi psi "
+     "omega vartheta phi epsilon Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega").split(),
+    strict=True,
+))
+_PF_STOP = _NOT_UNITS | frozenset(
+    "get got for has had was now set let see put one two all any not but can may how why our via own new "
+    "used then thus here gives give".split()
+)
+_PF_OPERAND = ("num", "word", "greek", "cmd")
+_Tok = tuple[str, str, int, int]  # kind, text, start, end
+
+
+def _pf_word_ok(toks: list[_Tok], i: int) -> bool:
+    """Whether a word token belongs to a formula: a function or Greek name, or a short symbol run (not an English word)."""
+    base = toks[i][1].rstrip("'").split("_", 1)[0]
+    if base.lower() in _PF_FUNCS or base in _PF_GREEK_NAMES:
+        return True
+    if len(base) > 3:
+        return False
+    if base.lower() not in _PF_STOP:
+        return True
+    # a stop word is a symbol only right beside an operator ("a = F/m")
+    for j in (i - 1, i + 1):
+        k = j + (j - i) if 0 <= j < len(toks) and toks[j][0] == "ws" else j
+        if 0 <= k < len(toks) and toks[k][0] == "op":
+            return True
+    return False
+
+
+def _pf_runs(text: str) -> list[list[_Tok]]:
+    """Maximal runs of formula tokens in prose (stopped by punctuation and English words), each with an operator, root or power."""
+    toks: list[_Tok] = [(m.lastgroup or "other", m.group(0), m.start(), m.end()) for m in _PF_TOKEN.finditer(text)]
+    runs: list[list[_Tok]] = []
+    cur: list[_Tok] = []
+    depth = 0
+
+    def close_run() -> None:
+        nonlocal cur, depth
+        while cur and cur[-1][0] in ("ws", "op", "root", "radical", "open"):
+            cur.pop()
+        while cur and (cur[0][0] == "ws" or (cur[0][0] == "op" and cur[0][1] not in "-−")):
+            cur.pop(0)
+        if cur:
+            runs.append(cur)
+        cur, depth = [], 0
+
+    for i, t in enumerate(toks):
+        kind = t[0]
+        if kind == "ws":
+            if cur:
+                cur.append(t)
+        elif (kind == "word" and not _pf_word_ok(toks, i)) or kind == "other" or (kind == "close" and depth == 0):
+            close_run()
+        else:
+            depth += {"open": 1, "close": -1}.get(kind, 0)
+            cur.append(t)
+            if len(cur) > 160:
+                close_run()
+    close_run()
+    return [r for r in runs if any(t[0] in ("root", "radical", "sup", "cmd", "op") or (t[0] == "word" and t[1].lower() in _PF_FUNCS)
+                                   for t in r) and any(t[0] in _PF_OPERAND for t in r)]
+
+
+def _pf_group_end(toks: list[_Tok], i: int) -> int:
+    """End (exclusive) of the bracketed group that opens at ``toks[i]``; ``len(toks)`` when it never closes."""
+    depth = 0
+    for j in range(i, len(toks)):
+        depth += {"open": 1, "close": -1}.get(toks[j][0], 0)
+        if depth == 0:
+            return j + 1
+    return len(toks)
+
+
+def _pf_inner(toks: list[_Tok], i: int) -> list[_Tok]:
+    """The tokens inside the bracketed group that opens at ``toks[i]``."""
+    j = _pf_group_end(toks, i)
+    return toks[i + 1 : j - 1] if toks[j - 1][0] == "close" else toks[i + 1 : j]
+
+
+def _pf_operand(toks: list[_Tok], i: int, greedy: bool) -> tuple[list[_Tok], int]:
+    """The operand of a root at ``toks[i]`` and where it ends: a bracketed group, or juxtaposed factors (``√2gh``)."""
+    if i < len(toks) and toks[i][0] == "ws":
+        i += 1
+    if i >= len(toks):
+        return [], i
+    if toks[i][0] == "open":
+        return _pf_inner(toks, i), _pf_group_end(toks, i)
+    j = i + 1
+    while greedy and j < len(toks) and toks[j][0] in (*_PF_OPERAND, "sup"):
+        j += 1
+    return toks[i:j], j
+
+
+def _pf_latex(toks: list[_Tok], greedy: bool) -> str:
+    """A run of prose formula tokens as LaTeX: roots, powers, products and Greek letters made explicit."""
+    out: list[str] = []
+    i = 0
+    while i < len(toks):
+        kind, val = toks[i][0], toks[i][1]
+        low = val.rstrip("'").lower()
+        if kind in ("root", "radical") or (kind == "word" and low in _PF_ROOT_WORDS):
+            deg = {"∛": "3", "∜": "4"}.get(val, _PF_ROOT_WORDS.get(low, "3" if "cube" in low else ""))
+            inner, i = _pf_operand(toks, i + 1, greedy)
+            out.append((f"\\sqrt[{deg}]" if deg else "\\sqrt") + "{" + _pf_latex(inner, greedy) + "} ")
+            continue
+        if kind == "word" and low == "abs" and i + 1 < len(toks) and toks[i + 1][0] == "open":
+            out.append("\\left|" + _pf_latex(_pf_inner(toks, i + 1), greedy) + "\\right| ")
+            i = _pf_group_end(toks, i + 1)
+            continue
+        if kind == "op" and val in ("^", "**") and i + 1 < len(toks) and toks[i + 1][0] == "open":
+            out.append("^{" + _pf_latex(_pf_inner(toks, i + 1), greedy) + "}")
+            i = _pf_group_end(toks, i + 1)
+            continue
+        if kind == "op" and val in ("^", "**") and i + 1 < len(toks) and toks[i + 1][0] in _PF_OPERAND:
+            out.append("^{" + _pf_latex(toks[i + 1 : i + 2], greedy) + "}")
+            i += 2
+            continue
+        if kind == "word" and low in _PF_FUNCS:
+            out.append(_PF_FUNCS[low] + " ")
+        elif kind == "word":
+            base, _, sub = val.rstrip("'").partition("_")
+            sym = ("\\" + base if base in _PF_GREEK_NAMES else base) + ("_{" + sub.strip("{}") + "}" if sub else "")
+            out.append(sym + "'" * (len(val) - len(val.rstrip("'"))) + " ")
+        elif kind == "greek":
+            out.append("\\" + _PF_GREEK_CHARS.get(val, "alpha") + " ")
+        elif kind == "sup":
+            out.append("^{" + val.translate(_SUPERSCRIPT) + "}")
+        elif kind == "op":
+            out.append({"**": "^", "*": " \\cdot ", "×": " \\cdot ", "·": " \\cdot ", "−": "-", "≈": "="}.get(val, val))
+        elif kind == "num" and "e" in val.lower():
+            mant, _, exp = val.lower().partition("e")
+            out.append(mant + "\\times10^{" + exp + "}")
+        else:
+            out.append(" " if kind == "ws" else val)
+        i += 1
+    text = re.sub(r"\s+", " ", "".join(out))
+    return re.sub(r"([({\[]) | (?=[)}\]^/])|(?<=/) ", r"\1", text).strip()
+
+
+def plain_formulas(text: str) -> list[tuple[int, int, str]]:
+    r"""The formulas written in plain text in a prose passage, as LaTeX (for the gold comparison).
+
+    A formula is a run of symbols, numbers, operators and brackets that holds an operator, a root, a
+    power or a function (``v = sqrt(2gh)``, ``√(2gh)``, ``(2gh)^(1/2)``, ``2*pi*sqrt(L/g)``, "the square
+    root of 2gh", ``\sqrt{2gh}`` outside math delimiters); punctuation and English words end it, and a
+    short stop word (``a``, ``at``, ``is``) belongs to it only right beside an operator. A root
+    without brackets is read both ways: ``√2gh`` as ``\sqrt{2gh}`` and as ``\sqrt{2} gh``. Pure string
+    work; nothing is evaluated.
+
+    Args:
+        text: prose (mask math spans out first).
+
+    Returns:
+        ``(start, end, latex)`` per reading of each formula, in text order.
+    """
+    out: list[tuple[int, int, str]] = []
+    for run in _pf_runs(text):
+        readings = dict.fromkeys(_pf_latex(run, greedy) for greedy in (True, False))
+        out += [(run[0][2], run[-1][3], latex) for latex in readings if latex]
     return out
 
 
@@ -413,12 +615,27 @@ def check_leakage(
     return result
 
 
+RETRY_TIMEOUT_S = 60.0
+"""The limit (seconds) of the one retry of a comparison that timed out (at least 4x the verifier's own)."""
+
+
+def _verify_settled(v: Verifier, items: list[tuple[Any, ...]]) -> list[Any]:
+    """``verify_many``, then every comparison that timed out once more with a long limit (load never decides)."""
+    verdicts = list(v.verify_many(items))
+    limit = max(RETRY_TIMEOUT_S, 4 * v.timeout)
+    for k, verdict in enumerate(verdicts):
+        if verdict.reason.startswith("incorrect: timed out"):
+            golds, preds, at, ts, unit, problem = items[k]
+            verdicts[k] = v.verify(golds, preds, at, ts, gold_unit=unit, problem=problem, timeout=limit)
+    return verdicts
+
+
 def _verify_many(items: list[tuple[Any, ...]], verifier: Verifier | None) -> list[Any]:
-    """``verify_many`` on the given verifier, or on one made (and closed) for this call."""
+    """``verify_many`` (timeouts retried) on the given verifier, or on one made (and closed) for this call."""
     if verifier is not None:
-        return verifier.verify_many(items)
+        return _verify_settled(verifier, items)
     with Verifier() as v:
-        return v.verify_many(items)
+        return _verify_settled(v, items)
 
 
 def _given_slots(problem: str, slots: Sequence[GoldSlot], wanted: set[int | None], verifier: Verifier | None) -> set[int]:

@@ -32,7 +32,13 @@ winning count over all responses) and :func:`label_accuracy` its ``label_accurac
   one way round). For TUP the comparison is the verifier's TUP rule: slot by slot, in order, every
   slot must agree, so tuples differing in one slot form separate clusters. For ALT it is the ALT
   rule (any-of), so a response listing two forms of one answer joins a response giving one of them.
-  A comparison that times out counts as "not equivalent".
+* **Timeouts never split a cluster silently.** A comparison or readability check that overruns the
+  verifier's hard timeout (a loaded machine, not the answers) is verified again, once, with a long
+  limit (:data:`RETRY_TIMEOUT_FACTOR` times the verifier's, at least :data:`RETRY_TIMEOUT_FLOOR_S`);
+  the vote is then what a quiet machine gives. One that still times out counts as "not equivalent"
+  (or "unreadable"), and the result says so: :attr:`VoteResult.timeouts` counts them and
+  :attr:`VoteResult.complete` is ``False``, so the rewards of such a vote may differ from a quiet
+  run's and should not be used as if they were final.
 * **Unreadable votes** (a slot the verifier cannot read for its type, or a TUP vote with the wrong
   number of slots) are never compared by the verifier: they cluster only by normalised string.
 * **The pseudo-label** is the largest cluster's representative, written as a gold answer (one
@@ -64,7 +70,22 @@ from studybench.verify import Verifier
 from studybench.verify.latex import norm_string
 from studybench.verify.verifier import default_verifier
 
-__all__ = ["Cluster", "LabelAccuracy", "VoteResult", "boxed_label", "label_accuracy", "majority_vote"]
+__all__ = [
+    "RETRY_TIMEOUT_FACTOR",
+    "RETRY_TIMEOUT_FLOOR_S",
+    "Cluster",
+    "LabelAccuracy",
+    "VoteResult",
+    "boxed_label",
+    "label_accuracy",
+    "majority_vote",
+]
+
+RETRY_TIMEOUT_FACTOR = 4.0
+"""A comparison that timed out is verified again with this many times the verifier's timeout..."""
+RETRY_TIMEOUT_FLOOR_S = 60.0
+"""... and at least this many seconds."""
+_TIMED_OUT = "incorrect: timed out"
 
 _READ_CHECKED = frozenset({AnswerType.NV, AnswerType.EX, AnswerType.EQ, AnswerType.IN})
 """Primitive types whose slots are checked for readability (MC, TF, QL are string rules)."""
@@ -109,7 +130,10 @@ class VoteResult:
         rewards: TTRL's reward per response: 1.0 when its vote is in the winning cluster, else 0.0.
         label_correct: whether the verifier accepts the label against the gold; None without a gold
             (False when a gold was given but nobody voted).
-        timeouts: number of verifier comparisons that timed out (counted as not equivalent).
+        timeouts: verifier comparisons and readability checks that still timed out after their retry
+            with a long limit (each counted as not equivalent / unreadable); see :attr:`complete`.
+        retried: comparisons and checks that timed out once and were verified again (their final
+            verdict is in the vote).
     """
 
     label: str | None
@@ -123,6 +147,12 @@ class VoteResult:
     rewards: tuple[float, ...]
     label_correct: bool | None = None
     timeouts: int = 0
+    retried: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every comparison was decided (no timeout left): only then is the vote independent of load."""
+        return self.timeouts == 0
 
     @property
     def n_responses(self) -> int:
@@ -146,6 +176,8 @@ class LabelAccuracy:
         accuracy: ``correct / items`` (0.0 without items); a problem without votes counts as wrong.
         mean_vote_share: mean of the winning ``vote_share`` over the labelled problems (0.0 if none).
         results: one :class:`VoteResult` per problem, in input order.
+        timeouts: comparisons that still timed out after their retry, over all problems.
+        incomplete: problems whose vote had such a timeout (:attr:`VoteResult.complete` is ``False``).
     """
 
     items: int
@@ -154,6 +186,8 @@ class LabelAccuracy:
     accuracy: float
     mean_vote_share: float
     results: tuple[VoteResult, ...]
+    timeouts: int = 0
+    incomplete: int = 0
 
 
 def boxed_label(slots: Sequence[str]) -> str:
@@ -218,7 +252,45 @@ def _slot_types(at: AnswerType, ts: list[AnswerType], n: int) -> list[frozenset[
     return [frozenset({at})] * n
 
 
-def _readable(v: Verifier, slots: tuple[str, ...], at: AnswerType, ts: list[AnswerType], memo: dict[tuple[str, AnswerType], bool]) -> bool:
+def _retry_timeout(v: Verifier) -> float:
+    """The long limit of a retry after a timeout (seconds)."""
+    base = getattr(v, "timeout", 5.0)
+    return max(RETRY_TIMEOUT_FLOOR_S, RETRY_TIMEOUT_FACTOR * (base if isinstance(base, (int, float)) else 5.0))
+
+
+class _Tally:
+    """Timeouts met during one vote: ``retried`` (then decided) and ``left`` (still timed out)."""
+
+    def __init__(self) -> None:
+        self.retried = 0
+        self.left = 0
+
+
+def _verify_settled(v: Verifier, items: list[tuple[Any, ...]], tally: _Tally) -> list[Any]:
+    """``verify_many``, then each comparison that timed out once more with a long limit."""
+    verdicts = list(v.verify_many(items)) if items else []
+    for k, x in enumerate(verdicts):
+        if x.reason == _TIMED_OUT:
+            tally.retried += 1
+            golds, preds, at, ts, unit = items[k]
+            verdicts[k] = v.verify(golds, preds, at, ts, gold_unit=unit, timeout=_retry_timeout(v))
+            tally.left += verdicts[k].reason == _TIMED_OUT
+    return verdicts
+
+
+def _parsable(v: Verifier, box: str, t: AnswerType, tally: _Tally) -> bool:
+    """Whether the verifier reads ``box`` as type ``t``; a check that timed out is made once more with a long limit."""
+    why = v.check_gold_parsable(box, t)
+    if why == "timed out":
+        tally.retried += 1
+        why = v.check_gold_parsable(box, t, timeout=_retry_timeout(v))
+        tally.left += why == "timed out"
+    return why is None
+
+
+def _readable(
+    v: Verifier, slots: tuple[str, ...], at: AnswerType, ts: list[AnswerType], memo: dict[tuple[str, AnswerType], bool], tally: _Tally
+) -> bool:
     for s, types in zip(slots, _slot_types(at, ts, len(slots)), strict=True):
         checked = [t for t in types if t in _READ_CHECKED]
         if not checked:
@@ -226,7 +298,7 @@ def _readable(v: Verifier, slots: tuple[str, ...], at: AnswerType, ts: list[Answ
         ok = False
         for t in sorted(checked, key=lambda x: x.value):
             if (s, t) not in memo:
-                memo[(s, t)] = v.check_gold_parsable(s, t) is None
+                memo[(s, t)] = _parsable(v, s, t, tally)
             if memo[(s, t)]:
                 ok = True
                 break
@@ -278,7 +350,7 @@ def majority_vote(
     members: list[list[int]] = []
     by_norm: dict[tuple[str, ...], int] = {}
     parse_memo: dict[tuple[str, AnswerType], bool] = {}
-    timeouts = 0
+    tally = _Tally()
     for i, vote in enumerate(votes):
         if vote is None:
             continue
@@ -286,7 +358,7 @@ def majority_vote(
         if key in by_norm:
             members[by_norm[key]].append(i)
             continue
-        readable = shapes[i] and _readable(v, vote, at, ts, parse_memo)
+        readable = shapes[i] and _readable(v, vote, at, ts, parse_memo, tally)
         found = None
         if readable:
             cand = [c for c, ok in enumerate(rep_readable) if ok]
@@ -294,8 +366,7 @@ def majority_vote(
             for c in cand:
                 items.append((list(reps[c]), list(vote), at, ts, gold_unit))
                 items.append((list(vote), list(reps[c]), at, ts, gold_unit))
-            verdicts = v.verify_many(items) if items else []
-            timeouts += sum(1 for x in verdicts if x.reason == "incorrect: timed out")
+            verdicts = _verify_settled(v, items, tally)
             for k, c in enumerate(cand):
                 if verdicts[2 * k].correct or verdicts[2 * k + 1].correct:
                     found = c
@@ -322,9 +393,8 @@ def majority_vote(
         if win is not None:
             golds = gold_boxes(gold, at, ts) if isinstance(gold, str) else []
             if golds:
-                verdict = v.verify(golds, list(win.representative), at, ts, gold_unit=gold_unit)
+                verdict = _verify_settled(v, [(golds, list(win.representative), at, ts, gold_unit)], tally)[0]
                 label_correct = verdict.correct
-                timeouts += verdict.reason == "incorrect: timed out"
     return VoteResult(
         label=win.label if win else None,
         slots=win.representative if win else (),
@@ -336,7 +406,8 @@ def majority_vote(
         vote_share=win.size / n_votes if win else 0.0,
         rewards=tuple(1.0 if i in won else 0.0 for i in range(len(votes))),
         label_correct=label_correct,
-        timeouts=int(timeouts),
+        timeouts=tally.left,
+        retried=tally.retried,
     )
 
 
@@ -374,4 +445,6 @@ def label_accuracy(items: Iterable[Sequence[Any]], *, verifier: Verifier | None 
         accuracy=correct / len(results) if results else 0.0,
         mean_vote_share=sum(r.vote_share for r in labelled) / len(labelled) if labelled else 0.0,
         results=tuple(results),
+        timeouts=sum(r.timeouts for r in results),
+        incomplete=sum(1 for r in results if not r.complete),
     )

@@ -285,17 +285,27 @@ def _l2s(conv: list[str]) -> Any:
     return _l2s_text(" ".join(conv).strip())
 
 
-@functools.lru_cache(maxsize=8192)
 def _l2s_text(text: str) -> Any:
+    """latex2sympy on aliased text, memoised (:func:`_l2s_parse`, keyed on the text and ``fastparse.ENABLED``).
+
+    The memo key holds everything the result depends on, so a parse made while the fast parser was
+    off (the worker's warm-up, a test) never answers a later call made with it on.
+    """
+    return _l2s_parse(text, fastparse.ENABLED)
+
+
+@functools.lru_cache(maxsize=8192)
+def _l2s_parse(text: str, fast_enabled: bool) -> Any:
     """latex2sympy on aliased text, memoised.
 
     The ANTLR parse dominates the verifier's cost and the same aliased text recurs across the reading
     pairs of one comparison (SymPy objects are immutable). The hand-written parser of the common
     subset first (:mod:`studybench.verify.fastparse`, the very tree; ``fastparse.ENABLED`` switches it
-    off), then SLL prediction, then the plain parse when that fails (:mod:`studybench.verify.l2s_parse`):
-    the same result, most often much faster.
+    off, and is passed here as ``fast_enabled`` so that it is part of the memo key), then SLL
+    prediction, then the plain parse when that fails (:mod:`studybench.verify.l2s_parse`): the same
+    result, most often much faster.
     """
-    fast = fastparse.fast_parse(text)
+    fast = fastparse.fast_parse(text) if fast_enabled else None
     if fast is not None:
         return fast
     global _L2S_CONFIG
@@ -316,6 +326,9 @@ def _l2s_text(text: str) -> Any:
     if result is None:
         raise LatexError("unparsable LaTeX")
     return result
+
+
+_l2s_text.cache_clear = _l2s_parse.cache_clear  # type: ignore[attr-defined]  # tests clear the memo by this name
 
 
 WARM_UP_LATEX = (

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 __all__ = [
@@ -369,13 +370,18 @@ def extract_definitions(problem: str | None, golds: Sequence[str], answer_type: 
 # ---------------------------------------------------------------------------------------------
 # worker side
 
-_ACTIVE: list[Definition] = []
-_USED: list[str] = []
+_ACTIVE: ContextVar[tuple[tuple[Definition, ...], list[str]] | None] = ContextVar("studybench_definitions", default=None)
+"""The definitions of the comparison running in this context and the list of those used; ``None``
+outside :func:`active_definitions`. A context variable, not a shared list: it is set and reset per
+comparison (and per thread), so no item's definitions can reach another item's comparison."""
 
 
 @contextmanager
 def active_definitions(defs: Sequence[Definition]) -> Iterator[list[str]]:
     """Make ``defs`` the substitutions :func:`substitute_definitions` applies (worker side).
+
+    Scoped to the ``with`` block and to the current thread / context; nested blocks restore the outer
+    definitions on exit.
 
     Args:
         defs: the item's definitions.
@@ -383,12 +389,12 @@ def active_definitions(defs: Sequence[Definition]) -> Iterator[list[str]]:
     Yields:
         The list that collects the descriptions of the definitions actually used.
     """
-    _ACTIVE[:] = list(defs)
-    _USED.clear()
+    used: list[str] = []
+    token = _ACTIVE.set((tuple(defs), used))
     try:
-        yield _USED
+        yield used
     finally:
-        _ACTIVE.clear()
+        _ACTIVE.reset(token)
 
 
 def _parse_one(latex: str, aliases: Any) -> Any:
@@ -415,13 +421,15 @@ def substitute_definitions(gold: list[Any], pred: list[Any], aliases: Any) -> tu
     Returns:
         ``(gold, pred)`` with the definitions substituted; the used ones are recorded.
     """
-    if not _ACTIVE:
+    state = _ACTIVE.get()
+    if state is None or not state[0]:
         return gold, pred
+    active, used_descs = state
     import sympy
 
     rep: dict[Any, Any] = {}
     descs: dict[Any, str] = {}
-    for sym, expr, origin in _ACTIVE:
+    for sym, expr, origin in active:
         try:
             s = _parse_one(sym, aliases)
             e = _parse_one(expr, aliases)
@@ -441,9 +449,9 @@ def substitute_definitions(gold: list[Any], pred: list[Any], aliases: Any) -> tu
         if not more:
             break
         used |= more
-    for s in sorted(used, key=str):
-        if descs[s] not in _USED:
-            _USED.append(descs[s])
+    for s in sorted(used, key=lambda u: descs[u]):
+        if descs[s] not in used_descs:
+            used_descs.append(descs[s])
     return gold, pred
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 from typing import Any
 
 from studybench.verify.aliasing import new_aliases
@@ -40,6 +41,7 @@ __all__ = [
     "replace_undef",
     "sample_points",
     "sym_equal",
+    "symbol_sort_key",
 ]
 
 
@@ -65,7 +67,27 @@ def replace_undef(expr: Any) -> Any:
     undefs = expr.atoms(AppliedUndef) if hasattr(expr, "atoms") else set()
     if not undefs:
         return expr
-    return expr.xreplace({u: sympy.Symbol("F_" + str(abs(hash(str(u))))) for u in undefs})
+    # a digest of the printed form, never hash(): string hashes differ between processes (the
+    # workers run with their own PYTHONHASHSEED), and the name decides the symbol's sample value
+    return expr.xreplace({u: sympy.Symbol(f"F_{zlib.crc32(str(u).encode('utf-8')):08x}_{len(str(u))}") for u in undefs})
+
+
+def symbol_sort_key(sym: Any) -> tuple[str, str]:
+    """A total, process-independent sort key for SymPy symbols: the name, then the full structure.
+
+    Two symbols with one name but different assumptions (``x`` and a positive ``x``) print alike;
+    ``sympy.srepr`` tells them apart, so sorting never falls back to set order (which follows the
+    process's hash seed).
+
+    Args:
+        sym: a SymPy symbol (or any SymPy object).
+
+    Returns:
+        ``(str(sym), srepr(sym))``.
+    """
+    import sympy
+
+    return str(sym), sympy.srepr(sym)
 
 
 def has_float(*exprs: Any) -> bool:
@@ -92,14 +114,16 @@ def sample_points(symbols: list[Any], n: int = _N_POINTS, signed: bool = False) 
             ``|q|`` never equals ``q``).
 
     Returns:
-        ``n`` substitution dicts; the same for the same arguments in every process.
+        ``n`` substitution dicts; a function of the *set* of symbols only (they are put in
+        :func:`symbol_sort_key` order first), the same in every process and for every caller order.
     """
     import sympy
 
     rng = random.Random(_RNG_SEED)
+    ordered = sorted(set(symbols), key=symbol_sort_key)
     pts = []
     for _ in range(n):
-        pts.append({s: sympy.Float(round(rng.uniform(0.3, 2.7) * (rng.choice((-1, 1)) if signed else 1), 6)) for s in symbols})
+        pts.append({s: sympy.Float(round(rng.uniform(0.3, 2.7) * (rng.choice((-1, 1)) if signed else 1), 6)) for s in ordered})
     return pts
 
 
@@ -256,7 +280,7 @@ def _decimals_bracket(gold: Any, pred: Any, text: str) -> bool:
         pred.xreplace({f: sympy.Float(float(f) + s * dlt) for f, s, dlt in zip(floats, signs, deltas, strict=True)})
         for signs in itertools.product((-1, 1), repeat=len(floats))
     ]
-    syms = sorted(gold.free_symbols | pred.free_symbols, key=str)
+    syms = sorted(gold.free_symbols | pred.free_symbols, key=symbol_sort_key)
     good = 0
     for pt in sample_points(syms):
         g = evaluate_at(gold, pt)
@@ -321,7 +345,7 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
     a, b = replace_undef(a), replace_undef(b)
     if tol is None:
         tol = sample_tolerance(has_float(a))  # decimals in the gold allow 1%; see rationalize
-    syms = sorted(a.free_symbols | b.free_symbols, key=str)
+    syms = sorted(a.free_symbols | b.free_symbols, key=symbol_sort_key)
     good = 0
     pts = sample_points(syms) + (sample_points(syms, signed=True) if has_abs(a, b) else [])
     for pt in pts:

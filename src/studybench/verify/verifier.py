@@ -461,6 +461,7 @@ class Verifier:
         """
         try:
             t = self.timeout if timeout is None else float(timeout)
+            self._ensure_warm()  # as for verdicts: a worker's start-up never counts against the check's limit
             return self._pool.call("parsable", (str(box), _at_key(answer_type)), t)
         except TimedOut:
             return "timed out"

@@ -47,6 +47,7 @@ from studybench.verify.symbolic import (
     rationalize,
     replace_undef,
     sample_points,
+    symbol_sort_key,
 )
 from studybench.verify.tolerance import (
     DECIMAL_GOLD_REL_TOL,
@@ -361,7 +362,7 @@ def _isolated_sides(g_l: Any, g_r: Any, p_l: Any, p_r: Any, tol: float) -> tuple
         return None, ""
     if g_l in g_r.free_symbols or g_l in p_r.free_symbols or nonfinite(g_r, p_r):
         return None, ""
-    syms = sorted(g_r.free_symbols | p_r.free_symbols, key=str)
+    syms = sorted(g_r.free_symbols | p_r.free_symbols, key=symbol_sort_key)
     seen = 0
     for pt in sample_points(syms, 8):
         a, b = evaluate_at(g_r, pt), evaluate_at(p_r, pt)
@@ -392,7 +393,7 @@ def _eq_diff_ratio(
         return False, "equation side not finite"
     if tol is None:
         tol = sample_tolerance(has_float(dg))
-    syms = sorted(dg.free_symbols | dp.free_symbols, key=str)
+    syms = sorted(dg.free_symbols | dp.free_symbols, key=symbol_sort_key)
     ratios = []
     for pt in sample_points(syms, 8):
         a, b = evaluate_at(dg, pt), evaluate_at(dp, pt)

@@ -26,6 +26,7 @@ from studybench.verify.symbolic import (
     monomial_factor,
     sample_points,
     sym_equal,
+    symbol_sort_key,
 )
 from studybench.verify.tolerance import close_enough, rel_close, sample_tolerance
 from studybench.verify.verdict import RuleResult
@@ -158,7 +159,7 @@ def _in_membership(gold: str, pred: str) -> RuleResult | None:
     if len(iv) != 1 or not isinstance(var, sympy.Symbol) or _relations(rel) is None or var not in rel.free_symbols:
         return False, "cannot compare the membership with the other side"
     lo, hi, _, _ = iv[0]
-    params = sorted((rel.free_symbols | lo.free_symbols | hi.free_symbols) - {var}, key=str)
+    params = sorted((rel.free_symbols | lo.free_symbols | hi.free_symbols) - {var}, key=symbol_sort_key)
     checked = 0
     for pt in sample_points(params, 4):
         a = complex(0.0) if lo == -sympy.oo else evaluate_at(lo, pt)
@@ -263,7 +264,7 @@ def _positive_multiple(a: Any, b: Any) -> bool:
     if not isinstance(a, sympy.Expr) or not isinstance(b, sympy.Expr):
         return False
     tol = sample_tolerance(has_float(a))
-    syms = sorted(a.free_symbols | b.free_symbols, key=str)
+    syms = sorted(a.free_symbols | b.free_symbols, key=symbol_sort_key)
     ratios = []
     for pt in sample_points(syms, 8) + (sample_points(syms, 8, signed=True) if has_abs(a, b) else []):
         x, y = evaluate_at(a, pt), evaluate_at(b, pt)
