@@ -25,7 +25,12 @@ from studybench.cli.common import (
     verify_settings,
 )
 from studybench.cli.label import parse_labels
-from studybench.cli.show import print_llm_pass, print_report, print_unjudgeable_alarm
+from studybench.cli.show import (
+    exit_for_internal_errors,
+    print_llm_pass,
+    print_report,
+    print_unjudgeable_alarm,
+)
 from studybench.cli.verify import RAY_ADDRESS_HELP, RAY_HELP, ray_verifier
 
 __all__ = ["eval_cmd"]
@@ -261,6 +266,7 @@ def eval_cmd(
         console.print(f"generated {plural(g.generated, 'turn')} ({g.reused} reused, {g.failed} failed) in {g.seconds:.1f}s{rate}")
     if result.rule is not None:
         timed_out = f", {result.rule.timed_out} timed out" if result.rule.timed_out else ""
+        timed_out += f", {result.rule.internal_errors} internal errors" if result.rule.internal_errors else ""
         console.print(f"verified {plural(result.rule.verified, 'turn')} ({result.rule.reused} reused{timed_out}) in {result.rule.seconds:.1f}s")
     if result.llm is not None and plan.judge is not None:
         print_llm_pass(result.llm, plan.judge.model)
@@ -268,6 +274,7 @@ def eval_cmd(
         print_report(result.report, plan.run_dir)
     alarmed = result.llm is not None and plan.judge is not None and print_unjudgeable_alarm(
         result.llm, plan.judge.describe(), plan.run_dir)
+    exit_for_internal_errors(result.report)  # print_report said why
     if result.failed_turns:
         n = result.failed_turns
         console.print(f"[bold yellow]{plural(n, 'turn')} failed and {'counts' if n == 1 else 'count'} as incorrect.[/bold yellow]")

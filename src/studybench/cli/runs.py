@@ -27,7 +27,13 @@ from studybench.cli.common import (
     verify_settings,
 )
 from studybench.cli.reproduce import warn_installed_versions
-from studybench.cli.show import TerminalMarkdown, print_llm_pass, print_report, print_unjudgeable_alarm
+from studybench.cli.show import (
+    TerminalMarkdown,
+    exit_for_internal_errors,
+    print_llm_pass,
+    print_report,
+    print_unjudgeable_alarm,
+)
 
 __all__ = ["consistency_cmd", "judge_cmd", "report_cmd"]
 
@@ -104,7 +110,8 @@ def judge_cmd(
     for w in res.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     if res.rule.verified:
-        console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict")
+        internal = f" ({res.rule.internal_errors} internal errors)" if res.rule.internal_errors else ""
+        console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict{internal}")
     print_llm_pass(res.llm, str(res.judge.get("model")))
     _print_judge_tokens(res.llm, budget, str(res.judge.get("model")))
     print_report(res.report, run_dir)
@@ -118,6 +125,7 @@ def judge_cmd(
         raise typer.Exit(1)
     if alarmed:
         raise typer.Exit(1)
+    exit_for_internal_errors(res.report)  # print_report said why
 
 
 def _print_judge_tokens(st: Any, budget: Any, model: str) -> None:
@@ -207,11 +215,13 @@ def report_cmd(
     warn_installed_versions(run_dir)
     if as_json:
         out_console.print_json(json.dumps(reps if len(reps) > 1 else reps[0]))
+        exit_for_internal_errors(*reps)
         return
     for rep in reps:
         print_report(rep, run_dir, written=not ks)
     if page is not None:
         console.print(f"HTML report: {escape(str(page))}")
+    exit_for_internal_errors(*reps)  # print_report said why
 
 
 def _html_page(run_dir: Path, out: Path | None, scoring: str | None, pricing: Any = None) -> Path:

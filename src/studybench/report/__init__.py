@@ -5,6 +5,15 @@
 """
 
 from studybench.report.build import SCORINGS, TRUNCATION_WARN_SHARE, build_report, write_report
-from studybench.report.render import md_cell, render_markdown, rich_table
+from studybench.report.render import INTERNAL_ERROR_ADVICE, md_cell, render_markdown, rich_table
 
-__all__ = ["SCORINGS", "TRUNCATION_WARN_SHARE", "build_report", "md_cell", "render_markdown", "rich_table", "write_report"]
+__all__ = [
+    "INTERNAL_ERROR_ADVICE",
+    "SCORINGS",
+    "TRUNCATION_WARN_SHARE",
+    "build_report",
+    "md_cell",
+    "render_markdown",
+    "rich_table",
+    "write_report",
+]

@@ -6,7 +6,7 @@ from typing import Any
 
 from studybench.report.tokens import token_table
 
-__all__ = ["md_cell", "render_markdown", "rich_table"]
+__all__ = ["INTERNAL_ERROR_ADVICE", "md_cell", "render_markdown", "rich_table"]
 
 
 def md_cell(text: object) -> str:
@@ -14,11 +14,22 @@ def md_cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+INTERNAL_ERROR_ADVICE = ("the rule verifier failed on them instead of deciding (an internal error, e.g. a broken or shadowed "
+                         "SymPy install), so they count as incorrect and the scores are not trustworthy. Fix the installation "
+                         "(`studybench verify '\\boxed{x^2}' '\\boxed{x \\cdot x}' --type EX` must say correct), then verify "
+                         "again (a run: `studybench eval --only-verify` with the run's options); such verdicts are never final.")
+"""Why rule verdicts that are internal errors matter and what to do (report.md, the terminal, verify-file)."""
+
+
 def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
     if rep.get("complete", True):
         return []
     t = rep["turns"]
-    return [f"**Incomplete run: of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
+    internal = [f"**WARNING: {t['rule_internal_errors']} rule verdicts are internal errors: {INTERNAL_ERROR_ADVICE}**", ""] \
+        if t.get("rule_internal_errors") else []
+    if not (rep.get("not_generated") or t["failed"] or t["missing_judgements"]):
+        return internal
+    return internal + [f"**Incomplete run: of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
             f"and {t['missing_judgements']} have no verdict; they count as incorrect, so the scores below are a lower "
             "bound. Run the `studybench eval` command that made it again (without `--only-verify`) to finish the run.**", ""]
 
