@@ -28,13 +28,13 @@ sha256, parents and sub-problems, k, seeds) or of different models or other meth
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from studybench.escaping import csv_writer
 from studybench.metrics import mean_std
 from studybench.report import build_report, md_cell
 from studybench.store import Manifest, RunStore
@@ -234,7 +234,7 @@ def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
     cells = [f"{m}_{w}" for m in _METRICS for w in ("solo", "guided", "gap")]
     if fmt == "csv":
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv_writer(buf, lineterminator="\n")
         w.writerow(["method", *(f"{c}_{x}" for c in cells for x in ("mean", "std")), "headroom_closed_par",
                     "headroom_closed_sub", "base", "complete", "k", "seeds", "scoring", "solo_run", "guided_run"])
         for r in rows:
@@ -259,7 +259,7 @@ def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
     header = ["method", *(f"{m.capitalize()}@{k} {w}" for m in _METRICS for w in ("solo", "guided", "gap"))]
     if head:
         header += ["headroom closed (Par)", "headroom closed (Sub)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         vals = [_fmt(r[c], c.endswith("gap")) for c in cells]
         if head:

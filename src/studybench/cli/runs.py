@@ -17,6 +17,7 @@ from studybench.cli.common import (
     deprecated,
     fail,
     fail_for,
+    fail_os,
     fail_write,
     interruptible,
     judge_overrides,
@@ -156,7 +157,9 @@ def consistency_cmd(
 
     try:
         rep = write_consistency(run_dir)
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        fail_os(e, run_dir)  # a missing run: 2; a full disk: 1
+    except ValueError as e:
         fail(str(e))
     if as_json:
         out_console.print_json(json.dumps(rep))
@@ -209,7 +212,9 @@ def report_cmd(
         fail(str(e))
     try:
         reps = [build_report(run_dir, scoring, kk, prices) for kk in ks] if ks else [write_report(run_dir, scoring, prices)]
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        fail_os(e, run_dir)  # a missing run: 2; a full disk: 1
+    except ValueError as e:
         fail(str(e))
     page = _html_page(run_dir, html_out, scoring, prices) if html or html_out is not None else None
     warn_installed_versions(run_dir)

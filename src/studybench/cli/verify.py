@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from studybench.cli.common import console, fail, out_console, progress_bars
+from studybench.cli.common import console, fail, fail_write, out_console, progress_bars
 
 __all__ = ["RAY_ADDRESS_HELP", "RAY_HELP", "ray_verifier", "verify_cmd", "verify_file_cmd"]
 
@@ -242,7 +242,7 @@ def verify_file_cmd(
     try:
         atomic_write_text(out_path, "\n".join(out_lines) + "\n")
     except OSError as e:
-        fail(f"{out_path}: cannot write ({e.strerror or e})")
+        fail_write(e, out_path, resumable=False)
     n_correct = sum(1 for v_ in verdicts if v_.correct)
     internal = sum(1 for v_ in verdicts if is_internal_error(v_.reason))
     console.print(f"{len(rows)} rows verified, {n_correct} correct, {internal} internal errors -> {escape(str(out_path))}",

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from studybench.escaping import md_cell
 from studybench.report.tokens import token_table
 
 __all__ = ["INTERNAL_ERROR_ADVICE", "md_cell", "render_markdown", "rich_table"]
-
-
-def md_cell(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 INTERNAL_ERROR_ADVICE = ("the rule verifier failed on them instead of deciding (an internal error, e.g. a broken or shadowed "
@@ -44,7 +40,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"# StudyBench report: {md_cell(rep['split'])} / {md_cell(rep['model'])}",
         "",
         f"k = {rep['k']}{_of_run(rep)}, seeds = {rep['seeds']}, parents = {rep['parents']}, sub-problems = {rep['sub_problems']}, "
-        f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}, scoring = {rep.get('scoring_used', 'strict')} "
+        f"verifier = {md_cell((rep.get('verifier') or {}).get('mode', 'rule'))}, scoring = {md_cell(rep.get('scoring_used', 'strict'))} "
         f"({'rule OR LLM judge' if rep.get('scoring_used') == 'liberal' else 'rule verifier only'})",
         "",
         *([f"Labels: {md_cell(', '.join(f'{k} = {v}' for k, v in rep['labels'].items()))}", ""] if rep.get("labels") else []),
@@ -72,7 +68,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines += [
             "## LLM judge",
             "",
-            f"Judge {md_cell(jd.get('model'))} (template {md_cell(jd.get('template'))}, digest {str(jd.get('template_digest'))[:12]}). "
+            f"Judge {md_cell(jd.get('model'))} (template {md_cell(jd.get('template'))}, digest {md_cell(str(jd.get('template_digest'))[:12])}). "
             f"Rule rejections: {lj['rule_rejections']}; LLM verdicts: TRUE {vc['TRUE']}, FALSE {vc['FALSE']}, "
             f"unjudgeable {vc['unjudgeable']} (rate {rate}; counted as incorrect), error {vc['error']}, not judged {vc['not judged']}.",
             "",
@@ -105,7 +101,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
                 return "n/a" if acc is None else f"{acc:.2f} (n={n})"
 
             lines.append(
-                f"| {name} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} | {cell(d['per_sub_problem'], False)} | "
+                f"| {md_cell(name)} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} | {cell(d['per_sub_problem'], False)} | "
                 f"{cell(d['per_sub_problem'], True)} | {cell(d['per_problem'], False)} | {cell(d['per_problem'], True)} |"
             )
         lines.append("")
@@ -116,10 +112,11 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines.append("")
     lines += ["## By answer type", "", f"| answer type | sub-problems | Sub@{rep['k']} |", "|---|---|---|"]
     for t, d in rep["breakdowns"]["answer_type"].items():
-        lines.append(f"| {t} | {d['sub_problems']} | {fmt(d['sub_at_k'])} |")
+        lines.append(f"| {md_cell(t)} | {d['sub_problems']} | {fmt(d['sub_at_k'])} |")
     lines.append("")
     if rep.get("label_normalisation"):
-        lines += ["Sub-discipline labels normalised: " + "; ".join(f"'{x['raw']}' -> '{x['normalised']}'" for x in rep["label_normalisation"]), ""]
+        lines += ["Sub-discipline labels normalised: " + "; ".join(f"'{md_cell(x['raw'])}' -> '{md_cell(x['normalised'])}'"
+                                                                for x in rep["label_normalisation"]), ""]
     if rep.get("incorrect_reasons"):
         lines += ["## Why attempts were judged incorrect", "", "| reason | count |", "|---|---|"]
         for r, c in rep["incorrect_reasons"].items():
@@ -128,7 +125,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if rep.get("unsolved_sub_problems"):
         lines += [f"## Sub-problems never solved ({len(rep['unsolved_sub_problems'])})", ""]
         for u in rep["unsolved_sub_problems"][:200]:
-            lines.append(f"- {u['parent']} / {u['sub_id']} ({u['answer_type']})")
+            lines.append(f"- {md_cell(u['parent'])} / {md_cell(u['sub_id'])} ({md_cell(u['answer_type'])})")
         lines.append("")
     return "\n".join(lines)
 
@@ -176,7 +173,7 @@ def _tokens_section(rep: dict[str, Any]) -> list[str]:
         return ["## Tokens and cost", "", *judge] if judge else []
     header, rows, notes = table
     lines = ["## Tokens and cost", "", *(x for n in notes for x in (md_cell(n), "")),
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+             "| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return [*lines, "", *judge]
 
