@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from studybench.cli.common import console, fail, out_console
+from studybench.cli.common import console, fail, fail_write, out_console
 
 __all__ = ["plateau_cmd"]
 
@@ -83,7 +83,7 @@ def plateau_cmd(
     except PlateauError as e:
         fail(str(e), 1)
     except OSError as e:
-        fail(f"cannot write {e.filename or prefix}: {e.strerror or e}", 1)
+        fail_write(e, prefix, resumable=False)
     for run in scores["incomplete"]:
         console.print(f"[yellow]warning:[/yellow] {run} is incomplete: its score is a lower bound", soft_wrap=True)
     if as_json:
