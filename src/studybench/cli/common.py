@@ -149,11 +149,11 @@ def fail_for(e: Exception, field: str | None) -> NoReturn:
 
 def fail_write(e: OSError, fallback: Path | str, *, resumable: bool = True) -> NoReturn:
     """Fail (exit 1) because a file could not be written: name the file, and with a full disk say
-    that what was saved is kept and that the same command resumes once space is freed. An unusable name
-    (too long, a directory or a file in the way) is a usage error instead (exit 2)."""
+    that what was saved is kept and that the same command resumes once space is freed. A name too long
+    to use is a usage error instead (exit 2)."""
     where = e.filename if e.filename is not None else fallback
     msg = f"cannot write {short_name(where)}: {e.strerror or e}"
-    if e.errno in _USAGE_ERRNOS:  # an unusable name (over 255 characters, a file in the way): a usage error
+    if e.errno == errno.ENAMETOOLONG:  # an unusable name (over 255 characters): a usage error
         fail(msg, 2)
     if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         msg += "; everything saved before is kept"
