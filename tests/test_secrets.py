@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -112,6 +113,25 @@ def test_configured_secrets_are_masked_in_every_form() -> None:
     assert redact("abcdefgh-ijkl", known_secrets(["abcdefgh", "abcdefgh-ijkl"])) == "***"
 
 
+@pytest.mark.parametrize("url", [False, True], ids=["base64", "base64url"])
+@pytest.mark.parametrize("pad", [True, False], ids=["padded", "unpadded"])
+@pytest.mark.parametrize("offset", [0, 1, 2, 4, 5])
+@pytest.mark.parametrize("quoted", [False, True], ids=["raw", "URL-encoded"])
+def test_a_key_base64_encoded_anywhere_in_a_longer_text_is_masked(url: bool, pad: bool, offset: int, quoted: bool) -> None:
+    for secret in (CANARY, "user:" + URL_CANARY, "k" * 8, "ключ-ÄÖÜ-\u2603-secret"):
+        blob = _b64(secret, b"\x00{" * offset + b"x" * offset, b"-tail", url=url, pad=pad)
+        if quoted:
+            blob = quote(blob, safe="")
+        out = redact(f"id: {blob}; done", [secret] if ":" not in secret else [URL_CANARY])
+        assert out == "id: ***; done", (secret, offset, out)
+
+
+def test_base64_text_without_the_key_and_short_keys_are_left_alone() -> None:
+    other = base64.b64encode(b"an unrelated payload of bytes, quite long").decode()
+    assert redact(f"img {other}", [CANARY]) == f"img {other}"
+    assert redact(base64.b64encode(b"abc1234").decode(), ["abc1234"]) == base64.b64encode(b"abc1234").decode()  # 7 characters
+
+
 def test_env_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SB_T_KEY1", CANARY)
     monkeypatch.setenv("SB_T_KEY2", "EMPTY")
@@ -172,7 +192,7 @@ class _Echo(BaseHTTPRequestHandler):
         if scheme.lower() == "basic":
             value = base64.b64decode(value).decode("utf-8", "replace")
         self.server.seen.append(value)  # type: ignore[attr-defined]
-        return value
+        return self.server.encode(value, auth)  # type: ignore[attr-defined]  # how this server echoes it
 
     def _send(self, status: int, obj: Any) -> None:
         data = json.dumps(obj).encode()
@@ -210,10 +230,48 @@ class _Echo(BaseHTTPRequestHandler):
         })
 
 
-@pytest.fixture
-def echo() -> Iterator[ThreadingHTTPServer]:
+def _b64(raw: str, before: bytes = b"", after: bytes = b"", url: bool = False, pad: bool = True) -> str:
+    enc = (base64.urlsafe_b64encode if url else base64.b64encode)(before + raw.encode() + after).decode()
+    return enc if pad else enc.rstrip("=")
+
+
+ECHOES = {
+    "plain": lambda raw, header: raw,
+    "base64": lambda raw, header: _b64(raw),
+    "base64, unpadded": lambda raw, header: _b64(raw, pad=False),
+    "base64url": lambda raw, header: _b64(raw, url=True),
+    "base64url, unpadded": lambda raw, header: _b64(raw, url=True, pad=False),
+    "base64 inside a blob, offset 1 mod 3": lambda raw, header: _b64(raw, b'{"k":"', b'"}'),
+    "base64url inside a blob, offset 2 mod 3": lambda raw, header: _b64(raw, b'["k","', b'"]', url=True, pad=False),
+    "base64 inside a blob, offset 0 mod 3": lambda raw, header: _b64(raw, b"key", b"-tail"),
+    "URL-encoded base64": lambda raw, header: quote(_b64(raw, b"x"), safe=""),
+    "URL-encoded": lambda raw, header: quote(raw, safe=""),
+    "the Authorization header": lambda raw, header: header,
+}
+"""How a hostile endpoint echoes the credential it got (the key, or ``user:password`` from a Basic header)."""
+
+
+def _cores(secret: str) -> list[str]:
+    """What a base64 text holding ``secret`` always contains, whatever surrounds it: for each byte offset
+    modulo 3, the characters two different surroundings encode alike (computed apart from the library)."""
+    out = []
+    for k in range(3):
+        for url in (False, True):
+            a, b = _b64(secret, b"A" * k, b"BBB", url), _b64(secret, b"\xff" * k, b"\xfe\xfe\xfe", url)
+            same = "".join(x if x == y else "\n" for x, y in zip(a, b, strict=True)).split("\n")
+            core = max(same, key=len)
+            out += [core, quote(core, safe="")]
+    return out
+
+
+ENCODED_CANARIES = tuple(c for canary in CANARIES for c in _cores(canary))
+
+
+@pytest.fixture(params=["plain"])
+def echo(request: pytest.FixtureRequest) -> Iterator[ThreadingHTTPServer]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
     srv.seen = []  # type: ignore[attr-defined]
+    srv.encode = ECHOES[request.param]  # type: ignore[attr-defined]
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     try:
@@ -233,7 +291,7 @@ def _eval(tmp_path: Path, base_url: str, *extra: str, env: dict[str, str] | None
     return subprocess.run(cmd, capture_output=True, text=True, env=full, timeout=300)
 
 
-def _leaks(root: Path, res: subprocess.CompletedProcess[str], canaries: tuple[str, ...] = CANARIES) -> list[str]:
+def _leaks(root: Path, res: subprocess.CompletedProcess[str], canaries: tuple[str, ...] = CANARIES + ENCODED_CANARIES) -> list[str]:
     found = []
     for p in sorted(root.rglob("*")):
         if p.is_file():
@@ -261,6 +319,30 @@ def test_a_key_echoed_in_every_field_reaches_no_file_and_no_console(echo: Thread
     cache_files = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
     assert cache_files and any(b"The judge saw ***" in p.read_bytes() for p in cache_files), llm
     assert _leaks(tmp_path, res) == []
+
+
+@pytest.mark.parametrize("echo", list(ECHOES), indirect=True)
+def test_a_key_echoed_in_any_encoding_reaches_no_file_and_no_console(echo: ThreadingHTTPServer, tmp_path: Path) -> None:
+    """The endpoint and the judge echo their keys base64- or URL-encoded (alone, unpadded, inside a longer
+    base64 text at each byte offset modulo 3) in every field: no file of the run and the cache, and no
+    console line, holds a key in any of those encodings (issue 24 item 5: 27 files held it base64-encoded)."""
+    url = f"http://127.0.0.1:{echo.server_port}/v1"
+    res = _eval(tmp_path, url, "--judge-model", "echo-judge", "--judge-base-url", url, "--judge-api-key-env", "SB_JUDGE_KEY",
+                env={"OPENAI_API_KEY": CANARY, "SB_JUDGE_KEY": JUDGE_CANARY})
+    assert CANARY in echo.seen and JUDGE_CANARY in echo.seen, echo.seen  # type: ignore[attr-defined]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "generations.jsonl").read_text().splitlines()]
+    assert any(r["completion"] and r["completion"].startswith("Using ") for r in rows), res.stderr  # echoed and stored
+    assert _leaks(tmp_path, res) == []
+
+
+@pytest.mark.parametrize("echo", ["the Authorization header", "base64", "base64 inside a blob, offset 1 mod 3"], indirect=True)
+def test_a_basic_auth_header_built_from_url_credentials_reaches_no_file(echo: ThreadingHTTPServer, tmp_path: Path) -> None:
+    """``http://user:KEY@host``: the client sends ``Basic base64(user:KEY)``; an endpoint echoing that header
+    (or ``user:KEY`` base64-encoded) leaves no trace of the key (issue 24 item 5: 4 files held it)."""
+    url = f"http://user:{URL_CANARY}@127.0.0.1:{echo.server_port}/v1"
+    res = _eval(tmp_path, url)
+    assert f"user:{URL_CANARY}" in echo.seen, echo.seen  # type: ignore[attr-defined]
+    assert _leaks(tmp_path, res) == [], res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("where", ["userinfo", "query"])

@@ -5,7 +5,12 @@ each replacing what it finds with ``***``:
 
 - **Configured secrets** (:func:`redact`, :func:`redact_obj`): the exact values of the keys in use
   (the API key read from the environment, a password or ``?api_key=`` value given inside a base
-  URL), in their plain and URL-encoded forms. This is the only redaction applied to model text
+  URL), in their plain and URL-encoded forms, and, for secrets of at least
+  :data:`MIN_MODEL_TEXT_SECRET_LENGTH` characters, base64-encoded as a server can echo them
+  (:func:`encoded_forms`): standard and URL-safe base64, padded or not, also inside a longer base64
+  string (a ``Basic`` header built from ``user:password``, a blob holding the key), where the key's
+  bytes are encoded differently at each of the 3 byte offsets modulo 3; the whole base64 run holding
+  one is masked, and so is its URL-encoded form. This is the only redaction applied to model text
   (completions, reasoning, judge replies), and there only for secrets of at least
   :data:`MIN_MODEL_TEXT_SECRET_LENGTH` characters (:func:`redact_model_text`): a short key such as
   ``1234`` would otherwise turn the answer ``\\boxed{1234}`` into ``\\boxed{***}`` and score it wrong.
@@ -26,6 +31,8 @@ Nothing here raises on any ``str`` input.
 
 from __future__ import annotations
 
+import base64
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -38,6 +45,7 @@ __all__ = [
     "PLACEHOLDER_KEYS",
     "SENSITIVE_QUERY_PARAMS",
     "env_name_problem",
+    "encoded_forms",
     "env_secrets",
     "known_secrets",
     "redact",
@@ -132,17 +140,93 @@ def env_secrets(names: Iterable[str | None]) -> tuple[str, ...]:
     return known_secrets(os.environ.get(n) for n in names if n)
 
 
-def _forms(secret: str) -> list[str]:
+@functools.lru_cache(maxsize=256)
+def _forms(secret: str) -> tuple[str, ...]:
     forms = [secret, quote(secret, safe=""), quote_plus(secret, safe=""), quote(secret)]
     out: list[str] = []
     for f in forms:
         if f not in out:
             out.append(f)
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def encoded_forms(secret: str) -> tuple[str, ...]:
+    """The base64 encodings of ``secret`` that a server may echo, as substrings that hold only the secret's bytes.
+
+    Base64 encodes 3 bytes as 4 characters, so the secret's bytes inside a longer base64 string (a
+    ``Basic`` header of ``user:password``, a JSON blob) are encoded differently at each byte offset
+    modulo 3. For each offset the characters that depend on the secret's bytes alone (its whole
+    3-byte groups) are one stable substring; its standard and URL-safe spellings and their
+    URL-encoded forms are returned. The plain base64 of the secret (padded or not) holds the offset-0
+    substring. :func:`redact` masks the whole base64 run around any of them.
+
+    Args:
+        secret: a configured secret.
+
+    Returns:
+        Distinct substrings of at least 8 characters; ``()`` for a secret shorter than
+        :data:`MIN_MODEL_TEXT_SECRET_LENGTH` (its encodings are too short to be told from other text).
+    """
+    if len(secret) < MIN_MODEL_TEXT_SECRET_LENGTH:
+        return ()
+    raw = secret.encode("utf-8", "surrogatepass")
+    out: list[str] = []
+    for offset in range(3):
+        skip = (3 - offset) % 3  # secret bytes that share a group with the bytes before them
+        whole = raw[skip: skip + 3 * ((len(raw) - skip) // 3)]
+        if len(whole) < 6:
+            continue
+        std = base64.b64encode(whole).decode("ascii")
+        for form in (std, std.replace("+", "-").replace("/", "_")):
+            for f in (form, quote(form, safe="")):
+                if f not in out:
+                    out.append(f)
+    return tuple(out)
+
+
+_B64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+_HEX = frozenset("0123456789ABCDEFabcdef")
+
+
+def _mask_encoded(text: str, form: str) -> str:
+    """``text`` with every base64 run (or its URL-encoded form) that holds ``form`` replaced by ``***``.
+
+    Linear time: each occurrence is widened to its run by scanning, never by a backtracking pattern.
+    """
+    out: list[str] = []
+    done = 0
+    while (j := text.find(form, done)) >= 0:
+        start, end = j, j + len(form)
+        while start > done:
+            if start - 3 >= done and text[start - 3] == "%" and text[start - 2] in _HEX and text[start - 1] in _HEX:
+                start -= 3
+            elif text[start - 1] in _B64:
+                start -= 1
+            else:
+                break
+        while end < len(text):
+            if text[end] == "%" and end + 2 < len(text) and text[end + 1] in _HEX and text[end + 2] in _HEX:
+                end += 3
+            elif text[end] in _B64:
+                end += 1
+            else:
+                break
+        for _ in range(2):  # padding: "=" or its URL-encoded "%3D"
+            if text.startswith("=", end):
+                end += 1
+            elif text[end:end + 3].upper() == "%3D":
+                end += 3
+        out += [text[done:start], MASK]
+        done = end
+    out.append(text[done:])
+    return "".join(out)
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every configured secret (plain or URL-encoded) replaced by ``***``.
+    """``text`` with every configured secret (plain, URL-encoded or base64-encoded) replaced by ``***``.
+
+    The base64 forms (:func:`encoded_forms`) mask the whole base64 run that holds the secret.
 
     Args:
         text: any string (model text, a server's message, a command-line argument).
@@ -157,6 +241,9 @@ def redact(text: str, secrets: Sequence[str]) -> str:
         for form in _forms(secret):
             if form in text:
                 text = text.replace(form, MASK)
+        for form in encoded_forms(secret):
+            if form in text:
+                text = _mask_encoded(text, form)
     return text
 
 

@@ -28,7 +28,6 @@ Columns (:data:`ATTEMPT_COLUMNS`, then one ``label_<key>`` column per run label)
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.answers import clean_surrogates
+from studybench.escaping import csv_writer
 from studybench.files import atomic_write_text
 from studybench.report import SCORINGS, health_status, load_run_report, require_complete
 from studybench.store import RunRows, RunStore, turn_verdicts
@@ -172,7 +172,7 @@ def write_attempts(rows: Sequence[dict[str, Any]], path: Path | str, fmt: str) -
     cols = _columns(rows)
     if fmt == "csv":
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv_writer(buf, lineterminator="\n")
         w.writerow(cols)
         for r in rows:
             w.writerow(["" if r.get(c) is None else _clean(r.get(c)) for c in cols])

@@ -214,9 +214,9 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
         o = j["overall"]
         star = " *" if o["rule_accept"]["assumed_TRUE"] else ""
         lines += [
-            f"## Judge {md_cell(j.get('model'))} ({jid}{', active' if j['active'] else ''})",
+            f"## Judge {md_cell(j.get('model'))} ({md_cell(jid)}{', active' if j['active'] else ''})",
             "",
-            f"Template digest {str(j.get('template_digest'))[:12]}. "
+            f"Template digest {md_cell(str(j.get('template_digest'))[:12])}. "
             f"Rule accepts audited by the judge: {o['audited_accepts']} of {o['rule_accepts']}.",
             "",
             "| rule \\ LLM | TRUE | FALSE | unjudgeable | error | not judged |",
@@ -246,7 +246,7 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
             unj = d["rule_accept"]["unjudgeable"] + d["rule_reject"]["unjudgeable"]
             st = "*" if d["rule_accept"]["assumed_TRUE"] else ""
             lines.append(
-                f"| {t} | {d['turns']} | {d['rule_accept']['TRUE'] + d['rule_accept']['assumed_TRUE']}{st} | {d['rule_accept']['FALSE']} | "
+                f"| {md_cell(t)} | {d['turns']} | {d['rule_accept']['TRUE'] + d['rule_accept']['assumed_TRUE']}{st} | {d['rule_accept']['FALSE']} | "
                 f"{d['rule_reject']['TRUE']} | {d['rule_reject']['FALSE']} | {unj} | {_pct(d['precision'])} | {_pct(d['recall'])} |"
             )
         lines.append("")
@@ -260,7 +260,7 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
         label = _judge_labels(rep["judges"])
         for p in rep["pairs"]:
             lines.append(
-                f"| {label.get(p['a'], p['a'])} | {label.get(p['b'], p['b'])} | {p['turns']} | {p['both_TRUE']} | {p['a_TRUE_b_FALSE']} | {p['a_FALSE_b_TRUE']} | "
+                f"| {label.get(p['a'], md_cell(p['a']))} | {label.get(p['b'], md_cell(p['b']))} | {p['turns']} | {p['both_TRUE']} | {p['a_TRUE_b_FALSE']} | {p['a_FALSE_b_TRUE']} | "
                 f"{p['both_FALSE']} | {_pct(p['agreement'])} | {_kappa(p['kappa'])} |"
             )
         lines.append("")

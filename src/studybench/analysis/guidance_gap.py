@@ -32,13 +32,13 @@ false). Every format carries each run's health (:func:`studybench.report.run_hea
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from studybench.escaping import csv_writer
 from studybench.metrics import mean_std
 from studybench.report import INCOMPLETE_MARK, load_run_report, md_cell, require_complete
 from studybench.report.health import health_status, health_table_latex, health_table_markdown
@@ -268,7 +268,7 @@ def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
     cells = [f"{m}_{w}" for m in _METRICS for w in ("solo", "guided", "gap")]
     if fmt == "csv":
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv_writer(buf, lineterminator="\n")
         w.writerow(["method", *(f"{c}_{x}" for c in cells for x in ("mean", "std")), "headroom_closed_par",
                     "headroom_closed_sub", "base", "complete", "k", "seeds", "scoring", "solo_run", "guided_run", "health"])
         for r in rows:
@@ -301,7 +301,7 @@ def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
     header = ["method", *(f"{m.capitalize()}@{k} {w}" for m in _METRICS for w in ("solo", "guided", "gap"))]
     if head:
         header += ["headroom closed (Par)", "headroom closed (Sub)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         vals = [_marked(r, _fmt(r[c], c.endswith("gap"))) for c in cells]
         if head:

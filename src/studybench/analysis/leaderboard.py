@@ -42,7 +42,6 @@ unreadable run has only its line in the health table.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Mapping
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.escaping import csv_writer, md_cell
 from studybench.report import INCOMPLETE_MARK, load_run_report, require_complete
 from studybench.report.build import parent_outcomes
 from studybench.report.health import (
@@ -406,7 +406,7 @@ def _as_json(board: dict[str, Any]) -> dict[str, Any]:
 
 def _csv(board: dict[str, Any]) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv_writer(buf, lineterminator="\n")
     head = ["method", "layer", "base", "is_base"]
     for s in board["splits"]:
         head += [f"{s}_par_mean", f"{s}_par_std", f"{s}_sub_mean", f"{s}_sub_std", f"{s}_delta_sub"]
@@ -429,19 +429,15 @@ def _csv(board: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def _markdown(board: dict[str, Any]) -> str:
     header, rows = _table(board, lambda t, b: f"**{t}**" if b else t)
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     layer = None
     for group, cells in rows:
         if group != layer and group:
-            lines.append("| *" + _md_escape(group) + "* |" + " |" * (len(header) - 1))
+            lines.append("| *" + md_cell(group) + "* |" + " |" * (len(header) - 1))
         layer = group
-        lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
     seeds = board["seeds"]
     lines += ["", f"Mean ± sample std over {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
               f"ΔSub@{board['k']} against each method's base model run (best per column in bold)."]

@@ -9,6 +9,7 @@ from typing import Any
 
 from studybench.audit.contamination import AuditResult, PairRow
 from studybench.audit.ngrams import JACCARD_SWEEP
+from studybench.escaping import md_cell
 from studybench.files import atomic_write_text, dumps_json
 
 __all__ = ["build_report", "pair_dict", "render_markdown", "write_outputs"]
@@ -159,10 +160,6 @@ def build_report(result: AuditResult, *, top: int = 10) -> dict[str, Any]:
     }
 
 
-def _md_cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(report: dict[str, Any]) -> str:
     """``report.md``: the report as Markdown tables."""
     lines = ["# Contamination audit", "", f"Flagging rule: {report['flagging_rule']}.", ""]
@@ -179,7 +176,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     alarm = (report["stages"].get("llm") or {}).get("unjudgeable_alarm")
     if alarm:
-        lines.append(f"- **warning**: {_md_cell(alarm)}")
+        lines.append(f"- **warning**: {md_cell(alarm)}")
     lines += [
         "",
         "## Stages",
@@ -189,9 +186,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for name, st in report["stages"].items():
         if st is None:
-            lines.append(f"| {name} | skipped | | |")
+            lines.append(f"| {md_cell(name)} | skipped | | |")
         else:
-            lines.append(f"| {name} | {st['candidates']} | {st['flagged']} | {st['seconds']} |")
+            lines.append(f"| {md_cell(name)} | {st['candidates']} | {st['flagged']} | {st['seconds']} |")
     ov = report["overlap"]
     lines += [
         "",
@@ -209,17 +206,17 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Per file", "", "| side | file | records | flagged records |", "|---|---|---:|---:|"]
     for side, key in (("eval", "per_eval_file"), ("train", "per_train_file")):
         for f, c in report[key].items():
-            lines.append(f"| {side} | {_md_cell(f)} | {c['records']} | {c['flagged_records']} |")
+            lines.append(f"| {side} | {md_cell(f)} | {c['records']} | {c['flagged_records']} |")
     lines += ["", "## Top flagged pairs", ""]
     if not report["top_pairs"]:
         lines.append("None.")
     for k, p in enumerate(report["top_pairs"], start=1):
         cos = "n/a" if p["cosine"] is None else f"{p['cosine']:.3f}"
         lines += [
-            f"{k}. `{p['train_id']}` vs `{p['eval_id']}`: Jaccard {p['jaccard']:.3f}, cosine {cos}, "
-            f"LLM {p['llm_status'] or 'n/a'}, stages {', '.join(p['stages'])}",
-            f"   - train: {_md_cell(p['train_excerpt'])}",
-            f"   - eval: {_md_cell(p['eval_excerpt'])}",
+            f"{k}. {md_cell(p['train_id'])} vs {md_cell(p['eval_id'])}: Jaccard {p['jaccard']:.3f}, cosine {cos}, "
+            f"LLM {md_cell(p['llm_status'] or 'n/a')}, stages {md_cell(', '.join(p['stages']))}",
+            f"   - train: {md_cell(p['train_excerpt'])}",
+            f"   - eval: {md_cell(p['eval_excerpt'])}",
         ]
     lines += ["", "## Parameters", "", "```json", dumps_json(report["parameters"]), "```", ""]
     return "\n".join(lines)

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from studybench.build.embedding import load_embedder
 from studybench.build.llmstage import StageLLM, check_stage_meta, read_rows, run_items
 from studybench.datasets import Dataset
+from studybench.escaping import md_cell
 from studybench.files import atomic_write_lines, atomic_write_text
 from studybench.records import SubProblemRef, label_map
 
@@ -365,7 +366,7 @@ def _merges_md(merges: list[dict[str, Any]], threshold: float, exact: int, n_can
                   "| type | canonical KP | merged name | cosine | uses |", "|---|---|---|---:|---:|"]
         for m in sorted(merges, key=lambda m: m["cosine"]):
             cells = [m["type"], m["into"], m["name"], f"{m['cosine']:.3f}", str(m["uses"])]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 

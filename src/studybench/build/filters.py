@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.datasets import Dataset
+from studybench.escaping import md_cell
 from studybench.evaluate import EvalSpec, run_eval
 from studybench.files import atomic_write_lines, atomic_write_text, dumps_json
 from studybench.models import ChatBackend
@@ -198,7 +199,7 @@ def _table(pool: list[Parent], groups: dict[str, str], selected: list[Parent]) -
 
 def _markdown(table: list[dict[str, Any]]) -> str:
     head = "| Sub-discipline | Pool | Failed | Solved once | Solved | Parents | Sub-problems |\n|---|---:|---:|---:|---:|---:|---:|\n"
-    body = "".join(f"| {r['sub_discipline']} | {r['pool']} | {r['failed']} | {r['solved_once']} | {r['solved']} | "
+    body = "".join(f"| {md_cell(r['sub_discipline'])} | {r['pool']} | {r['failed']} | {r['solved_once']} | {r['solved']} | "
                    f"{r['parents']} | {r['sub_problems']} |\n" for r in table)
     tot = {k: sum(r[k] for r in table) for k in ("pool", "failed", "solved_once", "solved", "parents", "sub_problems")}
     return (head + body + f"| **Total** | {tot['pool']} | {tot['failed']} | {tot['solved_once']} | {tot['solved']} | "

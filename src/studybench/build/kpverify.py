@@ -52,7 +52,6 @@ matrices ``coverage_status.csv`` and ``coverage_score.csv`` (sub-problem x KP: s
 from __future__ import annotations
 
 import asyncio
-import csv
 import io
 import json
 import re
@@ -64,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.build.llmstage import StageLLM, check_stage_meta, input_digest, read_rows, run_items
+from studybench.escaping import csv_writer, md_cell
 from studybench.files import atomic_write_lines, atomic_write_text
 
 __all__ = [
@@ -443,7 +443,7 @@ def _aggregate(work: Path, subs: list[dict[str, Any]], canonical: dict[str, dict
 def _matrix(sub_rows: list[dict[str, Any]], kp_rows: dict[str, dict[str, Any]], kp_ids: list[str],
             cell: Callable[[dict[str, Any]], str]) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv_writer(buf, lineterminator="\n")
     w.writerow(["sub_problem", "status", *kp_ids])
     for s in sub_rows:
         mine = {k["kp_id"] for k in s["kps"]}
@@ -468,7 +468,7 @@ def _markdown(summary: dict[str, Any], sub_rows: list[dict[str, Any]], kp_rows: 
     lines += ["", "Sub-problems by sub-discipline:", "", "| sub-discipline | " + " | ".join(SUB_STATUSES) + " |",
               "|---|" + "---:|" * len(SUB_STATUSES)]
     for d in sorted(by_disc):
-        lines.append(f"| {d} | " + " | ".join(str(by_disc[d][s]) for s in SUB_STATUSES) + " |")
+        lines.append(f"| {md_cell(d)} | " + " | ".join(str(by_disc[d][s]) for s in SUB_STATUSES) + " |")
     u = summary["usage"]
     lines += ["", f"Teacher: {u.get('requests', 0)} requests, {u.get('cached', 0)} cached replies, {u.get('reasked', 0)} re-asks; "
               f"tokens {u.get('prompt_tokens', 0)} prompt, {u.get('completion_tokens', 0)} completion, "

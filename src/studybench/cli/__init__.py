@@ -29,7 +29,7 @@ page (``-h`` works too) is laid out by :mod:`studybench.cli.helptext`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -38,7 +38,7 @@ from studybench.cli.artefact import artefact_app
 from studybench.cli.audit import audit_app
 from studybench.cli.build import build_app
 from studybench.cli.cache import cache_app
-from studybench.cli.common import out_console
+from studybench.cli.common import fail_os, out_console
 from studybench.cli.compare import compare_cmd
 from studybench.cli.corpus import corpus_app
 from studybench.cli.data import data_app
@@ -46,7 +46,7 @@ from studybench.cli.eval import eval_cmd
 from studybench.cli.export import export_app
 from studybench.cli.gepa import gepa_app
 from studybench.cli.guidance_gap import guidance_gap_cmd
-from studybench.cli.helptext import use_readable_help
+from studybench.cli.helptext import ReadableGroup, use_readable_help
 from studybench.cli.label import label_cmd
 from studybench.cli.leaderboard import leaderboard_cmd
 from studybench.cli.plateau import plateau_cmd
@@ -56,7 +56,21 @@ from studybench.cli.verify import verify_cmd, verify_file_cmd
 
 __all__ = ["app", "main"]
 
+
+class _Commands(ReadableGroup):
+    """The root command group: an ``OSError`` that no command caught (an ``--out`` name over 255
+    characters, a file that vanished) ends the command with one line and the exit status of the README's
+    table (2 for an unusable name, else 1), never with a traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OSError as e:
+            fail_os(e)
+
+
 app = typer.Typer(
+    cls=_Commands,
     help="StudyBench: evaluate models and self-evolution methods on the Application and Transfer sets.",
     no_args_is_help=True,
     add_completion=False,

@@ -5,6 +5,7 @@ Registered in the main CLI with ``app.add_typer(audit_app, name="audit")``.
 
 from __future__ import annotations
 
+import errno
 import time
 from pathlib import Path
 from typing import Annotated
@@ -18,7 +19,7 @@ from studybench.audit.common import AuditExtraMissing
 from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
-from studybench.cli.common import console, deprecated, fail, out_console, plural
+from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -146,6 +147,8 @@ def contamination(
         try:
             cache.check_writable()
         except OSError as e:
+            if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+                fail_write(e, cache.root, resumable=False)  # a full disk: 1
             fail(f"cannot use the verdict cache {cache.root} ({e.strerror or e}); pass --judge-cache DIR or --no-judge-cache")
         finally:
             cache.close()
@@ -217,7 +220,7 @@ def contamination(
     try:
         rep = write_outputs(result, out, clean_train=str(clean_train) if clean_train else None)
     except OSError as e:
-        fail(f"cannot write the outputs: {e}")
+        fail_write(e, out, resumable=False)
 
     table = Table(title="contamination audit")
     for col in ("stage", "candidates", "flagged", "seconds"):

@@ -10,7 +10,7 @@ import typer
 
 from studybench.cli.budget import BUDGET_OPTIONS, exit_budget_stopped
 from studybench.cli.build import build_app
-from studybench.cli.common import console, fail
+from studybench.cli.common import console, fail, fail_write
 
 __all__ = ["build_capability", "build_guide", "build_retry"]
 
@@ -80,7 +80,7 @@ def build_guide(
     except GuideError as e:
         fail(str(e))
     except OSError as e:
-        fail(f"cannot write into {work} ({e.strerror or e})", 1)
+        fail_write(e, work)
     c = res["counts"]
     paths = ", ".join(f"{k}: {v}" for k, v in sorted(c.items()) if k != "emitted")
     from studybench.build.llmstage import read_rows
@@ -175,7 +175,7 @@ def build_capability(
     except (EvalError, ValueError) as e:
         fail(str(e))
     except OSError as e:
-        fail(f"cannot write into {out} ({e.strerror or e})", 1)
+        fail_write(e, out)
     parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in res.counts.items())
     console.print(f"capability: pool {res.pool} parents ({parts}); selected {res.selected} parents "
                   f"({res.selected_sub_problems} sub-problems) -> {out / 'test_set.json'}")

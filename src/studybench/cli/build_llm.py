@@ -10,7 +10,16 @@ from rich.markup import escape
 
 from studybench.cli.budget import BUDGET_OPTIONS, budget_tracker, cost_text, stop_for_budget
 from studybench.cli.build import build_app
-from studybench.cli.common import OptionSet, console, fail, fail_write, interruptible, plural, progress_bars
+from studybench.cli.common import (
+    OptionSet,
+    console,
+    fail,
+    fail_os,
+    fail_write,
+    interruptible,
+    plural,
+    progress_bars,
+)
 
 __all__ = ["attach_budget", "decompose_cmd", "finish_stage", "usage_line", "verify_cmd"]
 
@@ -137,7 +146,7 @@ def _work_dir(work: Path) -> Path:
     try:
         work.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        fail(f"--work {work}: cannot create it ({e.strerror or e})")
+        fail_os(e, work)  # a file in the way: 2; a full disk: 1
     return work
 
 

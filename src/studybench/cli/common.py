@@ -34,16 +34,19 @@ from rich.progress import (
 from rich.text import Text
 
 from studybench.cli.progress import LINE_EVERY_S, LineProgress
+from studybench.escaping import printable, short_name
 
 __all__ = [
     "JUDGE_OPTIONS",
     "SELECTION_OPTIONS",
     "VERIFY_OPTIONS",
     "OptionSet",
+    "SafeConsole",
     "console",
     "deprecated",
     "fail",
     "fail_for",
+    "fail_os",
     "fail_write",
     "flag_for",
     "interruptible",
@@ -56,16 +59,59 @@ __all__ = [
     "verify_settings",
 ]
 
-console = Console(stderr=True)
+class SafeConsole(Console):
+    """A Rich console that never sends a control character it was given in text to the terminal.
+
+    Every string it renders (messages, table cells, Markdown) goes through
+    :func:`studybench.escaping.printable` first, keeping line feeds and tabs: a NUL byte or an escape
+    sequence in a source id, a model name or a file name is shown as ``\\x00`` / ``\\x1b``. This is
+    the one place every name the commands print passes through.
+    """
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """:meth:`rich.console.Console.render_str` of the text with its control characters escaped."""
+        return super().render_str(printable(text, newlines=True), **kwargs)
+
+
+console = SafeConsole(stderr=True)
 """Messages, warnings, progress (stderr)."""
-out_console = Console()
+out_console = SafeConsole()
 """Results (stdout)."""
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:
-    """Print ``error: msg`` and exit with ``code`` (2: a usage or input error)."""
-    console.print(f"[bold red]error:[/bold red] {escape(msg)}", soft_wrap=True)
+    """Print ``error: msg`` on one line (control characters and line breaks escaped) and exit with ``code``
+    (2: a usage or input error; see the README's table of exit statuses)."""
+    console.print(f"[bold red]error:[/bold red] {escape(printable(msg))}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+_USAGE_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EINVAL, errno.ELOOP})
+"""``OSError`` numbers that mean the name given is unusable (a usage or input error: exit 2); any other
+error of a file operation is one the command could not finish (exit 1)."""
+
+
+def fail_os(e: OSError, fallback: Path | str | None = None) -> NoReturn:
+    """Fail with one line for an ``OSError`` of a file operation (see the README's table of exit statuses).
+
+    A full disk (or quota) is :func:`fail_write` (exit 1, saying what is kept); an unusable name (too
+    long, missing, not a directory, a directory where a file belongs) is a usage or input error (exit 2);
+    any other error (no permission, an I/O error) means the command could not finish (exit 1). The file's
+    name is shortened and its control characters escaped.
+
+    Args:
+        e: the error.
+        fallback: the name to show when the error names no file.
+    """
+    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        fail_write(e, fallback if fallback is not None else "a file")
+    usage = e.errno in _USAGE_ERRNOS or isinstance(e, (FileNotFoundError, NotADirectoryError, IsADirectoryError))
+    if e.errno is None or not e.strerror:  # raised by our code with a message
+        msg = str(e)
+    else:
+        where = e.filename if e.filename is not None else fallback
+        msg = f"{short_name(where)}: {e.strerror}" if where is not None else e.strerror
+    fail(msg, 2 if usage else 1)
 
 
 def plural(n: int, word: str) -> str:
@@ -108,9 +154,12 @@ def fail_for(e: Exception, field: str | None) -> NoReturn:
 
 def fail_write(e: OSError, fallback: Path | str, *, resumable: bool = True) -> NoReturn:
     """Fail (exit 1) because a file could not be written: name the file, and with a full disk say
-    that what was saved is kept and that the same command resumes once space is freed."""
+    that what was saved is kept and that the same command resumes once space is freed. A name too long
+    to use is a usage error instead (exit 2)."""
     where = e.filename if e.filename is not None else fallback
-    msg = f"cannot write {where}: {e.strerror or e}"
+    msg = f"cannot write {short_name(where)}: {e.strerror or e}"
+    if e.errno == errno.ENAMETOOLONG:  # an unusable name (over 255 characters): a usage error
+        fail(msg, 2)
     if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         msg += "; everything saved before is kept"
         if resumable:

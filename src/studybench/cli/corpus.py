@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from studybench.cli.common import console, fail, out_console
+from studybench.cli.common import console, fail, fail_write, out_console
+from studybench.escaping import md_cell
 from studybench.files import atomic_write_text, dumps_json
 
 corpus_app = typer.Typer(
@@ -55,7 +56,7 @@ def _write_reports(root: Path, name: str, data: dict[str, Any], markdown: str, o
         atomic_write_text(target / f"{name}.json", dumps_json(data) + "\n")
         atomic_write_text(target / f"{name}.md", markdown)
     except OSError as e:
-        fail(f"cannot write the report into {target} ({e.strerror or e})")
+        fail_write(e, target, resumable=False)
     return target
 
 
@@ -135,7 +136,7 @@ def clean_cmd(books: _Books = None) -> None:
     out_console.print(t)
     md = ["# Clean-up report", "", "| chapter | " + " | ".join(n for n, _ in RULES) + " |", "|---|" + "---|" * len(RULES)]
     for label, edits in res["chapters"].items():  # type: ignore[union-attr]
-        md.append(f"| {label} | " + " | ".join(str(edits[n]) for n, _ in RULES) + " |")
+        md.append(f"| {md_cell(label)} | " + " | ".join(str(edits[n]) for n, _ in RULES) + " |")
     md.append("| **total** | " + " | ".join(str(totals[n]) for n, _ in RULES) + " |")
     where = _write_reports(root, "clean", res, "\n".join(md) + "\n")
     if res["skipped"]:
@@ -173,7 +174,7 @@ def redact_cmd(
           "| parent | blocks | kinds |", "|---|---|---|"]
     for uid, d in res["parents"].items():
         kinds = sorted({b["kind"] for b in d["blocks"]})
-        md.append(f"| {uid} | {len(d['blocks'])} | {', '.join(kinds) or '**none found**'} |")
+        md.append(f"| {md_cell(uid)} | {len(d['blocks'])} | {md_cell(', '.join(kinds)) or '**none found**'} |")
     where = _write_reports(root, "redact", res, "\n".join(md) + "\n")
     console.print(f"report: {where / 'redact.json'}, {where / 'redact.md'}; next: `studybench corpus audit` (contamination) or `studybench build fragments` (test-set construction)", soft_wrap=True)
 
@@ -207,15 +208,15 @@ def audit_cmd(
     if res["residue"]:
         md += ["## Residue", "", "| source | source_problem_id | file | line | kind | anchors | example |", "|---|---|---|---|---|---|---|"]
         for r in res["residue"]:
-            ex = r["example"].replace("|", "\\|").replace("\n", " ")
-            md.append(f"| {r['source']} | {r['source_problem_id']} | {r['file']} | {r['line']} | {r['kind']} | {r['anchors']} | {ex} |")
+            md.append("| " + " | ".join(md_cell(r[c]) for c in ("source", "source_problem_id", "file", "line", "kind", "anchors", "example"))
+                      + " |")
         md.append("")
     if res["missing_markers"]:
         md += ["## Parents without a marker in their book", ""]
-        md += [f"- {m['source']} / {m['source_problem_id']}" for m in res["missing_markers"]]
+        md += [f"- {md_cell(m['source'])} / {md_cell(m['source_problem_id'])}" for m in res["missing_markers"]]
         md.append("")
     if res["not_redacted"]:
-        md += ["## Chapters with clean.md but no clean.redacted.md", ""] + [f"- {x}" for x in res["not_redacted"]] + [""]
+        md += ["## Chapters with clean.md but no clean.redacted.md", ""] + [f"- {md_cell(x)}" for x in res["not_redacted"]] + [""]
     where = _write_reports(root, "audit", res, "\n".join(md), out)
     if res["ok"]:
         console.print(f"[green]audit passed[/green]: {res['files']} files, {res['parents']} parents, no residue, every parent has a marker")

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from studybench.cli.common import console, fail, out_console, plural
+from studybench.escaping import printable
 
 __all__ = ["data_app"]
 
@@ -179,7 +180,8 @@ def data_ids(
 ) -> None:
     """Print the four-part key of every sub-problem (the key a --guidance file joins on), one per line.
 
-    Plain output is tab-separated: source, year, source_problem_id, problem_id. With --json each line is
+    Plain output is tab-separated: source, year, source_problem_id, problem_id (control characters in an
+    id shown as escapes such as \\x00; --json gives the exact text). With --json each line is
     an object with those fields; add a "guidance" field to make it a guidance record."""
     from studybench.datasets import DatasetError, load_dataset, resolve_split
 
@@ -191,7 +193,7 @@ def data_ids(
         if as_json:
             line = json.dumps(dict(zip(("source", "year", "source_problem_id", "problem_id"), key, strict=True)), ensure_ascii=False)
         else:
-            line = "\t".join(key)
+            line = "\t".join(printable(k) for k in key)  # a tab, NUL or escape sequence in an id is shown escaped
         sys.stdout.write(line + "\n")
 
 

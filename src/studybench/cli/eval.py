@@ -27,7 +27,13 @@ from studybench.cli.common import (
     verify_settings,
 )
 from studybench.cli.label import parse_labels
-from studybench.cli.show import judge_pass_failure, print_llm_pass, print_report, print_unjudgeable_alarm
+from studybench.cli.show import (
+    exit_for_internal_errors,
+    judge_pass_failure,
+    print_llm_pass,
+    print_report,
+    print_unjudgeable_alarm,
+)
 from studybench.cli.verify import RAY_ADDRESS_HELP, RAY_HELP, ray_verifier
 
 __all__ = ["eval_cmd"]
@@ -274,6 +280,7 @@ def eval_cmd(
                           f"{escape(first)}[/bold yellow]", soft_wrap=True)
     if result.rule is not None:
         timed_out = f", {result.rule.timed_out} timed out" if result.rule.timed_out else ""
+        timed_out += f", {result.rule.internal_errors} internal errors" if result.rule.internal_errors else ""
         console.print(f"verified {plural(result.rule.verified, 'turn')} ({result.rule.reused} reused{timed_out}) in {result.rule.seconds:.1f}s")
     if result.llm is not None and plan.judge is not None:
         print_llm_pass(result.llm, plan.judge.model)
@@ -286,6 +293,7 @@ def eval_cmd(
         print_report(result.report, plan.run_dir, judge_alarm=judge_failed is None and not (result.llm and result.llm.tally.alarming))
     alarmed = result.llm is not None and plan.judge is not None and print_unjudgeable_alarm(
         result.llm, plan.judge.describe(), plan.run_dir)
+    exit_for_internal_errors(result.report)  # print_report said why
     if result.failed_turns:
         n = result.failed_turns
         console.print(f"[bold yellow]{plural(n, 'turn')} failed and {'counts' if n == 1 else 'count'} as incorrect.[/bold yellow]")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from studybench.cli.common import console, fail, out_console
+from studybench.cli.common import console, fail, fail_write, out_console
 from studybench.cli.health import AllowIncomplete, exit_if_incomplete, refuse
 from studybench.cli.reproduce import warn_installed_versions
 
@@ -125,13 +125,13 @@ def leaderboard_cmd(
         try:
             atomic_write_text(html, page)
         except OSError as e:
-            fail(f"cannot write {html}: {e.strerror or e}", 1)
+            fail_write(e, html, resumable=False)
         console.print(f"leaderboard page: {html}")
     if out is not None:
         try:
             atomic_write_text(out, text)
         except OSError as e:
-            fail(f"cannot write {out}: {e.strerror or e}", 1)
+            fail_write(e, out, resumable=False)
         console.print(f"leaderboard of {len(dirs)} runs: {out}")
     else:
         out_console.print(text, end="", markup=False, highlight=False, soft_wrap=True)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from studybench.cli.common import fail, out_console
+from studybench.cli.common import fail, fail_write, out_console
 from studybench.cli.health import AllowIncomplete, exit_if_incomplete, refuse
 
 __all__ = ["plateau_cmd"]
@@ -110,7 +110,7 @@ def plateau_cmd(
     except PlateauError as e:
         fail(str(e), 1)
     except OSError as e:
-        fail(f"cannot write {e.filename or prefix}: {e.strerror or e}", 1)
+        fail_write(e, prefix, resumable=False)
     if as_json:
         methods = {name: {"seeds": s.seeds, **det[name], "runs": [snap.runs for snap in s.snapshots],
                           "per_seed": [snap.per_seed for snap in s.snapshots]}

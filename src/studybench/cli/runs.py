@@ -17,6 +17,7 @@ from studybench.cli.common import (
     deprecated,
     fail,
     fail_for,
+    fail_os,
     fail_write,
     interruptible,
     judge_overrides,
@@ -31,6 +32,7 @@ from studybench.cli.reproduce import warn_installed_versions
 from studybench.cli.show import (
     TerminalMarkdown,
     judge_pass_failure,
+    exit_for_internal_errors,
     print_llm_pass,
     print_report,
     print_unjudgeable_alarm,
@@ -113,7 +115,8 @@ def judge_cmd(
     for w in res.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     if res.rule.verified:
-        console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict")
+        internal = f" ({res.rule.internal_errors} internal errors)" if res.rule.internal_errors else ""
+        console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict{internal}")
     print_llm_pass(res.llm, str(res.judge.get("model")))
     _print_judge_tokens(res.llm, budget, str(res.judge.get("model")))
     judge_failed = judge_pass_failure(res.llm, run_dir)
@@ -126,6 +129,7 @@ def judge_cmd(
         fail(judge_failed, 1)  # one line: verdicts missing; re-running the same command asks only them
     if alarmed or (activate and (res.report.get("llm_judge") or {}).get("alarm")):
         raise typer.Exit(1)
+    exit_for_internal_errors(res.report)  # print_report said why
 
 
 def _print_judge_tokens(st: Any, budget: Any, model: str) -> None:
@@ -156,7 +160,9 @@ def consistency_cmd(
 
     try:
         rep = write_consistency(run_dir)
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        fail_os(e, run_dir)  # a missing run: 2; a full disk: 1
+    except ValueError as e:
         fail(str(e))
     if as_json:
         out_console.print_json(json.dumps(rep))
@@ -210,7 +216,9 @@ def report_cmd(
         fail(str(e))
     try:
         reps = [build_report(run_dir, scoring, kk, prices) for kk in ks] if ks else [write_report(run_dir, scoring, prices)]
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        fail_os(e, run_dir)  # a missing run: 2; a full disk: 1
+    except ValueError as e:
         fail(str(e))
     page = _html_page(run_dir, html_out, scoring, prices, allow_incomplete) if html or html_out is not None else None
     warn_installed_versions(run_dir)
@@ -223,6 +231,7 @@ def report_cmd(
         if not as_json:
             console.print(f"HTML report: {escape(str(page))}")
         exit_if_incomplete([(str(run_dir), reps[-1]["health"])])  # the page of an incomplete run: --allow-incomplete
+    exit_for_internal_errors(*reps)  # print_report said why
 
 
 def _html_page(run_dir: Path, out: Path | None, scoring: str | None, pricing: Any = None, allow_incomplete: bool = False) -> Path:

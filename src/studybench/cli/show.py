@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import Markdown, TableElement
@@ -14,8 +15,15 @@ from rich.table import Table
 
 from studybench.cli.common import console, out_console, plural
 
-__all__ = ["TerminalMarkdown", "judge_pass_failure", "print_llm_pass", "print_report", "print_truncation",
-           "print_unjudgeable_alarm"]
+__all__ = [
+    "TerminalMarkdown",
+    "exit_for_internal_errors",
+    "judge_pass_failure",
+    "print_llm_pass",
+    "print_report",
+    "print_truncation",
+    "print_unjudgeable_alarm",
+]
 
 
 def _fit_columns(table: Table, console: Console, options: ConsoleOptions) -> None:
@@ -201,6 +209,12 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True, *, ju
             "[/bold yellow]",
             soft_wrap=True,
         )
+    if t.get("rule_internal_errors"):
+        from studybench.report import INTERNAL_ERROR_ADVICE
+
+        console.print(f"[bold red]ERROR: {plural(t['rule_internal_errors'], 'rule verdict')} of {t['expected']} turns "
+                      f"{'is an internal error' if t['rule_internal_errors'] == 1 else 'are internal errors'}: "
+                      f"{escape(INTERNAL_ERROR_ADVICE)}[/bold red]", soft_wrap=True)
     lj = rep.get("llm_judge")
     if lj:
         v = lj["verdicts"]
@@ -221,3 +235,19 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True, *, ju
     else:
         console.print(f"k={rep['k']} of the run's {rep.get('run_k', rep['k'])} attempts: {escape(str(run_dir / 'report.json'))} "
                       "and report.md are not rewritten", soft_wrap=True)
+
+
+def exit_for_internal_errors(*reports: dict[str, Any] | None) -> None:
+    """Exit 1 when a report holds rule verdicts that are internal errors (``turns.rule_internal_errors``).
+
+    Called last by every command that prints a report (``eval``, ``judge``, ``report``), after
+    :func:`print_report` said why: such scores are not trustworthy and never exit 0.
+
+    Args:
+        reports: the reports printed (``None`` entries are skipped).
+    """
+    n = sum(int((r.get("turns") or {}).get("rule_internal_errors") or 0) for r in reports if r)
+    if n:
+        console.print(f"[bold red]error:[/bold red] {plural(n, 'rule verdict')} {'is an internal error' if n == 1 else 'are internal errors'} "
+                      "of the rule verifier; the scores are not trustworthy (exit 1)", soft_wrap=True)
+        raise typer.Exit(1)

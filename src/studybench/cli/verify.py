@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from studybench.cli.common import console, fail, out_console, progress_bars
+from studybench.cli.common import console, fail, fail_write, out_console, progress_bars
 
 __all__ = ["RAY_ADDRESS_HELP", "RAY_HELP", "ray_verifier", "verify_cmd", "verify_file_cmd"]
 
@@ -132,8 +132,9 @@ def verify_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
-    """Verify one (gold, response) pair with the rule verifier. Exit 0 when correct, 1 when not, 2 on bad input."""
-    from studybench.verify import Verifier
+    """Verify one (gold, response) pair with the rule verifier. Exit 0 when correct, 1 when not (and when the
+    verifier failed: an internal error, said on stderr), 2 on bad input."""
+    from studybench.verify import Verifier, is_internal_error
 
     _check_timeout(timeout)
     if not gold.strip():
@@ -147,11 +148,16 @@ def verify_cmd(
         verdict = v.verify(golds, preds, at, ts, gold_unit=gold_unit, problem=problem) if preds else None
     correct = bool(verdict and verdict.correct)
     reason = verdict.reason if verdict else "incorrect: no final answer found"
+    internal = is_internal_error(reason)
     if as_json:
-        out_console.print_json(json.dumps({"correct": correct, "reason": reason, "gold": golds, "extracted": preds}))
+        out_console.print_json(json.dumps({"correct": correct, "reason": reason, "gold": golds, "extracted": preds,
+                                           **({"internal_error": True} if internal else {})}))
     else:
         mark = "[bold green]correct[/bold green]" if correct else "[bold red]incorrect[/bold red]"
         out_console.print(f"{mark}  {escape(reason)}", highlight=False)
+    if internal:
+        fail(f"the rule verifier failed instead of deciding ({reason.removeprefix('incorrect: ')}); "
+             "check the installation (SymPy, pint, latex2sympy2_extended)", 1)
     raise typer.Exit(0 if correct else 1)
 
 
@@ -167,7 +173,10 @@ def verify_file_cmd(
     use_ray: Annotated[bool, typer.Option("--ray", help=RAY_HELP + " --workers: the actors.")] = False,
     ray_address: Annotated[str | None, typer.Option("--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP)] = None,
 ) -> None:
-    """Verify every row of a JSONL file on a process pool (or on Ray); write rows with `correct` and `reason` added."""
+    """Verify every row of a JSONL file on a process pool (or on Ray); write rows with `correct` and `reason` added.
+
+    Exit 1 when a verdict is an internal error of the verifier (e.g. a broken SymPy install): the
+    summary counts them and the output is not trustworthy."""
     from studybench.files import (
         MAX_DATA_BYTES,
         InputFileError,
@@ -175,7 +184,8 @@ def verify_file_cmd(
         jsonl_lines,
         read_user_text,
     )
-    from studybench.verify import Verifier
+    from studybench.report import INTERNAL_ERROR_ADVICE
+    from studybench.verify import Verifier, is_internal_error
 
     _check_timeout(timeout)
     if workers is not None and not 1 <= workers <= 1024:
@@ -232,11 +242,17 @@ def verify_file_cmd(
     try:
         atomic_write_text(out_path, "\n".join(out_lines) + "\n")
     except OSError as e:
-        fail(f"{out_path}: cannot write ({e.strerror or e})")
+        fail_write(e, out_path, resumable=False)
     n_correct = sum(1 for v_ in verdicts if v_.correct)
-    console.print(f"{len(rows)} rows verified, {n_correct} correct -> {out_path}")
+    internal = sum(1 for v_ in verdicts if is_internal_error(v_.reason))
+    console.print(f"{len(rows)} rows verified, {n_correct} correct, {internal} internal errors -> {escape(str(out_path))}",
+                  soft_wrap=True)
     if tp + fp + fn + tn:
         prec = tp / (tp + fp) if tp + fp else float("nan")
         rec = tp / (tp + fn) if tp + fn else float("nan")
         console.print(f"against `label`: accuracy {(tp + tn) / (tp + fp + fn + tn):.4f}, precision {prec:.4f}, recall {rec:.4f} "
                       f"(tp {tp}, fp {fp}, fn {fn}, tn {tn})")
+    if internal:
+        console.print(f"[bold red]ERROR: {internal} of {len(rows)} verdicts are internal errors: "
+                      f"{escape(INTERNAL_ERROR_ADVICE)}[/bold red]", soft_wrap=True)
+        raise typer.Exit(1)

@@ -24,6 +24,7 @@ from studybench.store import (
     RuleVerdictStatus,
     RunStore,
     TurnKey,
+    rule_internal_error,
     rule_verdict_status,
 )
 
@@ -66,6 +67,8 @@ class RuleStats:
         correct: current verdicts that are correct (reused and new).
         timed_out: current verdicts that timed out (reused and new): incorrect, and final for these
             settings; a larger timeout (or ``retry_timeouts``) verifies them again.
+        internal_errors: verdicts made now that are internal errors of the verifier
+            (:func:`studybench.store.rule_internal_error`; never final: verified again next time).
         seconds: wall time of the pass.
     """
 
@@ -74,6 +77,7 @@ class RuleStats:
     verified: int = 0
     correct: int = 0
     timed_out: int = 0
+    internal_errors: int = 0
     seconds: float = 0.0
 
 
@@ -156,6 +160,7 @@ def add_rule_verdicts(
             stats.verified += 1
             stats.correct += correct
             stats.timed_out += reason.startswith(RETRYABLE_RULE_REASON)
+            stats.internal_errors += rule_internal_error(reason)
             if progress:
                 progress("verify", 1, None)
     store.rule_log.sync()

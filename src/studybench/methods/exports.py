@@ -50,6 +50,7 @@ from typing import Any, cast
 
 from studybench import __version__
 from studybench.datasets import DatasetError, resolve_train_dir
+from studybench.escaping import csv_writer
 from studybench.files import atomic_write_text, dumps_json
 from studybench.instructions import (
     LAYER_FILES,
@@ -550,7 +551,7 @@ def export_csv(out_file: str | os.PathLike[str], layers: Sequence[InstructionLay
             start += n
     result.exercises = dict(Counter(split_of.values()))
     buf = io.StringIO(newline="")
-    w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    w = csv_writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     for layer, _i, rec in items:
         split = split_of[exercise_key(rec)]

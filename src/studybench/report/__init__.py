@@ -19,8 +19,8 @@ from studybench.report.health import (
     run_health,
     unreadable_health,
 )
-from studybench.report.render import md_cell, render_markdown, rich_table
+from studybench.report.render import INTERNAL_ERROR_ADVICE, md_cell, render_markdown, rich_table
 
-__all__ = ["INCOMPLETE_MARK", "SCORINGS", "TRUNCATION_WARN_SHARE", "IncompleteRunError", "build_report", "health_status",
-           "incomplete_reasons", "load_run_report", "md_cell", "render_markdown", "require_complete", "rich_table",
-           "run_health", "scoring_label", "unreadable_health", "write_report"]
+__all__ = ["INCOMPLETE_MARK", "INTERNAL_ERROR_ADVICE", "SCORINGS", "TRUNCATION_WARN_SHARE", "IncompleteRunError",
+           "build_report", "health_status", "incomplete_reasons", "load_run_report", "md_cell", "render_markdown",
+           "require_complete", "rich_table", "run_health", "scoring_label", "unreadable_health", "write_report"]

@@ -3,7 +3,9 @@
 ``report.json`` carries at its top level ``k``, ``seeds``, ``par_at_k`` and ``sub_at_k`` (each
 ``{"mean", "std", "per_seed"}`` in percent), ``breakdowns`` (by sub-discipline, source and answer
 type), run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements;
-``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out) and
+``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out;
+``turns.rule_internal_errors``, present when there are any, the rule verdicts that are internal errors
+of the verifier, which make the report incomplete) and
 ``truncation`` (completions cut by the token limit and empty ones, overall and per seed, with a
 warning above :data:`TRUNCATION_WARN_SHARE`), ``pass_at_k`` (the unbiased pass@k for k = 1..K, per
 sub-problem and per parent, by the headline scoring: :func:`studybench.metrics.pass_at_k_table`);
@@ -223,6 +225,9 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     timeouts = sum(1 for t in table if t.rule.timed_out)
     if timeouts:  # only when there are any: reports of runs without timeouts stay as they were
         rep["turns"]["rule_timeouts"] = timeouts
+    internal = sum(1 for t in table if t.rule.internal_error)
+    if internal:  # the verifier failed on these turns (e.g. a broken install): the scores are not trustworthy
+        rep["turns"]["rule_internal_errors"] = internal
     if k != run_k:
         rep["run_k"] = run_k
     # incomplete (report/completeness.py): turns never generated, failed, or without a verdict (an interrupted or

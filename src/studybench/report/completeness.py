@@ -120,8 +120,8 @@ def incomplete_reasons(rep: dict[str, Any]) -> list[str]:
             active judge) ``llm_judge`` from :func:`llm_judge_block`.
 
     Returns:
-        The reasons, in the order: not generated, failed, without a rule verdict, LLM verdicts
-        missing (only when the headline is liberal: a strict score does not depend on them).
+        The reasons, in the order: not generated, failed, without a rule verdict, rule verdicts that
+        are internal errors of the rule verifier, LLM verdicts missing (only when the headline is liberal: a strict score does not depend on them).
     """
     t, n = rep["turns"], rep["turns"]["expected"]
     out = []
@@ -134,6 +134,9 @@ def incomplete_reasons(rep: dict[str, Any]) -> list[str]:
     if verified_missing > 0:
         out.append(f"{verified_missing} of {n} generated turns have no current rule verdict; run `studybench eval` "
                    "again (or `studybench judge RUN_DIR`) to verify them")
+    if t.get("rule_internal_errors"):
+        out.append(f"{t['rule_internal_errors']} rule verdicts are internal errors of the rule verifier (not decided); "
+                   "fix the installation and verify again (`studybench eval --only-verify`)")
     lj = rep.get("llm_judge")
     if lj and rep.get("scoring_used") == "liberal" and lj.get("missing"):
         v = lj["verdicts"]

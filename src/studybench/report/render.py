@@ -4,27 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from studybench.escaping import md_cell
 from studybench.report.completeness import scoring_label
 from studybench.report.errata import errata_line
 from studybench.report.tokens import token_table
 
-__all__ = ["md_cell", "render_markdown", "rich_table"]
+__all__ = ["INTERNAL_ERROR_ADVICE", "md_cell", "render_markdown", "rich_table"]
 
 
-def md_cell(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+INTERNAL_ERROR_ADVICE = ("the rule verifier failed on them instead of deciding (an internal error, e.g. a broken or shadowed "
+                         "SymPy install), so they count as incorrect and the scores are not trustworthy. Fix the installation "
+                         "(`studybench verify '\\boxed{x^2}' '\\boxed{x \\cdot x}' --type EX` must say correct), then verify "
+                         "again (a run: `studybench eval --only-verify` with the run's options); such verdicts are never final.")
+"""Why rule verdicts that are internal errors matter and what to do (report.md, the terminal, verify-file)."""
 
 
 def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
     if rep.get("complete", True):
         return []
+    t = rep["turns"]
+    internal = [f"**WARNING: {t['rule_internal_errors']} rule verdicts are internal errors: {INTERNAL_ERROR_ADVICE}**", ""] \
+        if t.get("rule_internal_errors") else []
     reasons = rep.get("incomplete_reasons")
     if reasons is None:  # a report written before incomplete_reasons existed
-        t = rep["turns"]
         reasons = [f"of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
                    f"and {t['missing_judgements']} have no verdict"]
-    return [f"**Incomplete run: {md_cell('; '.join(reasons))}. What is missing counts as incorrect, so the scores below "
+    return internal + [f"**Incomplete run: {md_cell('; '.join(reasons))}. What is missing counts as incorrect, so the scores below "
             "are a lower bound.**", ""]
 
 
@@ -71,7 +76,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"# StudyBench report: {md_cell(rep['split'])} / {md_cell(rep['model'])}",
         "",
         f"k = {rep['k']}{_of_run(rep)}, seeds = {rep['seeds']}, parents = {rep['parents']}, sub-problems = {rep['sub_problems']}, "
-        f"verifier = {(rep.get('verifier') or {}).get('mode', 'rule')}, scoring = {md_cell(scoring_label(rep))}",
+        f"verifier = {md_cell((rep.get('verifier') or {}).get('mode', 'rule'))}, scoring = {md_cell(scoring_label(rep))}",
         "",
         *([f"Labels: {md_cell(', '.join(f'{k} = {v}' for k, v in rep['labels'].items()))}", ""] if rep.get("labels") else []),
         *([md_cell(errata_line(rep["errata"])), ""] if rep.get("errata") else []),
@@ -102,7 +107,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines += [
             "## LLM judge",
             "",
-            f"Judge {md_cell(jd.get('model'))} (template {md_cell(jd.get('template'))}, digest {str(jd.get('template_digest'))[:12]}). "
+            f"Judge {md_cell(jd.get('model'))} (template {md_cell(jd.get('template'))}, digest {md_cell(str(jd.get('template_digest'))[:12])}). "
             f"Rule rejections: {lj['rule_rejections']}; LLM verdicts: TRUE {vc['TRUE']}, FALSE {vc['FALSE']}, "
             f"unjudgeable {vc['unjudgeable']} (rate {rate}; counted as incorrect), error {vc['error']}, not judged {vc['not judged']}.",
             "",
@@ -138,7 +143,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
                 return "n/a" if acc is None else f"{acc:.2f} (n={n})"
 
             lines.append(
-                f"| {name} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} | {cell(d['per_sub_problem'], False)} | "
+                f"| {md_cell(name)} | {fmt(d['par_at_k'])} | {fmt(d['sub_at_k'])} | {cell(d['per_sub_problem'], False)} | "
                 f"{cell(d['per_sub_problem'], True)} | {cell(d['per_problem'], False)} | {cell(d['per_problem'], True)} |"
             )
         lines.append("")
@@ -149,10 +154,11 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines.append("")
     lines += ["## By answer type", "", f"| answer type | sub-problems | Sub@{rep['k']} |", "|---|---|---|"]
     for t, d in rep["breakdowns"]["answer_type"].items():
-        lines.append(f"| {t} | {d['sub_problems']} | {fmt(d['sub_at_k'])} |")
+        lines.append(f"| {md_cell(t)} | {d['sub_problems']} | {fmt(d['sub_at_k'])} |")
     lines.append("")
     if rep.get("label_normalisation"):
-        lines += ["Sub-discipline labels normalised: " + "; ".join(f"'{x['raw']}' -> '{x['normalised']}'" for x in rep["label_normalisation"]), ""]
+        lines += ["Sub-discipline labels normalised: " + "; ".join(f"'{md_cell(x['raw'])}' -> '{md_cell(x['normalised'])}'"
+                                                                for x in rep["label_normalisation"]), ""]
     if rep.get("incorrect_reasons"):
         lines += ["## Why attempts were judged incorrect", "", "| reason | count |", "|---|---|"]
         for r, c in rep["incorrect_reasons"].items():
@@ -161,7 +167,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if rep.get("unsolved_sub_problems"):
         lines += [f"## Sub-problems never solved ({len(rep['unsolved_sub_problems'])})", ""]
         for u in rep["unsolved_sub_problems"][:200]:
-            lines.append(f"- {u['parent']} / {u['sub_id']} ({u['answer_type']})")
+            lines.append(f"- {md_cell(u['parent'])} / {md_cell(u['sub_id'])} ({md_cell(u['answer_type'])})")
         lines.append("")
     return "\n".join(lines)
 
@@ -230,7 +236,7 @@ def _tokens_section(rep: dict[str, Any]) -> list[str]:
         return ["## Tokens and cost", "", *judge] if judge else []
     header, rows, notes = table
     lines = ["## Tokens and cost", "", *(x for n in notes for x in (md_cell(n), "")),
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+             "| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return [*lines, "", *judge]
 

@@ -24,6 +24,7 @@ from studybench.store.currency import (
     LLMVerdictStatus,
     RuleVerdictStatus,
     llm_verdict_status,
+    rule_internal_error,
     rule_verdict_status,
 )
 from studybench.store.labels import set_labels
@@ -107,6 +108,7 @@ __all__ = [
     "llm_verdict_status",
     "parents_index",
     "rule_settings",
+    "rule_internal_error",
     "rule_verdict_status",
     "set_labels",
     "turn_verdicts",

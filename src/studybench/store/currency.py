@@ -21,22 +21,53 @@ verifier settings that made them: verifying again with the same timeout almost a
 again. They are verified again when the settings change (e.g. a larger timeout) or when asked
 (``retry_timeouts``, e.g. after a run on a loaded machine); reports count them.
 
+**Rule verdicts that are internal errors** (:func:`rule_internal_error`: the verifier failed, e.g. a
+worker whose SymPy import broke, rather than decided) count, as incorrect, until replaced, and are
+never final: the rule pass verifies them again every time. Reports count them
+(``turns.rule_internal_errors``) and a report holding one is not complete.
+
 :func:`rule_verdict_status` and :func:`llm_verdict_status` return both answers at once.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from studybench.files import text_digest
 from studybench.store.rows import FINAL_LLM_VERDICTS, GenerationRow, LLMVerdictRow, RuleVerdictRow
 
-__all__ = ["RETRYABLE_RULE_REASON", "LLMVerdictStatus", "RuleVerdictStatus", "llm_verdict_status", "rule_verdict_status"]
+__all__ = [
+    "RETRYABLE_RULE_REASON",
+    "LLMVerdictStatus",
+    "RuleVerdictStatus",
+    "llm_verdict_status",
+    "rule_internal_error",
+    "rule_verdict_status",
+]
 
 RETRYABLE_RULE_REASON = "incorrect: timed out"
 """The reason of a rule verdict that timed out: final for its verifier settings, verified again only
 when they change or with ``retry_timeouts``."""
+
+_INTERNAL = re.compile(r"^incorrect:(?:.*?:)? internal error\b|^incorrect: worker died \(worker failed to start\)")
+
+
+def rule_internal_error(reason: object) -> bool:
+    """Whether a stored rule verdict's reason is an internal error of the verifier, not a decision.
+
+    The same test as :func:`studybench.verify.is_internal_error` (the store sits below the verifier,
+    so it keeps its own copy of the rule; a test keeps the two equal).
+
+    Args:
+        reason: a rule verdict row's ``reason``.
+
+    Returns:
+        ``True`` for ``"incorrect: internal error (...)"`` (also inside a compound answer's slot) and
+        ``"incorrect: worker died (worker failed to start)"``.
+    """
+    return isinstance(reason, str) and _INTERNAL.search(reason) is not None
 
 
 @dataclass(frozen=True)
@@ -65,6 +96,11 @@ class RuleVerdictStatus:
     def timed_out(self) -> bool:
         """The counting rule verdict timed out (its reason starts with :data:`RETRYABLE_RULE_REASON`)."""
         return self.verdict is not None and self.verdict.reason.startswith(RETRYABLE_RULE_REASON)
+
+    @property
+    def internal_error(self) -> bool:
+        """The counting rule verdict is an internal error of the verifier (:func:`rule_internal_error`)."""
+        return self.verdict is not None and rule_internal_error(self.verdict.reason)
 
     @property
     def judgeable(self) -> bool:
@@ -106,6 +142,8 @@ def rule_verdict_status(
         stale = "the rule verifier's settings changed"
     elif retry_timeouts and rule.reason.startswith(RETRYABLE_RULE_REASON):
         stale = "timed out"
+    elif settings is not None and rule_internal_error(rule.reason):
+        stale = "internal error"
     return RuleVerdictStatus(generation, cd, rule, stale)
 
 

@@ -12,14 +12,15 @@ Public API:
 * :func:`extract_pair` - the gold boxes and a response's final answers (the step before verifying).
 * :func:`check_gold_parsable` - whether a gold box is readable for its primitive type.
 * :func:`extract_answers` - final-answer extraction (:mod:`studybench.answers`).
-* :class:`Verdict` - the result record.
+* :class:`Verdict` - the result record; :func:`is_internal_error` - whether its reason says the verifier
+  failed (a broken install, a rule that raised) rather than decided.
 
 The rule of each answer type is one module of :mod:`studybench.verify.rules`, registered in
 :data:`studybench.verify.rules.RULES`.
 """
 
 from studybench.answers import extract_answers
-from studybench.verify.verdict import Verdict
+from studybench.verify.verdict import Verdict, is_internal_error
 from studybench.verify.verifier import (
     Verifier,
     check_gold_parsable,
@@ -34,6 +35,7 @@ __all__ = [
     "check_gold_parsable",
     "extract_answers",
     "extract_pair",
+    "is_internal_error",
     "verify_boxes",
     "verify_response",
 ]

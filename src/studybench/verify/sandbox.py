@@ -8,9 +8,12 @@ Design:
   (scripts without a ``__main__`` guard keep working). Start-up (interpreter + SymPy import,
   about a second) is paid once per worker and is not counted against a task's timeout.
 * Workers run isolated (``-I``: no current directory on the import path, no ``PYTHON*`` variables,
-  no user site). Their import path is the parent's ``sys.path`` without the current directory,
-  passed explicitly, and ``studybench`` itself is loaded from the parent's own copy, so a
-  ``secrets.py`` (or any module) in the working directory is never imported.
+  no user site). Their import path is the interpreter's own: the standard library and the
+  installed packages (site-packages with its ``.pth`` files, and the user site when the parent
+  uses it); never the parent's ``PYTHONPATH`` entries, its working directory or paths a program
+  added. ``studybench`` itself is loaded from the parent's own copy (also a ``PYTHONPATH``
+  checkout), so a ``sympy.py`` on ``PYTHONPATH`` or a ``secrets.py`` in the working directory is
+  never imported.
 * A worker dies with its parent: on Linux the kernel kills it (``PR_SET_PDEATHSIG``; workers are
   started from one long-lived thread because the signal follows the thread that started the
   process), and everywhere a watchdog thread exits when the parent process is gone, also while a
@@ -78,10 +81,12 @@ def _task_ping() -> int:
 
 
 def _task_origin() -> dict[str, Any]:
-    """Diagnostics: where the worker's ``studybench`` comes from, and its import path."""
+    """Diagnostics: where the worker's ``studybench`` comes from, its import path and the modules it loaded."""
     import studybench
 
-    return {"studybench": studybench.__file__, "path": list(sys.path)}
+    modules = sorted({name.partition(".")[0] for name in list(sys.modules)})
+    files = {m: getattr(sys.modules.get(m), "__file__", None) for m in modules}
+    return {"studybench": studybench.__file__, "path": list(sys.path), "modules": modules, "files": files}
 
 
 TASKS: dict[str, Callable[..., Any]] = {
@@ -202,35 +207,37 @@ def _serve_fds(read_fd: int, write_fd: int, parent_pid: int | None = None) -> No
 
 
 _BOOT = (
-    "import sys, os, json, importlib.util as u; a = sys.argv; sys.path[:] = json.loads(a[2]); "
+    "import sys, os, json, site, importlib.util as u; a = sys.argv; [site.addsitedir(d) for d in json.loads(a[2])]; "
     "s = u.spec_from_file_location('studybench', os.path.join(a[1], '__init__.py'), submodule_search_locations=[a[1]]); "
     "m = u.module_from_spec(s); sys.modules['studybench'] = m; s.loader.exec_module(m); "
     "from studybench.verify.sandbox import _serve_fds; _serve_fds(int(a[3]), int(a[4]), int(a[5]))"
 )
-"""A worker's start: ``python -I -c _BOOT PACKAGE_DIR PATH READ_FD WRITE_FD PARENT_PID``.
+"""A worker's start: ``python -I -c _BOOT PACKAGE_DIR SITE_DIRS READ_FD WRITE_FD PARENT_PID``.
 
-``-I`` keeps the current directory, ``PYTHON*`` variables and the user site off the import path;
-the import path is then set to PATH (a JSON list: the parent's, see :func:`_worker_path`), and
-``studybench`` is loaded from PACKAGE_DIR (the parent's copy, also for an editable install or a
-``PYTHONPATH`` checkout), so the worker runs the very code the parent runs."""
+``-I`` keeps the current directory, ``PYTHON*`` variables and the user site off the import path,
+which is then the interpreter's own (standard library, site-packages); SITE_DIRS (a JSON list, see
+:func:`_worker_site_dirs`) adds the parent's user site when the parent uses it. ``studybench`` is
+loaded from PACKAGE_DIR (the parent's copy, also for an editable install or a ``PYTHONPATH``
+checkout), so the worker runs the very code the parent runs and nothing else from the parent's path."""
 
 
-def _worker_path() -> list[str]:
-    """The parent's import path as absolute entries, without the current directory (``""`` included)."""
+def _worker_site_dirs() -> list[str]:
+    """Installed-package directories of the parent that ``python -I`` leaves out: its user site, when in use.
+
+    Returns:
+        ``[user site-packages]`` when the parent has it on ``sys.path`` (a ``pip install --user``),
+        else ``[]``. ``PYTHONPATH`` entries, the working directory and paths a program added are
+        never passed: a worker imports only the installed packages.
+    """
     try:
-        cwd = os.path.realpath(os.getcwd())
-    except OSError:  # pragma: no cover - the working directory was removed
-        cwd = None
-    out: list[str] = []
-    for p in sys.path:
-        if not isinstance(p, str) or not p:
-            continue
-        full = os.path.abspath(p)
-        if cwd is not None and os.path.realpath(full) == cwd:
-            continue
-        if full not in out:
-            out.append(full)
-    return out
+        import site
+
+        user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    except Exception:  # pragma: no cover - an unusual site module
+        return []
+    if isinstance(user, str) and user and any(isinstance(p, str) and os.path.abspath(p) == user for p in sys.path):
+        return [user]
+    return []
 
 
 def _worker_argv(read_fd: int, write_fd: int) -> list[str]:
@@ -239,7 +246,7 @@ def _worker_argv(read_fd: int, write_fd: int) -> list[str]:
     import studybench
 
     package_dir = os.path.dirname(os.path.abspath(studybench.__file__ or ""))
-    return [sys.executable, "-I", "-c", _BOOT, package_dir, json.dumps(_worker_path()),
+    return [sys.executable, "-I", "-c", _BOOT, package_dir, json.dumps(_worker_site_dirs()),
             str(read_fd), str(write_fd), str(os.getpid())]
 
 

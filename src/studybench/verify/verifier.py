@@ -161,7 +161,10 @@ class Verifier:
 
     Attributes:
         timeout: the default per-verification timeout in seconds.
-        stats: counters ``fast`` (decided in-process), ``worker``, ``memo`` (hits) and ``timeouts``.
+        stats: counters ``fast`` (decided in-process), ``worker``, ``memo`` (hits), ``timeouts`` and
+            ``internal_errors`` (verdicts returned whose reason is an internal error,
+            :func:`~studybench.verify.verdict.is_internal_error`: the verifier failed, e.g. a broken
+            install; callers must not treat results holding one as complete).
 
     Raises:
         ValueError: ``workers`` below 1, or a ``timeout`` that is not a positive finite number.
@@ -184,7 +187,7 @@ class Verifier:
         self._memo_lock = threading.Lock()
         self._threads: ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
-        self.stats = {"fast": 0, "worker": 0, "memo": 0, "timeouts": 0}
+        self.stats = {"fast": 0, "worker": 0, "memo": 0, "timeouts": 0, "internal_errors": 0}
         self._warm_lock = threading.Lock()
         self._warmed = False
 
@@ -245,7 +248,8 @@ class Verifier:
         v = fast_verdict(golds, preds, at, ts, key[4])
         if v is not None:
             self.stats["fast"] += 1
-            self._put(key, v)
+            if not v.internal_error:  # a failure is never memoised: a later call tries again
+                self._put(key, v)
             return key, v
         if any(len(p) > MAX_PRED_CHARS for p in preds):
             v = Verdict(False, "incorrect: answer too long for symbolic comparison", tuple(preds))
@@ -271,8 +275,17 @@ class Verifier:
             return Verdict(False, f"incorrect: worker died ({e})", tuple(preds))
         except Exception as e:  # closed pool, task error
             return Verdict(False, f"incorrect: internal error ({type(e).__name__}: {str(e)[:60]})", tuple(preds))
-        self._put(key, v)
+        if not v.internal_error:  # e.g. a worker whose SymPy import failed: never memoised
+            self._put(key, v)
         return v
+
+    def _counted(self, verdicts: list[Verdict]) -> list[Verdict]:
+        """``verdicts``, with their internal errors added to ``stats["internal_errors"]``."""
+        n = sum(1 for v in verdicts if v.internal_error)
+        if n:
+            with self._memo_lock:
+                self.stats["internal_errors"] += n
+        return verdicts
 
     def verify(
         self,
@@ -311,10 +324,10 @@ class Verifier:
             incorrect verdict that says why.
         """
         key, v = self._prepare(gold_boxes, pred_boxes, answer_type, type_sequence, gold_unit, problem)
-        if v is not None:
-            return v
-        assert key is not None
-        return self._run_worker(key, timeout)
+        if v is None:
+            assert key is not None
+            v = self._run_worker(key, timeout)
+        return self._counted([v])[0]
 
     def verify_response(
         self,
@@ -406,7 +419,7 @@ class Verifier:
             for k, v in zip(keys, results, strict=True):
                 for i in pending[k]:
                     out[i] = v
-        return [v if v is not None else Verdict(False, "incorrect: internal error", ()) for v in out]
+        return self._counted([v if v is not None else Verdict(False, "incorrect: internal error", ()) for v in out])
 
     def _run_chunk(self, keys: list[tuple[Any, ...]]) -> list[Verdict]:
         """Verify keys one after another in this thread (each under its own timeout)."""
