@@ -31,8 +31,8 @@ from studybench.cli.health import exit_if_incomplete
 from studybench.cli.reproduce import warn_installed_versions
 from studybench.cli.show import (
     TerminalMarkdown,
-    judge_pass_failure,
     exit_for_internal_errors,
+    judge_pass_failure,
     print_llm_pass,
     print_report,
     print_unjudgeable_alarm,
