@@ -130,7 +130,7 @@ def test_every_command_over_a_run_with_internal_errors_exits_1_and_a_fixed_insta
     assert rep["turns"]["rule_internal_errors"] == 1 and rep["complete"] is False
     md = (run / "report.md").read_text()
     assert "**WARNING: 1 rule verdicts are internal errors" in md.split("## ", 1)[0]  # under the title
-    assert "Incomplete run:" not in md  # nothing is missing: only the verifier failed
+    assert "Incomplete run: 1 rule verdicts are internal errors" in md  # the only reason: the verifier failed
 
     for args in (["report", run], ["report", run, "--json"], ["report", run, "-k", 1]):
         res = cli(*args)

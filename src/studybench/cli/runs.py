@@ -203,7 +203,11 @@ def report_cmd(
     pricing: Annotated[Path | None, typer.Option("--pricing", help="Pricing file (JSON or TOML, prices per million tokens per model): the report's cost per run, seed and turn from these prices, which the run directory records for its later reports. Default: the prices the run recorded (eval --pricing), if any.")] = None,
     allow_incomplete: Annotated[bool, typer.Option("--allow-incomplete", help="With --html: write the page of an incomplete run too (a banner at its top says why) and exit 1; without it such a page is refused.")] = False,
 ) -> None:
-    """Recompute report.json / report.md of a run directory and print the summary; with -k, print reports for smaller k."""
+    """Recompute report.json / report.md of a run directory and print the summary; with -k, print reports for smaller k.
+
+    Exit status 1 when the run is incomplete (turns not generated, failed or without a verdict, LLM
+    verdicts missing, rule verdicts that are internal errors): the report is written and says why,
+    but its scores are a lower bound."""
     from studybench.costs import PricingError, load_pricing
     from studybench.report import SCORINGS, build_report, write_report
 
@@ -232,6 +236,10 @@ def report_cmd(
             console.print(f"HTML report: {escape(str(page))}")
         exit_if_incomplete([(str(run_dir), reps[-1]["health"])])  # the page of an incomplete run: --allow-incomplete
     exit_for_internal_errors(*reps)  # print_report said why
+    incomplete = [r for r in reps if not r.get("complete", True)]
+    if incomplete:  # the numbers count what is missing as incorrect: never exit 0 (README: Exit statuses)
+        reasons = incomplete[-1].get("incomplete_reasons") or ["turns not generated, failed or without a verdict"]
+        fail(f"{run_dir}: incomplete run ({'; '.join(reasons)}): its scores are a lower bound", 1)
 
 
 def _html_page(run_dir: Path, out: Path | None, scoring: str | None, pricing: Any = None, allow_incomplete: bool = False) -> Path:
