@@ -137,7 +137,7 @@ def compare_cmd(
         extra = {} if diffs is None else {"manifest_differences": [{"field": f, "a": va, "b": vb} for f, va, vb in diffs]}
         out_console.print_json(json.dumps({"a": str(a), "b": str(b), **extra, "comparisons": [
             {"level": c["level"], **c["result"].to_dict(), "conclusion": c["result"].conclusion(), "notes": c["notes"]}
-            for c in out]}))
+            for c in out]}, allow_nan=False))
         return
     if diffs:
         out_console.print(differences_table(diffs, str(a), str(b)))

@@ -65,7 +65,7 @@ def data_check(
         findings = check_dataset(ds)
         if as_json:
             for f in findings:  # one JSON object per line
-                sys.stdout.write(json.dumps({"split": s, **f.to_dict()}, ensure_ascii=False) + "\n")
+                sys.stdout.write(json.dumps({"split": s, **f.to_dict()}, ensure_ascii=False, allow_nan=False) + "\n")
             continue
         where = "" if str(path) == s else f" ({path})"
         out_console.print(f"[bold]{escape(s)}[/bold]{escape(where)}: {plural(len(ds), 'parent')}, "
@@ -106,7 +106,7 @@ def data_ids(
         fail(str(e))
     for key in ds.sub_problem_keys():
         if as_json:
-            line = json.dumps(dict(zip(("source", "year", "source_problem_id", "problem_id"), key, strict=True)), ensure_ascii=False)
+            line = json.dumps(dict(zip(("source", "year", "source_problem_id", "problem_id"), key, strict=True)), ensure_ascii=False, allow_nan=False)
         else:
             line = "\t".join(key)
         sys.stdout.write(line + "\n")
@@ -160,7 +160,7 @@ def data_stats_cmd(
     except (CorpusError, OSError) as e:
         fail(str(e), 1)
     if as_json:
-        sys.stdout.write(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2, allow_nan=False) + "\n")
         return
     t1 = Table(title="Table 1: training layers and test sets (files present vs the paper)")
     for col, just in (("layer", "left"), ("records", "right"), ("exercises", "right"), ("paper", "right"), ("note", "left")):

@@ -92,7 +92,7 @@ def plateau_cmd(
                    for name, s in scores["methods"].items()}
         doc = {"metric": metric, "k": scores["k"], "base": scores["base"], "resamples": resamples, "seed": seed,
                "methods": methods, "incomplete": scores["incomplete"], "figures": [str(p) for p in figures]}
-        out_console.print(dumps_json(json.loads(json.dumps(doc))), markup=False, highlight=False, soft_wrap=True)
+        out_console.print(dumps_json(json.loads(json.dumps(doc, allow_nan=False))), markup=False, highlight=False, soft_wrap=True)
         return
     summary, detail = _tables(scores, det)
     out_console.print(summary)

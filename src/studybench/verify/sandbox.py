@@ -239,7 +239,7 @@ def _worker_argv(read_fd: int, write_fd: int) -> list[str]:
     import studybench
 
     package_dir = os.path.dirname(os.path.abspath(studybench.__file__ or ""))
-    return [sys.executable, "-I", "-c", _BOOT, package_dir, json.dumps(_worker_path()),
+    return [sys.executable, "-I", "-c", _BOOT, package_dir, json.dumps(_worker_path(), allow_nan=False),
             str(read_fd), str(write_fd), str(os.getpid())]
 
 
