@@ -145,8 +145,9 @@ def contamination(
         cache = LLMVerdictCache(judge_cache)
         try:
             cache.check_writable()
-        except OSError as e:
-            fail(f"cannot use the verdict cache {cache.root} ({e.strerror or e}); pass --judge-cache DIR or --no-judge-cache")
+        except (OSError, ValueError) as e:  # ValueError: InputFileError (a named pipe in its place, ...)
+            why = (e.strerror if isinstance(e, OSError) else None) or e
+            fail(f"cannot use the verdict cache {cache.root} ({why}); pass --judge-cache DIR or --no-judge-cache")
         finally:
             cache.close()
     config = AuditConfig(

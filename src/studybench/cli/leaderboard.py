@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,8 @@ def _expand(patterns: list[str]) -> list[Path]:
             fail(f"{pat}: matches no run directory")
         for h in hits:
             p = Path(h)
-            if p.is_dir() and (p / "manifest.json").is_file() and p not in out:
+            # a manifest that is there but not a regular file is read (and refused, named) later
+            if p.is_dir() and os.path.lexists(p / "manifest.json") and p not in out:
                 out.append(p)
             elif not any(ch in pat for ch in "*?["):
                 fail(f"{h}: not a run directory (no manifest.json)")
