@@ -160,8 +160,8 @@ def test_read_generic_fields(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "name", "expected"),
     [
-        ('{"problem": "a"}\n{"problem": \n', "bad.jsonl", ["bad.jsonl", "line 2", "invalid JSON"]),
-        ('[{"problem": "a"}, {"problem": ]', "bad.json", ["bad.json", "line 1", "invalid JSON"]),
+        ('{"problem": "a"}\n{"problem": \n', "bad.jsonl", ["bad.jsonl", "line 2", "not valid JSON"]),
+        ('[{"problem": "a"}, {"problem": ]', "bad.json", ["bad.json", "line 1", "not valid JSON"]),
         ('{"problem": "a"}\n{"answer": "b"}\n', "nofield.jsonl", ["nofield.jsonl", "line 2", "'problem'", "--text-field"]),
         ('[{"problem": "a"}, {"problem": 3.5}, {"problem": ["x"]}]', "type.json", ["record 2", "'problem'", "list"]),
         ('{"problem": "a"}\n[1]\n', "shape.jsonl", ["line 2", "expected a JSON object"]),

@@ -289,7 +289,7 @@ def test_wrong_json_shape(tmp_path: Path, content: str, expect: str) -> None:
         (b"  \n", "empty file"),
         (b"[]", "no parents"),
         (b'{"data": []}', "no parents"),
-        (b"\xff\xfe\x00garbage", "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "not valid UTF-8"),
     ],
     ids=["truncated", "empty", "whitespace", "empty_list", "empty_data", "binary"],
 )

@@ -250,7 +250,7 @@ def test_surrogate_pair_is_fine(tmp_path: Path) -> None:
 def test_huge_integer_is_named_not_called_invalid_json(tmp_path: Path, text: str) -> None:
     p = tmp_path / "verifiable_instr.json"
     p.write_text(text, encoding="utf-8")
-    with pytest.raises(InstructionError, match="an integer with more than .* digits") as e:
+    with pytest.raises(InstructionError, match=r"integer out of range \(5000 digits") as e:
         load_instructions(p)
     assert "not valid JSON" not in str(e.value)
 

@@ -42,7 +42,10 @@ def _write(tmp: Path, obj: Any, name: str = "set.json") -> Path:
     "text,needle,why",
     [
         ("[" * 100_000 + "]" * 100_000, "nested too deeply", "recursion in the JSON parser"),
-        ('[{"year": ' + "9" * 5000 + "}]", "not valid JSON", "integer over Python's digit limit"),
+        ('[{"year": ' + "9" * 5000 + "}]", r"field '\[0\]\.year': integer out of range \(5000 digits", "integer over Python's digit limit"),
+        ('[{"year": ' + "9" * 400 + "}]", r"field '\[0\]\.year': integer out of range \(400 digits", "integer over 64 bits"),
+        ('[{"year": NaN}]', r"field '\[0\]\.year': NaN is not valid JSON", "Python's json reads NaN"),
+        ('[{"year": 1e999999}]', r"field '\[0\]\.year': number out of range \(1e999999", "a float overflowing to inf"),
         ("   \n", "empty file", "whitespace only"),
     ],
 )
@@ -122,11 +125,15 @@ def test_garbage_rows_do_not_crash_or_count(tmp_path: Path) -> None:
     store.rule_log.append({**base, "parent": "S//P2", "sub_id": "P2", "correct": "false",
                              "completion_digest": __import__("studybench.files", fromlist=["x"]).text_digest("\\boxed{9.8}")})
     store.close()
-    with open(store.root / "generations.jsonl", "ab") as f:
-        f.write(b"not json at all\n[1,2]\n")
     rep = write_report(store)
     assert rep["par_at_k"]["mean"] == 0.0  # "false" (a string) is not a verdict of correct
     assert rep["turns"]["missing_judgements"] == 1
+    # a line that is no JSON object at all is not a row of any key: an error naming the line, never
+    # skipped (an older row of the key it held would count in its place)
+    with open(store.root / "generations.jsonl", "ab") as f:
+        f.write(b"not json at all\n[1,2]\n")
+    with pytest.raises(ValueError, match=r"generations\.jsonl: line 3: not valid JSON"):
+        write_report(store)
 
 
 class _Surrogate:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from studybench.files import JsonlLog, atomic_write_text
+from studybench.files import InputFileError, JsonlLog, atomic_write_text
 from studybench.store import Manifest, ParentIndex, RunStore, SplitInfo, SubIndex, TurnKey
 
 
@@ -68,16 +68,28 @@ def test_atomic_manifest_write_leaves_no_temp_files(tmp_path: Path) -> None:
     assert (tmp_path / "x.txt").read_text() == "hello"
 
 
-def test_hostile_lines_are_skipped_not_fatal(tmp_path: Path) -> None:
-    """A line nested 5,000 deep or an integer over Python's digit limit is one unparsable line, skipped."""
+@pytest.mark.parametrize("line,problem", [
+    (b'{"a":' * 5000 + b"1" + b"}" * 5000, "line 2: JSON nested too deeply"),
+    (b'{"split": "transfer", "seed": ' + b"9" * 5000 + b"}", "line 2: field 'seed': integer out of range (5000 digits"),
+    (b'{"split": "transfer", "latency_s": NaN}', "line 2: field 'latency_s': NaN is not valid JSON"),
+    (b"not json", "line 2: not valid JSON (Expecting value at column 1)"),
+    (b"[1, 2]", "line 2: not a JSON object"),
+    (b'{"completion": "\xff"}', "line 2: not valid UTF-8"),
+])
+def test_a_hostile_complete_line_is_refused_naming_file_and_line(tmp_path: Path, line: bytes, problem: str) -> None:
+    """A complete line that is no strict JSON object is an error naming the line (before: skipped, so an
+    older row of its key could count instead); a cache reading the same file just skips it."""
     st = RunStore(tmp_path)
     st.generation_log.append(_row(1, completion="kept"))
     with open(st.generation_log.path, "ab") as f:
-        f.write(b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"\n")
-        f.write(b'{"split": "transfer", "seed": ' + b"9" * 5000 + b"}\n")
+        f.write(line + b"\n")
     st.generation_log.append(_row(2, completion="also kept"))
     st.close()
-    assert [r.completion for r in RunStore(tmp_path).latest_generations().values()] == ["kept", "also kept"]
+    with pytest.raises(InputFileError) as e:
+        RunStore(tmp_path).latest_generations()
+    assert str(e.value).startswith(f"{st.generation_log.path}: {problem}"), str(e.value)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 300
+    assert [r["completion"] for r in JsonlLog(st.generation_log.path, strict=False).rows()] == ["kept", "also kept"]
 
 
 @pytest.mark.parametrize(

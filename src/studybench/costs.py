@@ -38,14 +38,13 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import math
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.files import decode_utf8, read_user_bytes
+from studybench.files import InputFileError, decode_utf8, read_user_bytes
 
 __all__ = [
     "MAX_PRICE",
@@ -75,9 +74,12 @@ class PricingError(ValueError):
 
 
 def _count(value: Any) -> int | None:
+    """A token count, or ``None`` for anything that is not one (a bool, a string, a negative,
+    non-finite or absurdly large number: compared as is, never converted first, so a 400-digit
+    integer cannot raise ``OverflowError``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if not math.isfinite(value) or value < 0 or value >= _MAX_COUNT:
+    if not 0 <= value < _MAX_COUNT:  # also false for NaN
         return None
     return int(value)
 
@@ -333,8 +335,8 @@ def load_pricing(path: Path | str) -> Pricing:
     try:
         data = read_user_bytes(path, limit=1 << 20)
         text = decode_utf8(data, path)
-    except (OSError, ValueError) as e:
-        raise PricingError(f"cannot read pricing file {path}: {e}") from None
+    except InputFileError as e:  # names the file
+        raise PricingError(f"cannot read pricing file {e}") from None
     try:
         if path.suffix.lower() == ".toml":
             import tomllib

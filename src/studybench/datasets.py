@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from studybench.files import MAX_DATA_BYTES, InputFileError, read_user_bytes
+from studybench.files import MAX_DATA_BYTES, InputFileError, parse_json, read_user_bytes
 from studybench.records import Parent, ParentKey, SubProblemRef, sub_problem_refs
 
 __all__ = [
@@ -100,7 +100,7 @@ class Dataset:
                 raise DatasetError(f"{name}: duplicate parent key {p.key}")
             seen.add(p.key)
         raw = [p.model_dump(mode="json") for p in parents]
-        blob = json.dumps(raw, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        blob = json.dumps(raw, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
         digest = hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
         return cls(name, Path(f"<memory:{name}>"), list(parents), digest, False, raw)
 
@@ -258,12 +258,10 @@ def load_dataset(path: str | os.PathLike[str], name: str | None = None) -> Datas
     digest = hashlib.sha256(data).hexdigest()
     if not data.strip():
         raise DatasetError(f"{p}: empty file (expected a JSON list of parents)")
-    try:
-        obj = json.loads(data)
-    except RecursionError:
-        raise DatasetError(f"{p}: JSON nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError; integers over Python's digit limit
-        raise DatasetError(f"{p}: not valid JSON ({e})") from None
+    try:  # strict JSON (files.parse_json): NaN, 1e999999, a 400-digit integer are refused, naming the field
+        obj = parse_json(data, p)
+    except InputFileError as e:
+        raise DatasetError(str(e)) from None
     wrapped = False
     if isinstance(obj, dict):
         if "data" in obj and isinstance(obj["data"], list):

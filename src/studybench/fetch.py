@@ -24,7 +24,6 @@ objects), so a failed fetch leaves no new or half-written file behind. Transient
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from tenacity import (
 
 from studybench import __version__
 from studybench.datasets import DatasetError, default_cache_dir, load_dataset
+from studybench.files import MAX_DATA_BYTES, InputFileError, read_json
 from studybench.secrets import redact_text, redact_url, url_secrets
 
 __all__ = [
@@ -188,9 +188,9 @@ def _validate(tmp: Path, spec: OfficialFile, url: str) -> None:
             raise FetchError(f"{url}: the downloaded file is not a usable test set: {msg}", url=url) from None
         return
     try:
-        obj = json.loads(tmp.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise FetchError(f"{url}: the downloaded file is not valid JSON ({e})", url=url) from None
+        obj = read_json(tmp, limit=MAX_DATA_BYTES)
+    except InputFileError as e:
+        raise FetchError(f"{url}: the downloaded file is not valid JSON ({e.problem})", url=url) from None
     if isinstance(obj, dict) and isinstance(obj.get("data"), list):
         obj = obj["data"]
     if not isinstance(obj, list) or not all(isinstance(r, dict) for r in obj):

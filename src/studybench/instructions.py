@@ -26,17 +26,22 @@ such records out and say so. :func:`instruction_parents` turns Instructions with
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from studybench.files import MAX_DATA_BYTES, InputFileError, decode_utf8, read_user_bytes
+from studybench.files import (
+    MAX_DATA_BYTES,
+    InputFileError,
+    decode_utf8,
+    jsonl_lines,
+    parse_json,
+    read_user_bytes,
+)
 from studybench.records import Parent, SubProblem
 
 __all__ = [
@@ -254,7 +259,6 @@ def _kind_of(path: Path, records: list[Any]) -> LayerKind:
     return "single"
 
 
-_BIG_INT = f"an integer with more than {sys.get_int_max_str_digits()} digits (not a usable value)"
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -307,22 +311,19 @@ def load_instructions(path: str | os.PathLike[str], kind: LayerKind | None = Non
         text = decode_utf8(data, p)
     except InputFileError as e:
         raise InstructionError(f"{p}: {e.problem}") from None
-    try:
-        obj: Any = json.loads(text)
-    except RecursionError:
-        raise InstructionError(f"{p}: JSON nested too deeply") from None
-    except json.JSONDecodeError:
-        obj = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    obj.append(json.loads(line))
-                except (json.JSONDecodeError, RecursionError):
+    try:  # strict JSON (files.parse_json): NaN, 1e999999, a 400-digit integer are refused, naming the field
+        obj: Any = parse_json(text, p)
+    except InputFileError as e:
+        if not e.syntax:
+            raise InstructionError(str(e)) from None
+        obj = []  # not one JSON text: JSON Lines
+        for n, line in jsonl_lines(text):
+            try:
+                obj.append(parse_json(line, p, line=n))
+            except InputFileError as e:
+                if e.syntax:
                     raise InstructionError(f"{p}: line {n}: not valid JSON (expected a JSON list or JSON Lines)") from None
-                except ValueError:  # an integer past Python's digit limit
-                    raise InstructionError(f"{p}: line {n}: {_BIG_INT}") from None
-    except ValueError:  # valid JSON, but an integer past Python's digit limit
-        raise InstructionError(f"{p}: {_BIG_INT}") from None
+                raise InstructionError(str(e)) from None
     if isinstance(obj, dict) and isinstance(obj.get("data"), list):
         obj = obj["data"]
     if not isinstance(obj, list):

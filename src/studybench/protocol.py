@@ -28,7 +28,14 @@ from typing import Any
 
 from studybench.answers import strip_reasoning
 from studybench.datasets import Dataset
-from studybench.files import MAX_TEXT_BYTES, InputFileError, decode_utf8, jsonl_lines, read_user_bytes
+from studybench.files import (
+    MAX_TEXT_BYTES,
+    InputFileError,
+    decode_utf8,
+    jsonl_lines,
+    parse_json,
+    read_user_bytes,
+)
 from studybench.records import Parent, SubProblemRef
 from studybench.tokens import count_tokens
 
@@ -160,22 +167,20 @@ def _load_guidance(raw: str, path: Path) -> dict[GuidanceKey, str]:
     """Guidance file: JSON list (or ``{"data": [...]}``) or JSONL of objects with ``source``,
     ``year``, ``source_problem_id``, ``problem_id`` and ``guidance`` (or ``hint``/``text``)."""
     records: list[Any]
-    try:
-        obj = json.loads(raw)
+    try:  # strict JSON (files.parse_json): NaN, 1e999999, a 400-digit integer are refused, naming the field
+        obj = parse_json(raw, path)
         if isinstance(obj, dict) and isinstance(obj.get("data"), list):
             obj = obj["data"]
         records = obj if isinstance(obj, list) else [obj]
-    except RecursionError:
-        raise ArtefactError(f"guidance file {path}: JSON nested too deeply") from None
-    except ValueError:  # JSONDecodeError, or an integer over Python's digit limit: try JSONL
-        records = []
+    except InputFileError as e:
+        if not e.syntax:
+            raise ArtefactError(f"guidance file {e}") from None
+        records = []  # not one JSON text: JSON Lines
         for n, line in jsonl_lines(raw):
             try:
-                records.append(json.loads(line))
-            except RecursionError:
-                raise ArtefactError(f"guidance file {path}: line {n}: JSON nested too deeply") from None
-            except ValueError as e:
-                raise ArtefactError(f"guidance file {path}: line {n}: not valid JSON ({getattr(e, 'msg', e)})") from None
+                records.append(parse_json(line, path, line=n))
+            except InputFileError as e:
+                raise ArtefactError(f"guidance file {e}") from None
     out: dict[GuidanceKey, str] = {}
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
@@ -421,5 +426,5 @@ def build_messages(
 
 def messages_digest(messages: list[dict[str, str]]) -> str:
     """sha256 of the canonical JSON of ``messages`` (hex, 64 chars)."""
-    blob = json.dumps(messages, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    blob = json.dumps(messages, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()

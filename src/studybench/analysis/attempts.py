@@ -122,7 +122,7 @@ def attempt_rows(run_dir: RunStore | Path | str, scoring: str | None = None, *,
             "finish_reason": g.finish_reason if g is not None else None,
             "prompt_tokens": _tokens(g.usage, "prompt_tokens") if g is not None else None,
             "completion_tokens": _tokens(g.usage, "completion_tokens") if g is not None else None,
-            "extracted": json.dumps(rv.extracted, ensure_ascii=False) if rv is not None and rv.extracted is not None else None,
+            "extracted": json.dumps(rv.extracted, ensure_ascii=False, allow_nan=False) if rv is not None and rv.extracted is not None else None,
             "rule_correct": rv.correct if rv is not None else None,
             "rule_reason": rv.reason if rv is not None else None,
             "rule_status": status,
@@ -178,7 +178,7 @@ def write_attempts(rows: Sequence[dict[str, Any]], path: Path | str, fmt: str) -
             w.writerow(["" if r.get(c) is None else _clean(r.get(c)) for c in cols])
         atomic_write_text(path, buf.getvalue())
     elif fmt == "jsonl":
-        atomic_write_text(path, "".join(json.dumps({c: _clean(r.get(c)) for c in cols}, ensure_ascii=False) + "\n" for r in rows))
+        atomic_write_text(path, "".join(json.dumps({c: _clean(r.get(c)) for c in cols}, ensure_ascii=False, allow_nan=False) + "\n" for r in rows))
     else:
         _write_parquet(rows, cols, path)
     return path

@@ -262,7 +262,7 @@ def render_guidance_gap(rows: list[dict[str, Any]], fmt: str = "md") -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "json":
-        return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(rows, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     k = rows[0]["k"] if rows else "k"
     head = any(r.get("base") for r in rows)
     cells = [f"{m}_{w}" for m in _METRICS for w in ("solo", "guided", "gap")]

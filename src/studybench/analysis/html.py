@@ -56,7 +56,7 @@ def _require_modules() -> None:
 
 def _script_json(obj: Any) -> str:
     """JSON that is safe inside ``<script type="application/json">``: no ``<``, ``>`` or ``&`` left raw."""
-    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return s.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 

@@ -378,7 +378,7 @@ def render_leaderboard(board: dict[str, Any], fmt: str = "markdown") -> str:
         studybench.analysis.paired.AnalysisExtraMissing: ``html`` without jinja2 or matplotlib.
     """
     if fmt == "json":
-        return json.dumps(_as_json(board), indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(_as_json(board), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if fmt == "csv":
         return _csv(board)
     if fmt == "markdown":

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.analysis.signflip import UnitDirections, sign_flip_test, unit_counts, unit_directions
-from studybench.files import decode_utf8, jsonl_lines, read_user_bytes
+from studybench.files import decode_utf8, jsonl_lines, parse_json, read_user_bytes
 from studybench.store import RunRows, RunStore, turn_verdicts
 
 __all__ = [
@@ -412,7 +412,7 @@ class ItemOutcomes:
 
 
 def _item_id(*parts: object) -> str:
-    return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str | None = None, *,
@@ -570,10 +570,7 @@ def read_outcome_file(path: Path | str, *, id_column: str = "id", outcome_column
 def _jsonl_rows(p: Path, text: str) -> list[tuple[int, Mapping[str, Any]]]:
     rows: list[tuple[int, Mapping[str, Any]]] = []
     for line, raw in jsonl_lines(text):
-        try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError) as e:
-            raise ValueError(f"{p}: line {line}: not valid JSON ({e})") from None
+        obj = parse_json(raw, p, line=line)  # strict: NaN, 1e999999, a 400-digit integer refused, naming the field
         if not isinstance(obj, dict):
             raise ValueError(f"{p}: line {line}: expected a JSON object, got {type(obj).__name__}")
         rows.append((line, obj))

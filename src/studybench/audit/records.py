@@ -29,14 +29,20 @@ for JSONL, ``record I`` for JSON) and the field; they are :class:`RecordError`, 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.files import MAX_DATA_BYTES, InputFileError, decode_utf8, jsonl_lines, read_user_bytes
+from studybench.files import (
+    MAX_DATA_BYTES,
+    InputFileError,
+    decode_utf8,
+    jsonl_lines,
+    parse_json,
+    read_user_bytes,
+)
 
 __all__ = ["DEFAULT_ID_FIELDS", "DEFAULT_TEXT_FIELDS", "AuditRecord", "RecordError", "read_files", "read_records"]
 
@@ -173,12 +179,10 @@ def _decode(path: Path) -> str:
 def _jsonl(path: Path, text: str) -> list[tuple[Any, int]]:
     out: list[tuple[Any, int]] = []
     for n, line in jsonl_lines(text):  # split on "\n" only, never at U+2028 or U+0085 inside a string
-        try:
-            out.append((json.loads(line), n))
-        except RecursionError:
-            raise RecordError(f"{path}: line {n}: JSON nested too deeply") from None
-        except ValueError as e:
-            raise RecordError(f"{path}: line {n}: invalid JSON ({e})") from None
+        try:  # strict JSON (files.parse_json): NaN, 1e999999, a 400-digit integer are refused, naming the field
+            out.append((parse_json(line, path, line=n), n))
+        except InputFileError as e:
+            raise RecordError(str(e)) from None
     return out
 
 
@@ -209,16 +213,13 @@ def read_records(
         items = list(_jsonl(p, text))
     else:
         try:
-            obj = json.loads(text)
-        except RecursionError:
-            raise RecordError(f"{p}: JSON nested too deeply") from None
-        except ValueError as e:
-            if text.lstrip().startswith("{"):
+            obj = parse_json(text, p)
+        except InputFileError as e:
+            if e.syntax and text.lstrip().startswith("{"):
                 items = list(_jsonl(p, text))  # JSONL under another name
                 obj = None
             else:
-                lineno = getattr(e, "lineno", None)
-                raise RecordError(f"{p}: line {lineno}: invalid JSON ({e})") from None
+                raise RecordError(str(e)) from None
         else:
             if isinstance(obj, dict) and isinstance(obj.get("data"), list):
                 obj = obj["data"]

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from studybench.files import atomic_write_text
+from studybench.files import MAX_DATA_BYTES, InputFileError, atomic_write_text, read_user_bytes
 
 __all__ = [
     "CLEAN",
@@ -215,7 +215,7 @@ def parse_books(
                         tail = (res.stderr or res.stdout or "").strip().splitlines()[-1:] or ["no Markdown output"]
                         error = f"{pdf.name}: MinerU exit {res.returncode}: {tail[0][:200]}"
                         break
-                    parts.append(mds[0].read_text(encoding="utf-8", errors="replace"))
+                    parts.append(read_text(mds[0]))
             if error:
                 done["failed"].append(f"{ch.label}: {error}")
                 if progress:
@@ -431,9 +431,7 @@ def read_text(path: Path) -> str:
     Raises:
         CorpusError: the file cannot be read.
     """
-    if path.is_dir():
-        raise CorpusError(f"{path}: is a directory, not a file")
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise CorpusError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:  # a regular file only (never a named pipe or a device), up to MAX_DATA_BYTES
+        return read_user_bytes(path, limit=MAX_DATA_BYTES).decode("utf-8", errors="replace")
+    except InputFileError as e:
+        raise CorpusError(str(e)) from None

@@ -43,7 +43,7 @@ from studybench.build.embedding import load_embedder
 from studybench.build.llmstage import StageLLM, check_stage_meta, read_rows, run_items
 from studybench.datasets import Dataset
 from studybench.escaping import md_cell
-from studybench.files import atomic_write_lines, atomic_write_text
+from studybench.files import InputFileError, atomic_write_lines, atomic_write_text, parse_json
 from studybench.records import SubProblemRef, label_map
 
 __all__ = [
@@ -172,10 +172,10 @@ def _json_object(text: str) -> Any:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         raise ValueError("no JSON object in the reply")
-    try:
-        return json.loads(text[start:end + 1])
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"invalid JSON ({e})") from None
+    try:  # strict: NaN, Infinity and absurd numbers are refused too
+        return parse_json(text[start:end + 1], "reply")
+    except InputFileError as e:
+        raise ValueError(f"invalid JSON ({e.problem})") from None
 
 
 def parse_kps(text: str) -> dict[str, Any]:
@@ -419,7 +419,7 @@ def decompose(
         out.unlink()
     old = read_rows(out)
     if any(r.get("status") != "ok" for r in old):  # failed sub-problems are asked again
-        atomic_write_lines(out, (json.dumps(r, ensure_ascii=False) + "\n" for r in old if r.get("status") == "ok"))
+        atomic_write_lines(out, (json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in old if r.get("status") == "ok"))
     refs = dataset.sub_problem_refs()
     labels = label_map(p.problem_type for p in dataset.parents)
 
@@ -451,7 +451,7 @@ def decompose(
     ok = [r for r in rows if r.get("status") == "ok"]
     n_kps = sum(len(r["kps"]) for r in ok)
     exact_groups = sum(len(c["names"]) for c in canonical)  # distinct spellings
-    atomic_write_lines(work / "kp_canonical.jsonl", (json.dumps(c, ensure_ascii=False) + "\n" for c in canonical))
+    atomic_write_lines(work / "kp_canonical.jsonl", (json.dumps(c, ensure_ascii=False, allow_nan=False) + "\n" for c in canonical))
     atomic_write_text(work / "kp_merges.md", _merges_md(merges, settings.merge_threshold, max(0, exact_groups - len(canonical) - len(merges)),
                                                         len(canonical), settings.embed_merge))
     return {

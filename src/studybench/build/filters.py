@@ -21,6 +21,7 @@ seed) that do.
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,7 +31,15 @@ from typing import Any
 from studybench.datasets import Dataset
 from studybench.escaping import md_cell
 from studybench.evaluate import EvalSpec, run_eval
-from studybench.files import atomic_write_lines, atomic_write_text, dumps_json
+from studybench.files import (
+    MAX_DATA_BYTES,
+    atomic_write_lines,
+    atomic_write_text,
+    dumps_json,
+    jsonl_lines,
+    parse_json,
+    read_user_text,
+)
 from studybench.models import ChatBackend
 from studybench.records import Parent, label_map, normalise_label
 from studybench.store import RunRows, RunStore, turn_verdicts
@@ -96,12 +105,12 @@ def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None 
         studybench.evaluate.EvalError: the evaluation cannot run.
     """
     gfile = work / "guidance.jsonl"
-    if not gfile.is_file():
+    if not os.path.lexists(gfile):
         raise ValueError(f"{gfile}: missing; run `studybench build guide` first")
     keys = set()
-    for line in gfile.read_text(encoding="utf-8").splitlines():
+    for n, line in jsonl_lines(read_user_text(gfile, limit=MAX_DATA_BYTES)):  # InputFileError: a ValueError
         try:
-            rec = json.loads(line)
+            rec = parse_json(line, gfile, line=n)
             keys.add((str(rec["source"]), str(rec.get("year") or ""), str(rec["source_problem_id"])))
         except (ValueError, KeyError, TypeError):
             continue
@@ -116,7 +125,7 @@ def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None 
     for p in parents:
         s = solves.get(p.uid, {"solves": 0, "k": k, "sub_solves": {}})
         lines.append(json.dumps({"source": p.source, "year": p.year, "source_problem_id": p.source_problem_id,
-                                 "admitted": s["solves"] >= 1, **s}, ensure_ascii=False) + "\n")
+                                 "admitted": s["solves"] >= 1, **s}, ensure_ascii=False, allow_nan=False) + "\n")
     atomic_write_lines(work / "admitted.jsonl", lines)
     return {"candidates": len(parents), "admitted": sum(solves.get(p.uid, {}).get("solves", 0) >= 1 for p in parents),
             "run_dir": str(run_dir)}
@@ -250,17 +259,17 @@ def run_capability(dataset: Dataset, model: str, out: Path, *, base_url: str | N
         json.dumps({"source": p.source, "year": p.year, "source_problem_id": p.source_problem_id,
                     "sub_discipline": p.problem_type, "source_kind": p.source_kind,
                     "solves": solves.get(p.uid, {}).get("solves", 0), "k": k, "group": groups[p.uid],
-                    "selected": p in selected}, ensure_ascii=False) + "\n" for p in dataset.parents])
+                    "selected": p in selected}, ensure_ascii=False, allow_nan=False) + "\n" for p in dataset.parents])
     raw = dataset.raw if len(dataset.raw) == len(dataset.parents) else [p.model_dump(mode="json") for p in dataset.parents]
     sel = {p.uid for p in selected}
     records = [r for p, r in zip(dataset.parents, raw, strict=True) if p.uid in sel]
-    atomic_write_text(out / "test_set.json", json.dumps(records, ensure_ascii=False, indent=1) + "\n")
+    atomic_write_text(out / "test_set.json", json.dumps(records, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
     if guidance is not None:
         keys = {p.key for p in selected}
         kept = []
-        for line in guidance.read_text(encoding="utf-8").splitlines():
+        for n, line in jsonl_lines(read_user_text(guidance, limit=MAX_DATA_BYTES)):
             try:
-                rec = json.loads(line)
+                rec = parse_json(line, guidance, line=n)
                 if (str(rec["source"]), str(rec.get("year") or ""), str(rec["source_problem_id"])) in keys:
                     kept.append(line + "\n")
             except (ValueError, KeyError, TypeError):

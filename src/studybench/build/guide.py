@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ from studybench.build.llmstage import (
     run_items,
 )
 from studybench.datasets import Dataset
-from studybench.files import atomic_write_lines
+from studybench.files import InputFileError, JsonlLog, atomic_write_lines, parse_json
 from studybench.records import Parent, SubProblem
 from studybench.verify import Verifier
 
@@ -102,24 +103,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     Raises:
         GuideError: the file is missing, or a line other than the last is not a JSON object.
     """
+    if not os.path.lexists(path):
+        raise GuideError(f"{path}: cannot read (No such file or directory)")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise GuideError(f"{path}: cannot read ({e.strerror or e})") from None
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            if n == len(lines):
-                break
-            raise GuideError(f"{path}: line {n}: not valid JSON") from None
-        if not isinstance(obj, dict):
-            raise GuideError(f"{path}: line {n}: expected an object")
-        out.append(obj)
-    return out
+        return list(JsonlLog(path).rows())
+    except InputFileError as e:
+        raise GuideError(str(e)) from None
 
 
 _COVERED = ("covered", "strongly covered")
@@ -161,7 +150,10 @@ def parse_review(text: str) -> dict[str, Any]:
     start, end = t.find("{"), t.rfind("}")
     if start < 0 or end < start:
         raise ValueError("no JSON object")
-    obj = json.loads(t[start:end + 1])
+    try:  # strict: NaN, Infinity and absurd numbers are refused too
+        obj = parse_json(t[start:end + 1], "reply")
+    except InputFileError as e:
+        raise ValueError(f"invalid JSON ({e.problem})") from None
     verdict = str(obj.get("verdict", "")).strip().lower() if isinstance(obj, dict) else ""
     if verdict not in ("pass", "fail"):
         raise ValueError("verdict must be 'pass' or 'fail'")
@@ -312,7 +304,7 @@ def write_guidance_file(records: list[dict[str, Any]], out: Path, accept_fallbac
         ok = r.get("review_passed") is True or (accept_fallback and r["path"] == "sanitised_fallback")
         if ok and str(r.get("guidance", "")).strip():
             lines.append(json.dumps({k: r[k] for k in ("source", "year", "source_problem_id", "problem_id", "guidance",
-                                                       "path", "review_passed")}, ensure_ascii=False) + "\n")
+                                                       "path", "review_passed")}, ensure_ascii=False, allow_nan=False) + "\n")
     atomic_write_lines(out, lines)
     counts["emitted"] = len(lines)
     return counts
@@ -390,7 +382,7 @@ async def run_guide(
                 "kps": [k["kp_id"] for k in kps], "fragments": [f["fragment_id"] for k in kps for f in k["fragments"]]}
 
     def item_key(item: tuple[tuple[str, str, str, str], dict[str, Any]]) -> str:
-        return hashlib.sha256(json.dumps(item[0]).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(item[0], allow_nan=False).encode()).hexdigest()[:16]
 
     try:
         done = await run_items(items, item_key, work_one, out, concurrency=concurrency, progress=progress, restart=restart)

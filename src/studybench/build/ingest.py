@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from studybench.build.answer_forms import classify_answer, split_labelled_parts
-from studybench.files import atomic_write_text
+from studybench.files import MAX_DATA_BYTES, InputFileError, atomic_write_text, read_json, read_user_bytes
 from studybench.records import Parent
 from studybench.verify import Verifier
 
@@ -100,10 +100,10 @@ def parse_cnxml(path: Path) -> ET.Element:
         IngestError: unreadable, malformed, or holding a DTD or entity declaration (named with the file
             and, where expat says, the line).
     """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise IngestError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:  # a regular file only (never a named pipe or a device)
+        data = read_user_bytes(path, limit=MAX_DATA_BYTES)
+    except InputFileError as e:
+        raise IngestError(str(e)) from None
     parser = expat.ParserCreate(namespace_separator="}")
     builder = ET.TreeBuilder()
 
@@ -612,7 +612,10 @@ def _chapter_digest(src: Path, ch: VolumeChapter) -> str:
     for m in ch.modules:
         h.update(m.encode() + b"\0")
         p = src / "modules" / m / "index.cnxml"
-        h.update(p.read_bytes() if p.is_file() else b"<missing>")
+        try:
+            h.update(read_user_bytes(p, limit=MAX_DATA_BYTES) if p.is_file() else b"<missing>")
+        except InputFileError as e:
+            raise IngestError(str(e)) from None
     return h.hexdigest()
 
 
@@ -670,8 +673,8 @@ def _ingest_volumes(src: Path, books: Path, cols: list[Path], rep: IngestReport,
             saved = None
             if not force and cache.is_file() and text_path.is_file():
                 try:
-                    saved = json.loads(cache.read_text(encoding="utf-8"))
-                except (OSError, ValueError):
+                    saved = read_json(cache)
+                except InputFileError:  # unreadable: converted again
                     saved = None
                 if not isinstance(saved, dict) or saved.get("digest") != digest:
                     saved = None
@@ -682,7 +685,7 @@ def _ingest_volumes(src: Path, books: Path, cols: list[Path], rep: IngestReport,
                     atomic_write_text(ans_path, answers)
                 saved = {"digest": digest, "chapter": ch.number, "title": ch.title, "characters": len(text),
                          "answer_characters": len(answers), "items": items}
-                atomic_write_text(cache, json.dumps(saved, ensure_ascii=False) + "\n")
+                atomic_write_text(cache, json.dumps(saved, ensure_ascii=False, allow_nan=False) + "\n")
                 rep.converted += 1
                 status = "done"
             else:
@@ -752,8 +755,8 @@ def ingest_cnxml(src: Path, books: Path, pool: Path | None = None, *, force: boo
     rep.records = len(records)
     rep.sub_problems = sum(len(r.get("sub_problems") or []) or 1 for r in records)
     assert rep.pool is not None
-    atomic_write_text(rep.pool, json.dumps(records, ensure_ascii=False, indent=1) + "\n")
+    atomic_write_text(rep.pool, json.dumps(records, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
     rep.seconds = time.perf_counter() - t0
     summary = rep.as_dict()
-    atomic_write_text(books / "_reports" / "ingest-cnxml.json", json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
+    atomic_write_text(books / "_reports" / "ingest-cnxml.json", json.dumps(summary, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
     return rep

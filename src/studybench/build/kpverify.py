@@ -64,7 +64,7 @@ from typing import Any
 
 from studybench.build.llmstage import StageLLM, check_stage_meta, input_digest, read_rows, run_items
 from studybench.escaping import csv_writer, md_cell
-from studybench.files import atomic_write_lines, atomic_write_text
+from studybench.files import InputFileError, atomic_write_lines, atomic_write_text, parse_json
 
 __all__ = [
     "KP_STATUSES",
@@ -138,10 +138,10 @@ def parse_score(text: str) -> dict[str, Any]:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         raise ValueError("no JSON object in the reply")
-    try:
-        data = json.loads(text[start:end + 1])
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"invalid JSON ({e})") from None
+    try:  # strict: NaN, Infinity and absurd numbers are refused too
+        data = parse_json(text[start:end + 1], "reply")
+    except InputFileError as e:
+        raise ValueError(f"invalid JSON ({e.problem})") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     score = data.get("score")
@@ -330,7 +330,7 @@ def verify(
         out.unlink()
     old = read_rows(out)
     if any(r.get("status") != "ok" for r in old):  # failed calls are asked again
-        atomic_write_lines(out, (json.dumps(r, ensure_ascii=False) + "\n" for r in old if r.get("status") == "ok"))
+        atomic_write_lines(out, (json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in old if r.get("status") == "ok"))
 
     items: list[tuple[dict[str, Any], dict[str, Any]]] = []
     missing_fragments: set[tuple[str, str]] = set()
@@ -419,7 +419,7 @@ def _aggregate(work: Path, subs: list[dict[str, Any]], canonical: dict[str, dict
                      "description": next(iter(canonical[i].get("descriptions") or []), ""),
                      "matches": kp_rows[i]["matches"]} for i in ids],
         })
-    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in [*kp_rows.values(), *sub_rows]]
+    lines = [json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in [*kp_rows.values(), *sub_rows]]
     atomic_write_lines(work / "coverage.jsonl", lines)
     kp_ids = list(kp_rows)
     atomic_write_text(work / "coverage_status.csv", _matrix(sub_rows, kp_rows, kp_ids, lambda k: k["status"]))

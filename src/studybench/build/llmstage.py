@@ -34,13 +34,14 @@ import asyncio
 import hashlib
 import json
 import math
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from studybench.costs import BudgetTracker, TokenCounts, normalise_usage
-from studybench.files import JsonlLog, atomic_write_text, dumps_json, file_sha256
+from studybench.files import InputFileError, JsonlLog, atomic_write_text, dumps_json, file_sha256, read_json
 from studybench.models import ChatBackend, ChatRequest, SamplingParams
 
 __all__ = [
@@ -74,13 +75,17 @@ def _canonical(obj: Any) -> str:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The complete JSON-object lines of a JSONL file written by a stage (a torn last line or a bad line is skipped).
+    """The complete JSON-object lines of a JSONL file written by a stage (a torn last line is skipped).
 
     Args:
         path: the file; a missing file has no rows.
 
     Returns:
         The rows in file order.
+
+    Raises:
+        studybench.files.InputFileError: not a regular file, too large, or a complete line that is not
+            a strict JSON object (the message names the file and the line).
     """
     return list(JsonlLog(path).rows())
 
@@ -98,7 +103,7 @@ class StageCache:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._log = JsonlLog(self.path)
+        self._log = JsonlLog(self.path, strict=False)  # a lost row is only a miss
         self._entries: dict[str, dict[str, Any]] = {}
         for row in self._log.rows():
             key = row.get("key")
@@ -442,9 +447,13 @@ class StageMetaError(ValueError):
 
 
 def input_digest(path: Path) -> str:
-    """sha256 hex of an input file (``"missing"`` when it does not exist)."""
+    """sha256 hex of an input file (``"missing"`` when it does not exist).
+
+    Raises:
+        studybench.files.InputFileError: it exists and is not a regular file, or cannot be read.
+    """
     path = Path(path)
-    return file_sha256(path) if path.exists() else "missing"
+    return file_sha256(path) if os.path.lexists(path) else "missing"
 
 
 def check_stage_meta(work: Path, stage: str, settings: dict[str, Any], *, restart: bool = False) -> Path:
@@ -468,11 +477,11 @@ def check_stage_meta(work: Path, stage: str, settings: dict[str, Any], *, restar
     """
     path = Path(work) / f"{stage}.meta.json"
     fresh = json.loads(_canonical(settings))
-    if path.exists() and not restart:
+    if os.path.lexists(path) and not restart:
         try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            old = None
+            old = read_json(path)
+        except InputFileError as e:
+            raise StageMetaError(f"{e}; re-run with --restart to start {stage} again") from None
         if isinstance(old, dict):
             if old == fresh:
                 return path

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -41,7 +42,17 @@ from typing import Any
 from studybench.build.embedding import Embedder
 from studybench.build.fragments import FRAGMENTS
 from studybench.datasets import Dataset
-from studybench.files import atomic_write_text, dumps_json
+from studybench.files import (
+    MAX_TEXT_BYTES,
+    InputFileError,
+    JsonlLog,
+    atomic_write_text,
+    dumps_json,
+    file_sha256,
+    parse_json,
+    read_json,
+    read_user_text,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -143,24 +154,14 @@ def _str_list(v: Any, where: str) -> list[str]:
 
 
 def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    """(line, row) of a JSONL file (:class:`~studybench.files.JsonlLog`: a regular file only, strict
+    JSON objects; a torn last line, from a killed writer, is skipped)."""
+    if not os.path.lexists(path):
+        raise RetrieveError(f"{path}: not found")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise RetrieveError(f"{path}: not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RetrieveError(f"{path}: cannot read: {e}") from None
-    for no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            if no == len(lines):  # a torn last line (the writer was killed)
-                return
-            raise RetrieveError(f"{path}:{no}: not JSON: {e.msg}") from None
-        if not isinstance(row, dict):
-            raise RetrieveError(f"{path}:{no}: expected a JSON object")
-        yield no, row
+        yield from JsonlLog(path).numbered_rows()
+    except InputFileError as e:
+        raise RetrieveError(str(e)) from None
 
 
 def load_kps(path: Path) -> list[KP]:
@@ -243,19 +244,21 @@ def load_domain_map(path: Path) -> dict[str, list[str]]:
         RetrieveError: unreadable, not a mapping of names to lists of book names.
     """
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RetrieveError(f"--domain-map {path}: cannot read: {e}") from None
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
+    try:  # a regular file only: a named pipe or /dev/zero in its place is refused before reading
+        raw = read_user_text(path, limit=MAX_TEXT_BYTES)
+        if path.suffix.lower() not in (".yaml", ".yml"):
+            data = parse_json(raw, path)
+    except InputFileError as e:
+        raise RetrieveError(f"--domain-map {e}") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
             import yaml
 
             data = yaml.safe_load(raw)
-        else:
-            data = json.loads(raw)
-    except Exception as e:  # json or yaml syntax
-        raise RetrieveError(f"--domain-map {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {e}") from None
+        except RecursionError:
+            raise RetrieveError(f"--domain-map {path}: nested too deeply") from None
+        except Exception as e:  # yaml syntax
+            raise RetrieveError(f"--domain-map {path}: not valid YAML: {' '.join(str(e).split())}") from None
     if not isinstance(data, dict):
         raise RetrieveError(f"--domain-map {path}: expected a mapping of sub-discipline -> list of books")
     out: dict[str, list[str]] = {}
@@ -275,9 +278,9 @@ def load_fragments(path: Path) -> tuple[list[dict[str, Any]], str]:
     """
     path = Path(path)
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as e:
-        raise RetrieveError(f"{path}: cannot read ({e.strerror or e}); run `studybench build fragments` first") from None
+        digest = file_sha256(path)
+    except InputFileError as e:
+        raise RetrieveError(f"{e}; run `studybench build fragments` first" if not os.path.lexists(path) else str(e)) from None
     rows = []
     for no, row in _read_jsonl(path):
         for f in ("id", "book", "text"):
@@ -512,14 +515,14 @@ def retrieve(
     work = Path(work)
     frags, digest = load_fragments(work / FRAGMENTS)
     out, meta_path = work / RETRIEVAL, work / "retrieve.meta.json"
-    dmap_digest = hashlib.sha256(json.dumps(domain_map, sort_keys=True).encode()).hexdigest()
+    dmap_digest = hashlib.sha256(json.dumps(domain_map, sort_keys=True, allow_nan=False).encode()).hexdigest()
     meta = {"fragments_sha256": digest, "kps_sha256": kp_digest, "domain_map_sha256": dmap_digest,
             "settings": _settings_record(st)}
     done: set[str] = set()
     if out.exists() and not restart:
         try:
-            old = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            old = read_json(meta_path)
+        except InputFileError:  # missing or unreadable: made from unknown inputs
             old = None
         if old != meta:
             changed = [k for k in meta if not isinstance(old, dict) or old.get(k) != meta[k]]
@@ -541,7 +544,8 @@ def retrieve(
         progress("retrieving KPs", 0, len(todo))
     queries = [kp_query(kp) for kp in todo]
     written = 0
-    with open(out, "a", encoding="utf-8") as fh:
+    log = JsonlLog(out)  # appended row by row; a torn last line (a killed run) is cut on resume
+    try:
         for start in range(0, len(todo), 256):
             batch = todo[start:start + 256]
             dense = index.dense_rankings(queries[start:start + 256]) if st.use_dense else [None] * len(batch)
@@ -552,10 +556,11 @@ def retrieve(
                        "sub_disciplines": kp.sub_disciplines,
                        "in_domain_books": sorted(books) if books is not None else None,
                        "candidates": index.search(q, books, dense=dense[j])}
-                fh.write(dumps_json(row, indent=None) + "\n")
-                fh.flush()
+                log.append(row)
                 written += 1
             if progress:
                 progress("retrieving KPs", start + len(batch), len(todo))
+    finally:
+        log.close()
     return {**meta, "written": written, "skipped": len(done), "cache_hit": index.cache_hit,
             "index_seconds": round(index_seconds, 3), "fragments": len(frags)}

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.build.corpus import CLEAN, FULL, REDACTED, scan_books
+from studybench.build.corpus import CLEAN, FULL, REDACTED, CorpusError, scan_books
 from studybench.datasets import Dataset
+from studybench.files import MAX_DATA_BYTES, InputFileError, read_user_bytes
 from studybench.instructions import PAPER_COUNTS, InstructionLayer
 from studybench.records import label_map
 
@@ -161,8 +162,8 @@ def corpus_stats(root: str | os.PathLike[str], count_tokens: Any = None) -> Corp
         The counts.
 
     Raises:
-        studybench.build.corpus.CorpusError: ``root`` is not a directory.
-        OSError: a chapter file cannot be read.
+        studybench.build.corpus.CorpusError: ``root`` is not a directory, or a chapter file cannot be
+            read (not a regular file, too large).
     """
     if count_tokens is None:
         from studybench.tokens import count_tokens
@@ -176,7 +177,10 @@ def corpus_stats(root: str | os.PathLike[str], count_tokens: Any = None) -> Corp
             if ch.answer_folder:
                 out.answer_chapters += 1
                 continue
-            data = path.read_bytes()
+            try:  # a regular file only (never a named pipe or a device)
+                data = read_user_bytes(path, limit=MAX_DATA_BYTES)
+            except InputFileError as e:
+                raise CorpusError(str(e)) from None
             stage = {REDACTED: "redacted", CLEAN: "clean", FULL: "full"}[path.name]
             out.stages[stage] = out.stages.get(stage, 0) + 1
             n += 1

@@ -146,10 +146,11 @@ def contamination(
         cache = LLMVerdictCache(judge_cache)
         try:
             cache.check_writable()
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        except (OSError, ValueError) as e:  # ValueError: InputFileError (a named pipe in its place, ...)
+            if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
                 fail_write(e, cache.root, resumable=False)  # a full disk: 1
-            fail(f"cannot use the verdict cache {cache.root} ({e.strerror or e}); pass --judge-cache DIR or --no-judge-cache")
+            why = (e.strerror if isinstance(e, OSError) else None) or e
+            fail(f"cannot use the verdict cache {cache.root} ({why}); pass --judge-cache DIR or --no-judge-cache")
         finally:
             cache.close()
     config = AuditConfig(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Annotated
@@ -88,6 +87,7 @@ def retrieve_cmd(
         retrieve,
     )
     from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.files import file_sha256
 
     if mode not in ("hybrid", "bm25", "dense"):
         fail(f"--mode must be hybrid, bm25 or dense, got {mode!r}")
@@ -107,7 +107,7 @@ def retrieve_cmd(
         else:
             qpath = queries or work / KP_CANONICAL
             kps = load_kps(qpath)
-            kp_digest = hashlib.sha256(qpath.read_bytes()).hexdigest()
+            kp_digest = file_sha256(qpath)
         dmap = load_domain_map(domain_map) if domain_map is not None else None
         embed = load_embedder(embed_model, max_seq_length=max_seq_length) if st.use_dense else None
         with progress_bars(unit="") as bar:

@@ -7,7 +7,6 @@ that judges (``eval --judge-model``, ``judge``, ``audit contamination --judge-mo
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from studybench.cli.common import console, fail, out_console, plural
+from studybench.files import dumps_json
 
 __all__ = ["cache_app"]
 
@@ -58,6 +58,8 @@ def _summary(root: Path) -> dict[str, Any]:
         return cache_summary(root, known_templates=_known_templates())
     except OSError as e:
         fail(f"{root}: cannot read the verdict cache ({e.strerror or e})", code=1)
+    except ValueError as e:  # InputFileError: not a regular file, too large
+        fail(f"cannot read the verdict cache: {e}", code=1)
 
 
 @cache_app.command("show")
@@ -74,7 +76,7 @@ def cache_show(
     rep = _summary(root)
     rep["source"] = source
     if as_json:
-        out_console.print_json(json.dumps(rep))
+        out_console.print_json(dumps_json(rep))
         return
     out_console.print(f"verdict cache: {escape(rep['file'])} (from {source})", soft_wrap=True)
     if not rep["exists"]:

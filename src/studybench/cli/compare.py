@@ -181,7 +181,7 @@ def compare_cmd(
             extra["health"] = {name.lower(): {"run_dir": run, **h} for name, run, h in health}
         out_console.print_json(json.dumps({"a": str(a), "b": str(b), **extra, "comparisons": [
             {"level": c["level"], **c["result"].to_dict(), "conclusion": c["result"].conclusion(), "notes": c["notes"]}
-            for c in out]}))
+            for c in out]}, allow_nan=False))
         exit_if_incomplete((run, h) for _, run, h in health)
         return
     if diffs:

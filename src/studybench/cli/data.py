@@ -71,7 +71,7 @@ def data_check(
         findings = check_dataset(ds)
         if as_json:
             for f in findings:  # one JSON object per line
-                sys.stdout.write(json.dumps({"split": s, **f.to_dict()}, ensure_ascii=False) + "\n")
+                sys.stdout.write(json.dumps({"split": s, **f.to_dict()}, ensure_ascii=False, allow_nan=False) + "\n")
             if recompute:
                 _print_recompute(s, ds, as_json=True)
             continue
@@ -191,7 +191,7 @@ def data_ids(
         fail(str(e))
     for key in ds.sub_problem_keys():
         if as_json:
-            line = json.dumps(dict(zip(("source", "year", "source_problem_id", "problem_id"), key, strict=True)), ensure_ascii=False)
+            line = json.dumps(dict(zip(("source", "year", "source_problem_id", "problem_id"), key, strict=True)), ensure_ascii=False, allow_nan=False)
         else:
             line = "\t".join(printable(k) for k in key)  # a tab, NUL or escape sequence in an id is shown escaped
         sys.stdout.write(line + "\n")
@@ -245,7 +245,7 @@ def data_stats_cmd(
     except (CorpusError, OSError) as e:
         fail(str(e), 1)
     if as_json:
-        sys.stdout.write(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2, allow_nan=False) + "\n")
         return
     t1 = Table(title="Table 1: training layers and test sets (files present vs the paper)")
     for col, just in (("layer", "left"), ("records", "right"), ("exercises", "right"), ("paper", "right"), ("note", "left")):

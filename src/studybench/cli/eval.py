@@ -230,6 +230,7 @@ def eval_cmd(
             console.print("[yellow]more turns failed; counting them silently[/yellow]")
 
     from studybench.evaluate.ray_judge import RayJudgeError
+    from studybench.files import InputFileError
     from studybench.llm_judge import LLMJudgeConfigError
 
     done: dict[str, int] = {}
@@ -267,6 +268,8 @@ def eval_cmd(
         fail_for(e, e.field)
     except LLMJudgeConfigError as e:
         fail(f"{e}. Verdicts obtained so far are kept; the run keeps the judge it had.")
+    except InputFileError as e:  # a file of the run directory became unreadable during the run
+        fail(str(e))
     except OSError as e:
         fail_write(e, plan.run_dir)
     g = result.generation

@@ -6,14 +6,17 @@ is made); ``report.json`` / ``report.md`` and ``export attempts`` carry them.
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from studybench.cli.common import console, fail, fail_write, out_console
+
+if TYPE_CHECKING:
+    from studybench.store import RunStore
 
 __all__ = ["label_cmd", "parse_labels"]
 
@@ -82,6 +85,7 @@ def label_cmd(
         except (OSError, ValueError) as e:
             fail(str(e), 1)
         return
+    scoring = _report_scoring(store) if store.exists() else None
     try:
         labels = set_labels(store, {**new, **dict.fromkeys(gone)})
     except RunDirInUseError as e:
@@ -94,24 +98,44 @@ def label_cmd(
         fail_write(e, store.manifest_path, resumable=False)
     console.print(f"labels of {escape(str(run_dir))}: "
                   + (escape(", ".join(f"{k}={v}" for k, v in labels.items())) or "none"), soft_wrap=True)
-    _refresh_report(store.root)
+    if scoring is not None:
+        _refresh_report(store.root, scoring)
     if show:
         _show(labels)
 
 
-def _refresh_report(root: Path) -> None:
-    """Rewrite an existing report (same scoring) so that it carries the run's labels."""
-    from studybench.report import SCORINGS, write_report
+_NO_SCORING = ""
 
-    path = root / "report.json"
-    if not path.is_file():
-        return
+
+def _report_scoring(store: RunStore) -> str | None:
+    """The scoring of the run's existing report (``None``: no report to refresh; ``""``: the run's
+    default), after checking that every file a refresh reads can be read: a file that cannot (a named
+    pipe, a corrupt row) fails the command here, before the manifest is written."""
+    from studybench.files import read_json
+    from studybench.report import SCORINGS
+    from studybench.report.tokens import PRICING_FILE, recorded_pricing
+
+    path = store.root / "report.json"
+    if not os.path.lexists(path):
+        return None
     try:
-        scoring = json.loads(path.read_text(encoding="utf-8")).get("scoring_used")
-    except (OSError, ValueError, AttributeError):
-        scoring = None
+        obj = read_json(path)
+        store.check_files(PRICING_FILE)
+        recorded_pricing(store)
+    except FileNotFoundError as e:
+        fail(str(e), 1)
+    except (OSError, ValueError) as e:
+        fail(str(e))
+    scoring = obj.get("scoring_used") if isinstance(obj, dict) else None
+    return scoring if scoring in SCORINGS else _NO_SCORING
+
+
+def _refresh_report(root: Path, scoring: str) -> None:
+    """Rewrite an existing report (same scoring) so that it carries the run's labels."""
+    from studybench.report import write_report
+
     try:
-        write_report(root, scoring if scoring in SCORINGS else None)
+        write_report(root, scoring or None)
     except (OSError, ValueError) as e:
         console.print(f"[yellow]warning:[/yellow] report.json not refreshed ({escape(str(e))}); "
                       f"run `studybench report {escape(str(root))}`", soft_wrap=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -30,7 +31,8 @@ def _expand(patterns: list[str], allow_incomplete: bool = False) -> list[Path]:
             fail(f"{pat}: matches no run directory")
         for h in hits:
             p = Path(h)
-            if p.is_dir() and any((p / f).exists() for f in _RUN_FILES):
+            # a run file that is there but not a regular file is read (and refused, named) later
+            if p.is_dir() and any(os.path.lexists(p / f) for f in _RUN_FILES):
                 if p not in out:
                     out.append(p)
             elif not any(ch in pat for ch in "*?["):

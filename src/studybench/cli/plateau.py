@@ -118,7 +118,7 @@ def plateau_cmd(
         doc = {"metric": metric, "k": scores["k"], "base": scores["base"], "resamples": resamples, "seed": seed,
                "methods": methods, "incomplete": scores["incomplete"], "health": scores["health"],
                "figures": [str(p) for p in figures]}
-        out_console.print(dumps_json(json.loads(json.dumps(doc))), markup=False, highlight=False, soft_wrap=True)
+        out_console.print(dumps_json(json.loads(json.dumps(doc, allow_nan=False))), markup=False, highlight=False, soft_wrap=True)
         exit_if_incomplete(scores["health"].items())
         return
     summary, detail = _tables(scores, det)

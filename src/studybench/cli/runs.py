@@ -85,6 +85,8 @@ def judge_cmd(
         spent = {m: u.spent for m, u in judge_usage(run_dir).items()}
     except OSError as e:
         fail(f"{run_dir}: cannot read its LLM verdicts ({e.strerror or e})")
+    except ValueError as e:  # InputFileError: not a regular file, too large, a corrupt row (named)
+        fail(str(e))
     budget = budget_tracker(budget_options, spent)
     try:
         if spec is None:
@@ -165,7 +167,7 @@ def consistency_cmd(
     except ValueError as e:
         fail(str(e))
     if as_json:
-        out_console.print_json(json.dumps(rep))
+        out_console.print_json(json.dumps(rep, allow_nan=False))
     else:
         out_console.print(TerminalMarkdown(render_consistency_markdown(rep)))
         console.print(f"written: {run_dir / 'consistency.json'}, {run_dir / 'consistency.md'}", soft_wrap=True)
@@ -227,7 +229,7 @@ def report_cmd(
     page = _html_page(run_dir, html_out, scoring, prices, allow_incomplete) if html or html_out is not None else None
     warn_installed_versions(run_dir)
     if as_json:
-        out_console.print_json(json.dumps(reps if len(reps) > 1 else reps[0]))
+        out_console.print_json(json.dumps(reps if len(reps) > 1 else reps[0], allow_nan=False))
     else:
         for rep in reps:
             print_report(rep, run_dir, written=not ks)

@@ -151,7 +151,7 @@ def verify_cmd(
     internal = is_internal_error(reason)
     if as_json:
         out_console.print_json(json.dumps({"correct": correct, "reason": reason, "gold": golds, "extracted": preds,
-                                           **({"internal_error": True} if internal else {})}))
+                                           **({"internal_error": True} if internal else {})}, allow_nan=False))
     else:
         mark = "[bold green]correct[/bold green]" if correct else "[bold red]incorrect[/bold red]"
         out_console.print(f"{mark}  {escape(reason)}", highlight=False)
@@ -182,6 +182,7 @@ def verify_file_cmd(
         InputFileError,
         atomic_write_text,
         jsonl_lines,
+        parse_json,
         read_user_text,
     )
     from studybench.report import INTERNAL_ERROR_ADVICE
@@ -197,10 +198,11 @@ def verify_file_cmd(
     rows: list[dict[str, Any]] = []
     items: list[tuple[Any, ...]] = []
     for n, line in jsonl_lines(text):  # "\n" only: U+2028 or U+0085 inside a string is not a line end
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError) as e:
-            fail(f"{in_path}: line {n}: not valid JSON ({e})")
+        try:  # strict: NaN, Infinity, 1e999999 or a 400-digit integer anywhere in a row is refused, so that
+            # the rows written back (every input field kept) are valid JSON equal to what was read
+            row = parse_json(line, in_path, line=n)
+        except InputFileError as e:
+            fail(str(e))
         if not isinstance(row, dict):
             fail(f"{in_path}: line {n}: expected a JSON object, got {_type_name(row)}")
         try:
@@ -233,7 +235,7 @@ def verify_file_cmd(
     for row, item, verdict in zip(rows, items, verdicts, strict=True):
         correct = bool(item[1]) and verdict.correct
         reason = verdict.reason if item[1] else "incorrect: no final answer found"
-        out_lines.append(json.dumps({**row, "correct": correct, "reason": reason}, ensure_ascii=False))
+        out_lines.append(json.dumps({**row, "correct": correct, "reason": reason}, ensure_ascii=False, allow_nan=False))
         if isinstance(row.get("label"), bool):
             tp += correct and row["label"]
             fp += correct and not row["label"]

@@ -128,9 +128,9 @@ class JudgeActor:
         out: list[str] = []
         if self.mode == "responses":
             for answers, verdict in self.verifier.verify_responses(items):
-                out.append(json.dumps({**verdict.to_dict(), "answers": list(answers)}, ensure_ascii=False))
+                out.append(json.dumps({**verdict.to_dict(), "answers": list(answers)}, ensure_ascii=False, allow_nan=False))
         else:
-            out.extend(json.dumps(v.to_dict(), ensure_ascii=False) for v in self.verifier.verify_many(items))
+            out.extend(json.dumps(v.to_dict(), ensure_ascii=False, allow_nan=False) for v in self.verifier.verify_many(items))
         return {"i": np.asarray(batch["i"]), "result": np.asarray(out, dtype=object)}
 
     def __del__(self) -> None:

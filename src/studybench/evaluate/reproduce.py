@@ -19,6 +19,7 @@ and the fields of the two manifests that differ (:func:`studybench.store.manifes
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,7 +274,7 @@ def reproduction_spec(
         values["concurrency"] = concurrency
     if verify_workers is not None:
         values["verify_workers"] = verify_workers
-    if (source / PRICING_FILE).is_file():  # the run's recorded prices: both reports price alike
+    if os.path.lexists(source / PRICING_FILE):  # the run's recorded prices: both reports price alike (an unreadable record is refused)
         values["pricing"] = source / PRICING_FILE
     values.update({k: v for k, v in {"max_cost": max_cost, "max_total_tokens": max_total_tokens}.items() if v is not None})
     try:

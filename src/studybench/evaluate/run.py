@@ -45,7 +45,7 @@ from studybench.protocol import (
     unmatched_guidance_message,
 )
 from studybench.report import write_report
-from studybench.report.tokens import record_pricing
+from studybench.report.tokens import PRICING_FILE, record_pricing
 from studybench.secrets import env_secrets, known_secrets, redact_command, url_secrets
 from studybench.store import (
     Manifest,
@@ -515,7 +515,7 @@ def _check_still_resumable(plan: EvalPlan) -> None:
     if not store.exists():
         return
     try:
-        current = store.read_manifest()
+        current = store.check_files(*(() if plan.spec.pricing else (PRICING_FILE,)))  # all readable before any write
     except ValueError as e:
         raise EvalError(str(e), "out") from None
     if plan.previous is not None and current.to_json() == plan.previous.to_json():
@@ -752,7 +752,7 @@ def add_llm_verdicts(
                 raise EvalError(str(e), "judge.base_url") from None
         with store.lock():
             try:
-                changed = store.read_manifest().to_json() != man.to_json()
+                changed = store.check_files(PRICING_FILE).to_json() != man.to_json()  # all readable before any write
             except (FileNotFoundError, ValueError) as e:
                 raise EvalError(str(e), "run_dir") from None
             if changed:

@@ -71,7 +71,7 @@ def cache_key(judge_model: str, template_digest: str, inputs_digest: str) -> str
     Returns:
         sha256 hex of the JSON list of the three.
     """
-    blob = json.dumps([judge_model, template_digest, inputs_digest], ensure_ascii=True)
+    blob = json.dumps([judge_model, template_digest, inputs_digest], ensure_ascii=True, allow_nan=False)
     return hashlib.sha256(blob.encode("ascii")).hexdigest()
 
 
@@ -90,7 +90,7 @@ class LLMVerdictCache:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_root()
-        self._log = JsonlLog(self.root / self.FILE)
+        self._log = JsonlLog(self.root / self.FILE, strict=False)  # a lost row is a miss
         self._rows: dict[str, dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._broken: str | None = None
@@ -148,13 +148,15 @@ class LLMVerdictCache:
                     log.warning("verdict cache disabled: %s", self._broken)
 
     def check_writable(self) -> None:
-        """Create the cache directory and open its file for appending.
+        """Create the cache directory, open its file for appending and read it.
 
         Raises:
             OSError: the directory or file cannot be created or written.
+            studybench.files.InputFileError: the file is not a regular file, or too large.
         """
         with self._lock:
             self._log.open()
+            self._load()
 
     def __len__(self) -> int:
         with self._lock:
@@ -190,7 +192,7 @@ def _scan(path: Path, known_templates: Mapping[str, str]) -> tuple[int, int, dic
     lines = invalid = 0
     last: dict[str, dict[str, Any]] = {}
     served: dict[str, dict[str, Any]] = {}
-    for row in JsonlLog(path).rows():
+    for row in JsonlLog(path, strict=False).rows():
         lines += 1
         if not _valid(row):
             invalid += 1
@@ -221,6 +223,7 @@ def cache_summary(root: str | Path | None = None, *, known_templates: Mapping[st
 
     Raises:
         OSError: the cache file exists and cannot be read.
+        studybench.files.InputFileError: it is not a regular file, or too large.
     """
     base = Path(root) if root is not None else default_cache_root()
     path = base / LLMVerdictCache.FILE
@@ -284,6 +287,6 @@ def clear_cache(
     if judge_model is None and task is None:
         path.unlink()
         return len(drop)
-    kept = [row for row in JsonlLog(path).rows() if _valid(row) and row["key"] not in drop]
+    kept = [row for row in JsonlLog(path, strict=False).rows() if _valid(row) and row["key"] not in drop]
     atomic_write_text(path, "".join(dumps_json(row, None) + "\n" for row in kept))
     return len(drop)

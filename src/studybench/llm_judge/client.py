@@ -104,7 +104,7 @@ def judge_id(model: str, template_digest: str) -> str:
     Returns:
         16 hex digits of sha256(JSON [model, template digest]).
     """
-    return hashlib.sha256(json.dumps([model, template_digest]).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([model, template_digest], allow_nan=False).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

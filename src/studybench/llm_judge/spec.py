@@ -117,10 +117,11 @@ class LLMJudgeSpec(BaseModel):
             cache = LLMVerdictCache(self.cache_dir)
             try:
                 cache.check_writable()
-            except OSError as e:
+            except (OSError, ValueError) as e:  # ValueError: InputFileError (a named pipe in its place, ...)
+                why = (e.strerror if isinstance(e, OSError) else None) or e
                 raise LLMJudgeSpecError(
                     "cache_dir",
-                    f"cannot use the verdict cache {cache.root} ({e.strerror or e}); pass --judge-cache DIR or --no-judge-cache",
+                    f"cannot use the verdict cache {cache.root} ({why}); pass --judge-cache DIR or --no-judge-cache",
                 ) from None
         return LLMJudge(
             self.model, url, template=template, cache=cache, parse_retries=self.parse_retries,

@@ -137,7 +137,7 @@ class LLMJudgeTask:
         Raises:
             KeyError: a placeholder without a value.
         """
-        blob = json.dumps([values[p] for p in self.placeholders], ensure_ascii=True)
+        blob = json.dumps([values[p] for p in self.placeholders], ensure_ascii=True, allow_nan=False)
         return hashlib.sha256(blob.encode("ascii")).hexdigest()
 
 

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from studybench.answers import strip_reasoning
 from studybench.datasets import DatasetError, resolve_train_dir
 from studybench.evaluate import is_unreachable_error, problem_text, request_seed, run_sync
-from studybench.files import atomic_write_text
+from studybench.files import InputFileError, append_text, atomic_write_text, read_json
 from studybench.instructions import (
     InstructionError,
     InstructionLayer,
@@ -552,8 +552,7 @@ class _Log:
 
     def log(self, message: str, *args: Any, **kwargs: Any) -> None:
         text = " ".join(str(x) for x in (message, *args))
-        with self.path.open("a", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(text.rstrip("\n") + "\n")
+        append_text(self.path, text.rstrip("\n") + "\n")
         self._log(text)
 
 
@@ -571,12 +570,14 @@ def _policy(resumed: bool) -> Any:
 
 def _check_resume(run_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
     path = run_dir / RUN_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
+        old = read_json(path)
         before = old["fingerprint"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except InputFileError as e:
+        raise GepaError(f"{e}; this run directory cannot be resumed (use a new --run-dir)") from None
+    except (KeyError, TypeError):
         raise GepaError(f"{path}: unreadable; this run directory cannot be resumed (use a new --run-dir)") from None
     names = {"model": "another --model", "val": "another validation set (--train-dir, --val-size, --seed, --limit)",
              "seed_prompt_sha256": "another --seed-prompt"}
@@ -676,7 +677,7 @@ def optimize(
     seed_text = (seed_prompt if seed_prompt is not None else DEFAULT_SYSTEM_PROMPT).strip()
     if not seed_text:
         raise GepaError("the seed prompt is empty")
-    fingerprint = {"model": model, "val": _sha(json.dumps([p.uid for p in valset])),
+    fingerprint = {"model": model, "val": _sha(json.dumps([p.uid for p in valset], allow_nan=False)),
                    "seed_prompt_sha256": _sha(seed_text)}
     resumed = (rd / "gepa_state.bin").is_file()
     previous = _check_resume(rd, fingerprint) if resumed else None
@@ -703,7 +704,7 @@ def optimize(
         "invocations": int((previous or {}).get("invocations", 0)) + 1,
         "rollouts": (previous or {}).get("rollouts", 0),
     }
-    atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     policy = _policy(resumed)
     tracker = _Tracker(rd, policy, snapshot_every, resumed, out)
     logger = _Log(rd / "gepa_log.txt", out)
@@ -725,7 +726,7 @@ def optimize(
             )
         except GepaError:
             record["status"] = "stopped"
-            atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+            atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
             raise
     best = result.best_idx
     best_prompt = result.candidates[best][COMPONENT]
@@ -745,7 +746,7 @@ def optimize(
         "reflection": {"calls": reflector.calls, "failures": reflector.failures},
         "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     })
-    atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(rd / RUN_FILE, json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     return GepaRunResult(run_dir=rd, best_prompt=best_prompt, best_score=result.val_aggregate_scores[best],
                          seed_score=result.val_aggregate_scores[0], rollouts=rollouts,
                          candidates=len(result.candidates), resumed=resumed, stopped=stopped,

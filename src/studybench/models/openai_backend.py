@@ -694,10 +694,13 @@ def _parse(data: dict[str, Any]) -> ChatResult:
     usage_raw = data.get("usage")
     usage = None
     if isinstance(usage_raw, dict):
+        # counts only: a bool, a negative, non-finite or absurd number (a 400-digit integer) is dropped
+        # (the reply's usage is then unreported), compared as is: converting it first would raise
+        # OverflowError, and the turn would fail as if the server had dropped it
         usage = {
             str(k): int(v)
             for k, v in usage_raw.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 2**53
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2**53
         }
         # reasoning and cached-prompt tokens come nested (``*_tokens_details``): keep them flat
         usage.update({k: v for k, v in normalise_usage(usage_raw).items() if k not in usage})

@@ -22,17 +22,18 @@ the model). A model the file has no price for gets ``total: null`` and a ``reaso
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from studybench.costs import Pricing, PricingError, TokenCounts, parse_pricing
-from studybench.files import MAX_DATA_BYTES, InputFileError, atomic_write_text, dumps_json, read_user_bytes
+from studybench.files import atomic_write_text, dumps_json, read_json
 from studybench.store import Manifest, RunStore, TurnKey
 
 __all__ = ["PRICING_FILE", "cost_block", "record_pricing", "recorded_pricing", "token_block", "token_table"]
 
 PRICING_FILE = "pricing.json"
+PRICING_LIMIT = 1 << 20  # bytes: as a pricing file a user names (costs.load_pricing)
 """The run directory's record of the prices its reports use (the parsed pricing file, with its sha256)."""
 
 _COST_DIGITS = 10
@@ -51,14 +52,9 @@ def recorded_pricing(store: RunStore) -> Pricing | None:
         ValueError: the record exists but is unreadable or malformed (the message names the file).
     """
     path = store.root / PRICING_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
-    try:
-        obj = json.loads(read_user_bytes(path, limit=MAX_DATA_BYTES))
-    except InputFileError as e:
-        raise ValueError(str(e)) from None
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    obj = read_json(path, limit=PRICING_LIMIT)  # InputFileError (a ValueError) names the file
     try:
         pricing = parse_pricing(obj, str(path))
     except PricingError as e:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench import __version__
+from studybench.files import InputFileError, read_user_bytes
 from studybench.store.manifest import MAX_LATER_ENVIRONMENTS, Manifest, current_budgets
 
 __all__ = [
@@ -102,9 +103,9 @@ def installed_versions() -> dict[str, str | None]:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[:4096].strip()
-    except OSError:
+    try:  # a regular file only: a named pipe in a data directory's .git must not block
+        return read_user_bytes(path, limit=16 << 20).decode("utf-8", errors="replace")[:4096].strip()
+    except InputFileError:
         return None
 
 

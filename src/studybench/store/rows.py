@@ -65,7 +65,7 @@ class TurnKey:
 
     def as_str(self) -> str:
         """The key as one JSON array string (stable, for display and hashing)."""
-        return json.dumps([self.split, self.parent, self.sub_id, self.seed, self.attempt], ensure_ascii=False)
+        return json.dumps([self.split, self.parent, self.sub_id, self.seed, self.attempt], ensure_ascii=False, allow_nan=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The five key fields as a dict (the head of every row)."""

@@ -25,7 +25,6 @@ is no locking.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shlex
 import socket
@@ -41,12 +40,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from studybench.files import (
-    MAX_DATA_BYTES,
-    InputFileError,
+    MAX_JSON_BYTES,
     JsonlLog,
     atomic_write_text,
     dumps_json,
-    read_user_bytes,
+    json_line,
+    parse_json,
+    read_json,
 )
 from studybench.secrets import env_secrets, redact_command
 from studybench.store.manifest import Manifest
@@ -122,8 +122,8 @@ _HELD_GUARD = threading.Lock()
 def _read_holder(fd: int) -> dict[str, Any]:
     try:
         raw = os.pread(fd, 4096, 0)
-        obj = json.loads(raw.decode("utf-8", "replace")) if raw.strip() else {}
-    except (OSError, ValueError, RecursionError):
+        obj = parse_json(raw.decode("utf-8", "replace"), "lock file") if raw.strip() else {}
+    except (OSError, ValueError):
         return {}
     return obj if isinstance(obj, dict) else {}
 
@@ -225,7 +225,7 @@ class RunStore:
                     "started": time.strftime("%Y-%m-%d %H:%M:%S")}
             try:
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, (json.dumps(info) + "\n").encode("utf-8", "backslashreplace"), 0)
+                os.pwrite(fd, (json_line(info) + "\n").encode("utf-8", "backslashreplace"), 0)
             except OSError:
                 pass  # a full disk: the lock still holds, the refusal message is just less specific
             with _HELD_GUARD:
@@ -258,7 +258,7 @@ class RunStore:
             if (str(self.lock_path.resolve()), threading.get_ident()) in _HELD:
                 return
         try:
-            fd = os.open(self.lock_path, os.O_RDONLY)
+            fd = os.open(self.lock_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return
         try:
@@ -285,18 +285,44 @@ class RunStore:
 
         Raises:
             FileNotFoundError: not a run directory (no manifest).
-            ValueError: unreadable, not JSON, or a field fails validation (the message names the
-                file and the field).
+            ValueError: unreadable (:class:`~studybench.files.InputFileError`: a named pipe, too
+                large, ...), not strict JSON, or a field fails validation (the message names the file
+                and the field).
         """
         if not self.manifest_path.exists():
             raise FileNotFoundError(f"{self.root}: not a run directory (no {self.MANIFEST})")
-        try:  # a regular file only: a named pipe in its place must not block
-            obj = json.loads(read_user_bytes(self.manifest_path, limit=MAX_DATA_BYTES))
-        except InputFileError as e:
-            raise ValueError(str(e)) from None
-        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
-            raise ValueError(f"{self.manifest_path}: not valid JSON ({e})") from None
+        # a regular file only (a named pipe in its place must not block), strict JSON
+        obj = read_json(self.manifest_path, limit=MAX_JSON_BYTES)
         return Manifest.parse(obj, self.manifest_path)
+
+    def check_files(self, *json_files: str) -> Manifest:
+        """Read every file of the run to the end (the manifest, the three logs and ``json_files``).
+
+        For a command that must not write anything unless the run can be read (``eval`` resuming,
+        ``judge``, ``label``): a named pipe, a file over its size limit or a corrupt row fails it
+        before its first write.
+
+        Args:
+            json_files: names of other JSON files of the run directory to read (strictly, when present),
+                e.g. the recorded prices ``pricing.json``.
+
+        Returns:
+            The validated manifest.
+
+        Raises:
+            FileNotFoundError: not a run directory.
+            ValueError: a file cannot be read (:class:`~studybench.files.InputFileError`: not a
+                regular file, too large, a row that is not strict JSON; the message names the file
+                and the line), or the manifest is invalid.
+        """
+        manifest = self.read_manifest()
+        for log in (self.generation_log, self.rule_log, self.llm_log):
+            for _ in log.rows():
+                pass
+        for name in json_files:
+            if os.path.lexists(self.root / name):
+                read_json(self.root / name, limit=MAX_JSON_BYTES)
+        return manifest
 
     def write_manifest(self, manifest: Manifest) -> None:
         """Write the manifest atomically (temporary file, then rename)."""

@@ -26,6 +26,8 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from studybench.files import read_user_bytes
+
 __all__ = ["RouterStartError", "free_port", "http_status", "start_vllm_router"]
 
 
@@ -88,7 +90,7 @@ def start_vllm_router(
         while http_status(f"http://127.0.0.1:{port}/health") != 200:
             if proc.poll() is not None or time.monotonic() - t0 > startup_timeout:
                 raise RouterStartError(f"vllm-router did not become healthy (exit {proc.poll()}):\n"
-                                       f"{log.read_text(errors='replace')[-3000:]}")
+                                       f"{read_user_bytes(log).decode(errors='replace')[-3000:]}")
             time.sleep(0.2)
         yield f"http://127.0.0.1:{port}/v1"
     finally:

@@ -51,6 +51,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from studybench.files import read_user_text
 from studybench.testing.stub_core import HttpProtocol, StubCore
 from studybench.testing.stub_script import (
     DEFAULT_REPLY,
@@ -483,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         _check_host(args.host)
-        data = json.loads(args.script.read_text(encoding="utf-8")) if args.script else {}
+        # a regular file only; numbers as Python reads them (a script may serve NaN usage on purpose)
+        data = json.loads(read_user_text(args.script)) if args.script else {}
         script = Script.from_dict(data)
     except (ValueError, OSError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

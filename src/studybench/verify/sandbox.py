@@ -246,7 +246,7 @@ def _worker_argv(read_fd: int, write_fd: int) -> list[str]:
     import studybench
 
     package_dir = os.path.dirname(os.path.abspath(studybench.__file__ or ""))
-    return [sys.executable, "-I", "-c", _BOOT, package_dir, json.dumps(_worker_site_dirs()),
+    return [sys.executable, "-I", "-c", _BOOT, package_dir, json.dumps(_worker_site_dirs(), allow_nan=False),
             str(read_fd), str(write_fd), str(os.getpid())]
 
 
