@@ -202,7 +202,8 @@ def load_errata(path: Path | str | None = None) -> list[Erratum]:
 
 def errata_digest(errata: list[Erratum]) -> str:
     """sha256 of the errata's records (what changes when an erratum is added or corrected)."""
-    blob = json.dumps([e.to_dict() for e in errata], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    blob = json.dumps([e.to_dict() for e in errata], ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                      allow_nan=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

@@ -107,11 +107,11 @@ def _print_recompute(split: str, ds: Any, *, as_json: bool) -> None:
     res = recompute_dataset(ds)
     summary = res.summary()
     if as_json:
-        sys.stdout.write(json.dumps({"split": split, "recompute": summary}) + "\n")
+        sys.stdout.write(json.dumps({"split": split, "recompute": summary}, allow_nan=False) + "\n")
         for r in res.flagged:
             sys.stdout.write(json.dumps({"split": split, "kind": "recomputed_gold_differs", "parent_uid": r.parent_uid,
                                          "sub_id": r.sub_id, "field": r.field, "message": r.reason,
-                                         "recompute": r.to_dict()}, ensure_ascii=False) + "\n")
+                                         "recompute": r.to_dict()}, ensure_ascii=False, allow_nan=False) + "\n")
         return
     out_console.print(f"[bold]{escape(split)}[/bold] recompute: {summary['recomputed']} of "
                       f"{plural(summary['numeric_golds'], 'numeric gold')} recomputed from their solutions' own numbers; "
@@ -161,7 +161,7 @@ def data_errata(
         status.update({e.id: "not in the test set" for e in errata if e.split == split and e.id not in status})
     if as_json:
         for e in errata:
-            sys.stdout.write(json.dumps({**e.to_dict(), "status": status[e.id]}, ensure_ascii=False) + "\n")
+            sys.stdout.write(json.dumps({**e.to_dict(), "status": status[e.id]}, ensure_ascii=False, allow_nan=False) + "\n")
         return
     t = Table(title=f"studybench errata ({len(errata)})")
     for col in ("item", "kind", "official", "corrected", "cause", "status"):
