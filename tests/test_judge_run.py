@@ -200,7 +200,7 @@ def test_stale_verdict_never_attaches_to_a_new_completion(env: dict[str, Any]) -
         row["completion"] = "Working.\nFinal Answer: \\boxed{\\text{entropy rises}}"
         store.generation_log.append(row)
         store.close()
-        assert cli("report", run).exit_code == 0
+        assert cli("report", run).exit_code == 1  # the regenerated turn has no verdict yet: incomplete
         mid = _report(run)
         # the old TRUE was for the old completion: the turn has no current rule verdict now
         assert mid["turns"]["missing_judgements"] == 1
