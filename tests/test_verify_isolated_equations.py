@@ -45,3 +45,29 @@ CASES = [
 def test_isolated_equations(verifier: Verifier, gold: str, pred: str, want: bool) -> None:
     v = verifier.verify([gold], [pred], "EQ", [])
     assert v.correct is want, v.reason
+
+
+def test_a_symbol_inside_a_transcendental_function_is_not_solved_for_when_others_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SymPy took about 95 s to solve the arctan case for theta' (inside sin and cos) and returned nothing; the
+    verdict is decided by the isolated symbol and the algebraic ones, with no clock involved (a count of solves)."""
+    import sympy as sp
+
+    from studybench.verify.rules import eq_forms
+
+    th, b, tp = sp.symbols("theta b tp")
+    c = sp.Float("0.9999995")
+    gold = (th, sp.atan(b * sp.sin(tp) / (1000 * (b * sp.cos(tp) + c))))
+    right = (sp.tan(th), b * sp.sin(tp) / (1000 * (b * sp.cos(tp) + c)))
+    wrong = (sp.tan(th), b * sp.sin(tp) / (2000 * (b * sp.cos(tp) + c)))
+    solved: list[sp.Symbol] = []
+    real_solve = eq_forms._solve
+    monkeypatch.setattr(eq_forms, "_solve", lambda expr, x: solved.append(x) or real_solve(expr, x))
+    assert eq_forms.same_solution_sets(*gold, *right, target=th)[0] is True
+    assert tp not in solved and th in solved
+    solved.clear()
+    assert eq_forms.same_solution_sets(*gold, *wrong, target=th)[0] is False
+    # with no isolated symbol and nothing algebraic to decide, the transcendental symbols are still tried
+    x, a = sp.symbols("x a")
+    solved.clear()
+    assert eq_forms.same_solution_sets(sp.exp(x), a, x, sp.log(a), target=None)[0] is True
+    assert x in solved

@@ -137,6 +137,23 @@ def _gold_positive(sols: list[Any], others: list[Any]) -> bool:
     return seen > 0
 
 
+def _transcendental_in(x: Any, *exprs: Any) -> bool:
+    r"""Whether ``x`` occurs inside a function or an exponent in any of ``exprs``.
+
+    For example in ``\sin x``, ``\arctan(x/a)``, ``e^{x}`` or ``a^{x}``, but not in ``(a - x)^{3/2}``.
+    """
+    import sympy
+
+    for e in exprs:
+        for f in e.atoms(sympy.Function):
+            if x in f.free_symbols:
+                return True
+        for p in e.atoms(sympy.Pow):
+            if x in p.exp.free_symbols:
+                return True
+    return False
+
+
 def _compare_for(dg: Any, dp: Any, x: Any, tol: float) -> bool | None:
     """Solve both for ``x`` and compare the real solutions in the domain; ``None`` when undecided."""
     gs, ps = _solve(dg, x), _solve(dp, x)
@@ -159,10 +176,12 @@ def _compare_for(dg: Any, dp: Any, x: Any, tol: float) -> bool | None:
 
 
 def same_solution_sets(g_l: Any, g_r: Any, p_l: Any, p_r: Any, target: Any = None, tol: float = 1e-6) -> RuleResult:
-    """Whether two equations have the same solutions for every symbol both can be solved for.
+    r"""Whether two equations have the same solutions for every symbol both can be solved for.
 
     The gold's isolated symbol (``target``) is solved for first and must be decided; then every other
-    shared symbol (at most six in all). The work is bounded by counts (symbols, operations, sample
+    shared symbol (at most six in all) that occurs only algebraically (not inside ``\sin``, ``\arctan``,
+    an exponent, ...); the transcendental ones only when no other symbol decided anything (SymPy can take
+    minutes on them). The work is bounded by counts (symbols, operations, sample
     points), never by a clock, so the result is the same on a loaded machine; a solve that overruns the
     worker's hard timeout makes the whole verdict "timed out", never a looser one. The assumption
     policy is in the module docstring.
@@ -190,15 +209,22 @@ def same_solution_sets(g_l: Any, g_r: Any, p_l: Any, p_r: Any, target: Any = Non
         if len(syms) > _MAX_SYMBOLS or sympy.count_ops(dg) > _MAX_OPS or sympy.count_ops(dp) > _MAX_OPS:
             return None, "too large to solve"
         order = sorted(syms, key=lambda s: (s != target, *symbol_sort_key(s)))
+        # a symbol inside a transcendental function (sin, atan, exp, a power with it in the exponent ...) can
+        # take SymPy minutes to solve for: such a symbol is solved for only when it is the isolated one or
+        # when no algebraic symbol decided anything (a rule of the equations' form, never of the clock)
+        algebraic = [x for x in order if x == target or not _transcendental_in(x, dg, dp)]
         decided = []
-        for x in order:
-            res = _compare_for(dg, dp, x, tol)
-            if res is False:
-                return False, "different solutions"
-            if res is None and x == target:
-                return None, "solutions for the isolated symbol not decided"
-            if res:
-                decided.append(x)
+        for rounds in (algebraic, [x for x in order if x not in algebraic]):
+            if decided:
+                break
+            for x in rounds:
+                res = _compare_for(dg, dp, x, tol)
+                if res is False:
+                    return False, "different solutions"
+                if res is None and x == target:
+                    return None, "solutions for the isolated symbol not decided"
+                if res:
+                    decided.append(x)
         if not decided:
             return None, "no symbol solved"
         return True, "same solution set"
