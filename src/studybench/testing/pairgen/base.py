@@ -83,8 +83,8 @@ class Transformation:
 
     Attributes:
         name: ``family:what`` for equivalent forms (``sym:expand``), ``miss:what`` for near misses.
-        family: the class floors are kept per (``symbolic``, ``equation``, ``print``, ``number``,
-            ``unit``, ``words``, ``choice``, ``near-miss``).
+        family: the class floors are kept per (``identity``, ``symbolic``, ``equation``, ``print``,
+            ``number``, ``unit``, ``words``, ``choice``, ``interval``, ``combo``, ``near-miss``).
         label: the label of every pair it makes.
         slot_types: the slot types it applies to.
         apply: ``(slot, rng) -> candidates`` (empty when it does not apply); may raise, the

@@ -92,20 +92,20 @@ def score(pairs: Sequence[Pair], verdicts: Sequence[Any]) -> list[Row]:
     return rows + sorted(by_f.values(), key=lambda r: (r.family == "near-miss", r.family)) + [total]
 
 
-def _f(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
+def _f(x: float | None, places: int = 3) -> str:
+    return "-" if x is None else f"{x:.{places}f}"
 
 
 def format_table(rows: Sequence[Row]) -> str:
     """The rows as a fixed-width table: transformation, family, pairs, P, R, false accepts, unparsable, timeouts."""
-    head = f"{'transformation':<22} {'family':<10} {'pairs':>6} {'P':>6} {'R':>6} {'FA':>5} {'unpars':>6} {'t/o':>4}"
+    head = f"{'transformation':<22} {'family':<10} {'pairs':>6} {'P':>7} {'R':>6} {'FA':>5} {'unpars':>6} {'t/o':>4}"
     lines = [head, "-" * len(head)]
     for r in rows:
         if r.name.startswith("[") and not lines[-1].startswith("-"):
             lines.append("-" * len(head))
         fa = str(r.false_accepts) if r.pairs > r.positives else "-"
-        prec = _f(r.precision) if r.positives else "-"  # a near-miss row alone has no precision to speak of
-        lines.append(f"{r.name:<22} {r.family:<10} {r.pairs:>6} {prec:>6} {_f(r.recall):>6} {fa:>5} "
+        prec = _f(r.precision, 4) if r.positives else "-"  # a near-miss row alone has no precision to speak of
+        lines.append(f"{r.name:<22} {r.family:<10} {r.pairs:>6} {prec:>7} {_f(r.recall):>6} {fa:>5} "
                      f"{r.unparsable:>6} {r.timeouts:>4}")
     return "\n".join(lines)
 

@@ -275,7 +275,7 @@ def generate_pairs(
                         break
                     why = None
                     if brace_balance_error(c.box):
-                        why = "unbalanced braces"
+                        why = f"unbalanced braces ({t.name})"
                     elif norm_ws(c.box) == norm_ws(s.box) and t.name != "id:gold":
                         why = "equal to the gold"
                     elif norm_ws(c.box) in made:

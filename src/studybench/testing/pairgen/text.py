@@ -27,7 +27,7 @@ _VECTOR = re.compile(r"\\(?:vec|mathbf|boldsymbol|bm|overrightarrow|hat)(?![A-Za
 _FUNC_CMDS = {"sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "coth", "ln", "log", "exp", "sqrt",
               "arcsin", "arccos", "arctan", "operatorname", "mathrm", "text", "frac", "dfrac", "tfrac"}
 _OPEN_BEFORE = re.compile(r"\\(?:left[(\[.|]|left\\\{|cdot|times|quad|qquad|[,;: ]|le|ge|leq|geq|leqslant|geqslant|lt|gt|ll|gg|approx|"
-                          r"sim|simeq|propto|neq|ne|equiv|to|rightarrow|pm|mp)$")
+                          r"sim|simeq|cong|propto|neq|ne|equiv|to|rightarrow|pm|mp)$")
 _SIMPLE = re.compile(r"\s*(?:\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)(?:_\{[^{}]*\}|_[A-Za-z0-9])?'*\s*")
 
 
@@ -62,6 +62,8 @@ def _dfrac(slot: Slot, rng: Random) -> list[Candidate]:
 
 def _slash(slot: Slot, rng: Random) -> list[Candidate]:
     s = slot.box
+    if re.search(r"\\(?:sum|int|iint|oint|prod|lim)(?![A-Za-z])", s):
+        return []  # a fraction after \sum_{..}^{..} is its summand: a \cdot there would change the reading
     spans = []
     for m in re.finditer(r"(?<!\\)\\[dt]?frac(?![A-Za-z])\s*", s):
         a0 = m.end()
