@@ -279,3 +279,16 @@ def test_names_are_printed_with_their_control_characters_escaped(tmp_path: Path)
         out = res.stdout + res.stderr
         assert b"\x00" not in out and b"\x1b[2J" not in out and b"\x1b[31m" not in out and "\u202e".encode() not in out, (args, out[-800:])
         assert b"\\x00" in out or b"\\x1b" in out, (args, out[-800:])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["eval", "--help"], ["data", "ids", "--split", "transfer"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(args: list[str], data_dir: Path) -> None:
+    """`studybench ... | head -1`: the pipe closes early; no `error: Broken pipe` line, no traceback."""
+    env = {**os.environ, "STUDYBENCH_DATA": str(data_dir)}
+    p = subprocess.Popen([sys.executable, "-m", "studybench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.readline()
+    p.stdout.close()  # the reader goes away
+    err = p.stderr.read().decode("utf-8", "replace")
+    assert p.wait(timeout=120) in (0, 1), err
+    assert "Traceback" not in err and "error" not in err.lower(), err

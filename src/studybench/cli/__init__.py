@@ -29,6 +29,8 @@ page (``-h`` works too) is laid out by :mod:`studybench.cli.helptext`.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -65,8 +67,27 @@ class _Commands(ReadableGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:  # the reader went away (`studybench ... | head`): stop quietly, as other tools do
+            _quiet_stdout()
+            raise typer.Exit(1) from None
         except OSError as e:
             fail_os(e)
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except BrokenPipeError:  # raised while printing help or a usage error
+            _quiet_stdout()
+            raise SystemExit(1) from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 app = typer.Typer(
