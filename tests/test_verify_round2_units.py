@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from studybench.verify import Verdict, Verifier
-from studybench.verify.quantity import parse_quantity
-from studybench.verify.tolerance import written_resolution
-from studybench.verify.unitwords import mixed_units, unit_phrases
+from studybench.verify.comparison.tolerance import written_resolution
+from studybench.verify.physics.quantity import parse_quantity
+from studybench.verify.reading.unitwords import mixed_units, unit_phrases
 
 # (gold, pred, gold_unit, expected, why)
 CASES: list[tuple[str, str, object, bool, str]] = [

@@ -229,9 +229,9 @@ def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold
     May raise; callers fall back to :func:`_no_answer_components`.
     """
     from studybench.answers import find_boxes, strip_reasoning
-    from studybench.verify.conversion import symbol_keys
-    from studybench.verify.latex import norm_string
-    from studybench.verify.quantity import split_hints
+    from studybench.verify.physics.quantity import split_hints
+    from studybench.verify.reading.conversion import symbol_keys
+    from studybench.verify.reading.latex import norm_string
 
     w = DENSE_WEIGHTS
     comp = {"answer": 0.0, "format": 0.0, "dimensional": 0.0, "symbolic": 0.0, "consistency": 0.0}
@@ -272,7 +272,7 @@ def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold
 
 def _dimension_check(gold: str, pred: str, hint: Any) -> bool | None:
     """Whether the predicted unit converts to the gold's; None when either unit is unknown."""
-    from studybench.verify.quantity import convert_unit, hint_unit, quantity_candidates
+    from studybench.verify.physics.quantity import convert_unit, hint_unit, quantity_candidates
 
     gq, pq = quantity_candidates(gold), quantity_candidates(pred)
     if not gq or not pq:

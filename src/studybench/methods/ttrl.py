@@ -23,7 +23,7 @@ winning count over all responses) and :func:`label_accuracy` its ``label_accurac
   commas). A response with no box (empty, reasoning only, not a string) does not vote: it is an
   *abstention*.
 * **Clusters.** Votes are taken in response order. Votes with the same normalised string
-  (:func:`studybench.verify.latex.norm_string`, slot by slot) always share a cluster. Otherwise a
+  (:func:`studybench.verify.reading.latex.norm_string`, slot by slot) always share a cluster. Otherwise a
   vote joins the first cluster (in order of creation) whose *representative* (the cluster's first
   vote) the verifier accepts it against, in either direction: the representative as gold and the
   vote as prediction, or the vote as gold and the representative as prediction. Either direction
@@ -67,7 +67,7 @@ from typing import Any
 from studybench.answers import extract_answers, split_top_level
 from studybench.records import AnswerType, gold_boxes, parse_type_sequence
 from studybench.verify import Verifier
-from studybench.verify.latex import norm_string
+from studybench.verify.reading.latex import norm_string
 from studybench.verify.verifier import default_verifier
 
 __all__ = [

@@ -56,8 +56,8 @@ def _task_verdict(gold: list[str], pred: list[str], at: str, ts: str, gold_unit:
     from studybench.verify.rules import full_verdict
 
     v = full_verdict(gold, pred, at, ts, gold_unit)
-    if defs:  # the item's definitions (studybench.verify.definitions), tried when the plain verdict is incorrect
-        from studybench.verify.definitions import definitions_verdict
+    if defs:  # the item's definitions (studybench.verify.physics.definitions), tried when the plain verdict is incorrect
+        from studybench.verify.physics.definitions import definitions_verdict
 
         v = definitions_verdict(gold, pred, at, ts, gold_unit, [tuple(d) for d in defs], v)
     return v
@@ -114,7 +114,7 @@ def _worker_main(conn: Any) -> None:
         # that start-up never counts against a task's timeout
         import sympy  # noqa: F401
 
-        from studybench.verify.conversion import warm_up_parser
+        from studybench.verify.reading.conversion import warm_up_parser
         from studybench.verify.rules import full_verdict
 
         if os.environ.get("STUDYBENCH_VERIFY_WARM", "1") != "0":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from studybench.records import AnswerType
-from studybench.verify.latex import norm_string
+from studybench.verify.reading.latex import norm_string
 from studybench.verify.verdict import RuleResult, SlotRule
 
 __all__ = ["alt_rule"]
@@ -26,7 +26,7 @@ def alt_rule(
         preds: the predicted boxes (at least one).
         ts: the primitive type of each alternative (``type_sequence``).
         slot: compares one gold box with one predicted box of a type (the fast or the full tier).
-        hints: one unit hint per gold box (:func:`studybench.verify.quantity.split_hints`).
+        hints: one unit hint per gold box (:func:`studybench.verify.physics.quantity.split_hints`).
 
     Returns:
         ``(decision, reason)``; ``None`` when only undecided comparisons could still match.

@@ -4,7 +4,7 @@ r"""EQ: equations with the same solution set (PROTOCOL.md section 5).
 written denominator (``2mE = p^2`` for ``E = p^2/2m``; never a factor that can vanish); a gold with a
 numeric right side compares its left side and the value by the NV rules; ``x = \pm a`` states both
 solutions; several equations are matched order-free with their labels
-(:func:`studybench.verify.parts.compare_parts`). A prediction without ``=`` is compared with the right
+(:func:`studybench.verify.comparison.parts.compare_parts`). A prediction without ``=`` is compared with the right
 side when the gold's left side is one symbol (EX rules). Worker side.
 """
 
@@ -15,29 +15,14 @@ import re
 from typing import Any
 
 from studybench.answers import match_brace
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.conversion import symbol_keys, to_sympy, to_sympy_readings
-from studybench.verify.identities import reconcile
-from studybench.verify.latex import LatexError, norm_string, split_relations
-from studybench.verify.parts import compare_parts, flatten_env, match_unordered, same_lhs
-from studybench.verify.prose import split_conditions, strip_remark
-from studybench.verify.quantity import (
-    EQ_ONLY,
-    ODD_TEXT_GROUP,
-    Quantity,
-    compare_quantities,
-    plain_quantity,
-    plain_value_text,
-    quantity_candidates,
-)
-from studybench.verify.rules.eq_forms import (
+from studybench.verify.comparison.equation_forms import (
     is_proportionality,
     proportional_rule,
     proportionality_gold_check,
     same_solution_sets,
 )
-from studybench.verify.rules.ex import ex_gold_check, ex_rule
-from studybench.verify.symbolic import (
+from studybench.verify.comparison.parts import compare_parts, flatten_env, match_unordered, same_lhs
+from studybench.verify.comparison.symbolic import (
     closed_value,
     evaluate_at,
     has_float,
@@ -49,13 +34,28 @@ from studybench.verify.symbolic import (
     sample_points,
     symbol_sort_key,
 )
-from studybench.verify.tolerance import (
+from studybench.verify.comparison.tolerance import (
     DECIMAL_GOLD_REL_TOL,
     EXACT_REL_TOL,
     rel_close,
     sample_tolerance,
     written_tolerance,
 )
+from studybench.verify.physics.identities import reconcile
+from studybench.verify.physics.quantity import (
+    EQ_ONLY,
+    ODD_TEXT_GROUP,
+    Quantity,
+    compare_quantities,
+    plain_quantity,
+    plain_value_text,
+    quantity_candidates,
+)
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import symbol_keys, to_sympy, to_sympy_readings
+from studybench.verify.reading.latex import LatexError, norm_string, split_relations
+from studybench.verify.reading.prose import split_conditions, strip_remark
+from studybench.verify.rules.ex import ex_gold_check, ex_rule
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["eq_gold_check", "eq_one", "eq_rule"]
@@ -87,7 +87,7 @@ def eq_one(gold: str, pred: str) -> RuleResult:
     r"""One EQ answer: a trailing remark is dropped and a stated condition must match the gold's.
 
     The condition (``\text{ for } r < R``) is compared by
-    :func:`studybench.verify.prose.split_conditions`; the NV rule uses this for a gold such as
+    :func:`studybench.verify.reading.prose.split_conditions`; the NV rule uses this for a gold such as
     ``\beta = 1`` stated as ``v = c``.
 
     Args:

@@ -1,11 +1,11 @@
 r"""EX: symbolic expressions, and reactions / decays written with arrows (PROTOCOL.md section 5).
 
 :func:`ex_rule` compares the part after a top-level ``=`` (any link of a chained gold) with the
-prediction: plain numbers by the NV rules (:func:`studybench.verify.quantity.compare_quantities`),
-everything else by SymPy equivalence under one alias table (:func:`studybench.verify.symbolic.latex_equal`).
+prediction: plain numbers by the NV rules (:func:`studybench.verify.physics.quantity.compare_quantities`),
+everything else by SymPy equivalence under one alias table (:func:`studybench.verify.comparison.symbolic.latex_equal`).
 Around that core: a gold listing several answers is compared part by part
-(:func:`studybench.verify.parts.compare_parts`), a trailing unit is converted by a numeric factor,
-words after the formula and stated conditions are compared (:mod:`studybench.verify.prose`), prose
+(:func:`studybench.verify.comparison.parts.compare_parts`), a trailing unit is converted by a numeric factor,
+words after the formula and stated conditions are compared (:mod:`studybench.verify.reading.prose`), prose
 between formulas piece by piece, and a chained prediction must hold at every link.
 :func:`reaction_rule` compares reactions and decays (``\to``): the same species per side, any order.
 Worker side.
@@ -18,8 +18,21 @@ from dataclasses import replace
 from fractions import Fraction
 
 from studybench.answers import split_top_level
-from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import (
+from studybench.verify.comparison.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
+from studybench.verify.comparison.series import series_equal
+from studybench.verify.comparison.symbolic import latex_equal
+from studybench.verify.comparison.vectors import has_vector_markup, vector_equal
+from studybench.verify.physics.quantity import (
+    compare_quantities,
+    convert_unit,
+    hint_unit,
+    plain_quantity,
+    same_unit,
+    split_unit_suffix,
+    value_ops,
+)
+from studybench.verify.reading.conversion import to_sympy
+from studybench.verify.reading.latex import (
     LatexError,
     bar_to_prime,
     norm_string,
@@ -29,27 +42,14 @@ from studybench.verify.latex import (
     value_link,
     vector_tuple,
 )
-from studybench.verify.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
-from studybench.verify.prose import (
+from studybench.verify.reading.prose import (
     prose_after_math,
     prose_equal,
     prose_segments,
     split_conditions,
     trailing_words,
 )
-from studybench.verify.quantity import (
-    compare_quantities,
-    convert_unit,
-    hint_unit,
-    plain_quantity,
-    same_unit,
-    split_unit_suffix,
-    value_ops,
-)
 from studybench.verify.rules.in_ import chain_rule, relation_chain, states_inequality
-from studybench.verify.series import series_equal
-from studybench.verify.symbolic import latex_equal
-from studybench.verify.vectors import has_vector_markup, vector_equal
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["ex_gold_check", "ex_rule", "reaction_rule"]
@@ -59,7 +59,7 @@ def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     r"""EX: symbolic expressions (PROTOCOL.md section 5).
 
     A reaction or decay is compared by :func:`reaction_rule`; a gold listing several answers part by
-    part (:func:`studybench.verify.parts.compare_parts`); a single answer by its right-hand side, NV
+    part (:func:`studybench.verify.comparison.parts.compare_parts`); a single answer by its right-hand side, NV
     rules for plain numbers and SymPy equivalence otherwise. A trailing unit
     (``(\ldots)\ \mathrm{V}``) is converted to the gold's unit (its own or ``hint``) by a numeric
     factor, or dropped when the gold states none.
@@ -318,7 +318,7 @@ def _ex_one(gold: str, pred: str, hint: str | None = None) -> RuleResult:
 
     The right-hand side after a top-level ``=`` (any later part of a chained gold ``a = b = c``) is
     compared with the prediction's last part; plain numbers use NV rules; otherwise SymPy equivalence
-    (:func:`studybench.verify.symbolic.latex_equal`) with one alias table so every symbol must
+    (:func:`studybench.verify.comparison.symbolic.latex_equal`) with one alias table so every symbol must
     correspond, under every reading of brace-less function arguments and the constant identities. A
     chained prediction ``v = \frac{180}{181}c \approx 0.9945c`` matches only when every link it states
     matches.

@@ -13,12 +13,8 @@ import re
 from typing import Any
 
 from studybench.answers import split_top_level
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.conversion import to_sympy
-from studybench.verify.identities import reconcile
-from studybench.verify.latex import LatexError, norm_string
-from studybench.verify.parts import same_lhs
-from studybench.verify.symbolic import (
+from studybench.verify.comparison.parts import same_lhs
+from studybench.verify.comparison.symbolic import (
     closed_value,
     evaluate_at,
     has_abs,
@@ -28,7 +24,11 @@ from studybench.verify.symbolic import (
     sym_equal,
     symbol_sort_key,
 )
-from studybench.verify.tolerance import close_enough, rel_close, sample_tolerance
+from studybench.verify.comparison.tolerance import close_enough, rel_close, sample_tolerance
+from studybench.verify.physics.identities import reconcile
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import to_sympy
+from studybench.verify.reading.latex import LatexError, norm_string
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["chain_rule", "in_gold_check", "in_rule", "relation_chain", "states_inequality"]
@@ -323,7 +323,7 @@ def _relation_candidates(obj: Any) -> list[tuple[Any, Any, Any, bool, bool]]:
 def _bound_equal(x: Any, y: Any) -> bool:
     r"""Interval bounds equal: numbers by the NV tolerance (``\frac{\sqrt3}{2}`` vs ``0.866``).
 
-    Expressions by :func:`studybench.verify.symbolic.sym_equal`.
+    Expressions by :func:`studybench.verify.comparison.symbolic.sym_equal`.
     """
     vx, vy = closed_value(x), closed_value(y)
     if vx is not None and vy is not None and abs(vx.imag) < 1e-12 and abs(vy.imag) < 1e-12:

@@ -1,9 +1,9 @@
 r"""NV: numeric values with units (PROTOCOL.md section 5).
 
-:func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.quantity.quantity_candidates`),
+:func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.physics.quantity.quantity_candidates`),
 an optional left side (compared when both sides state one), bounds, ``\pm`` pairs, number words and
 count nouns, converts units with pint (the gold's own unit or its ``gold_unit`` hint), and compares
-values within the tolerance policy (:mod:`studybench.verify.tolerance`). A closed-form gold
+values within the tolerance policy (:mod:`studybench.verify.comparison.tolerance`). A closed-form gold
 (``\sqrt{2}``) is a number too; a symbolic gold (``0.5 R``) falls back to the EX rule, and a relation
 such as ``\beta = 1`` stated as ``v = c`` to the EQ rule. Worker side.
 """
@@ -14,12 +14,10 @@ import re
 from dataclasses import replace
 
 from studybench.answers import split_top_level
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.constants import constant_value
-from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError, norm_string, norm_text, rhs, split_relations, value_link
-from studybench.verify.parts import compare_parts, labels_compatible, match_in_order
-from studybench.verify.quantity import (
+from studybench.verify.comparison.parts import compare_parts, labels_compatible, match_in_order
+from studybench.verify.comparison.symbolic import closed_value
+from studybench.verify.physics.constants import constant_value
+from studybench.verify.physics.quantity import (
     ODD_TEXT_GROUP,
     Quantity,
     compare_quantities,
@@ -34,10 +32,19 @@ from studybench.verify.quantity import (
     split_unit_suffix,
     value_ops,
 )
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import to_sympy
+from studybench.verify.reading.latex import (
+    LatexError,
+    norm_string,
+    norm_text,
+    rhs,
+    split_relations,
+    value_link,
+)
 from studybench.verify.rules.eq import eq_one
 from studybench.verify.rules.ex import ex_rule
 from studybench.verify.rules.in_ import chain_rule
-from studybench.verify.symbolic import closed_value
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["nv_gold_check", "nv_rule"]
@@ -180,7 +187,7 @@ def _closed_quantity(text: str, hint: str | None, constants: bool = True) -> tup
     r"""A closed form as a quantity: ``\sqrt{2}``, ``10\ln 2\ \mathrm{s}``, ``\frac{2GM_\odot}{c^2}``.
 
     Returns ``([quantity], kind)`` with kind ``"pi"`` (written with ``\pi``), ``"const"`` (named
-    constants, evaluated in SI by :func:`studybench.verify.constants.constant_value` and stated in the
+    constants, evaluated in SI by :func:`studybench.verify.physics.constants.constant_value` and stated in the
     hint's unit when one is given; only when ``constants``) or ``""``; ``([], "")`` when it is none.
     """
     body, u = split_unit_suffix(text)

@@ -2,7 +2,7 @@ r"""QL: short qualitative phrases by normalised text (PROTOCOL.md section 5).
 
 Two tiers, like every rule:
 
-* :func:`ql_rule` (fast tier, in-process): normalised text equality (:func:`studybench.verify.prose.prose_words`),
+* :func:`ql_rule` (fast tier, in-process): normalised text equality (:func:`studybench.verify.reading.prose.prose_words`),
   labelled clauses in any order, ``Name (M42)`` either way. It decides every prose gold; real
   paraphrase is left to the LLM judge.
 * :func:`ql_full_rule` (worker side): a gold that is really a formula or a number (no prose) is left
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from studybench.verify.latex import norm_text
-from studybench.verify.prose import prose_words
+from studybench.verify.reading.latex import norm_text
+from studybench.verify.reading.prose import prose_words
 from studybench.verify.rules.ex import ex_rule
 from studybench.verify.rules.tf import tf_value
 from studybench.verify.verdict import RuleResult
@@ -77,7 +77,7 @@ def ql_rule(gold: str, pred: str) -> RuleResult:
     """QL: normalised text equality (PROTOCOL.md section 5); the fast tier's rule.
 
     Case, punctuation, hyphens, articles, plurals, British spellings and a small synonym lexicon are
-    ignored (:func:`studybench.verify.prose.prose_words`), labelled clauses separated by ``;`` may come
+    ignored (:func:`studybench.verify.reading.prose.prose_words`), labelled clauses separated by ``;`` may come
     in any order, and a short gold written ``Name (M42)`` accepts either name. Anything else (real
     paraphrase, glosses, hedges) is left to the LLM judge.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from studybench.verify.latex import norm_text
+from studybench.verify.reading.latex import norm_text
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["tf_gold_check", "tf_rule", "tf_value"]

@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable
 
 from studybench.answers import split_top_level
-from studybench.verify.latex import norm_string, split_relations
-from studybench.verify.quantity import quantity_candidates
-from studybench.verify.symbolic import latex_equal
+from studybench.verify.comparison.symbolic import latex_equal
+from studybench.verify.physics.quantity import quantity_candidates
+from studybench.verify.reading.latex import norm_string, split_relations
 from studybench.verify.verdict import RuleResult
 
 __all__ = [

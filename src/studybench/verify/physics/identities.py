@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from studybench.verify.definitions import substitute_definitions
+from studybench.verify.physics.definitions import substitute_definitions
 
 __all__ = ["IDENTITIES", "reconcile"]
 
@@ -64,7 +64,7 @@ def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any]
     Args:
         gold: the gold's SymPy objects, built with the shared alias table ``aliases``.
         pred: the prediction's SymPy objects, built with the same table.
-        aliases: the :func:`studybench.verify.aliasing.new_aliases` table both sides were built with.
+        aliases: the :func:`studybench.verify.reading.aliasing.new_aliases` table both sides were built with.
 
     Returns:
         ``(gold, pred, applied)``: the rewritten objects and the identities used (``"h = 2 pi hbar"``).

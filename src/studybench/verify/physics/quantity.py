@@ -6,7 +6,7 @@ r"""Numbers, scientific notation and units (PROTOCOL.md section 5, NV).
 (``\,\mathrm{km\,s^{-1}}``, ``\text{ eV}``). It is a small hand-written scanner: no eval, no
 SymPy, linear time, and exponents are capped, so it is safe on untrusted text.
 :func:`compare_quantities` compares two parsed quantities by the NV rules (signs, ``\pm``, percent,
-units) within the tolerance policy of :mod:`studybench.verify.tolerance`.
+units) within the tolerance policy of :mod:`studybench.verify.comparison.tolerance`.
 
 Units: trailing text counts as a unit only when it is shaped like one (:func:`unit_syntax_ok`;
 ``2 - 1``, ``2 \text{ or } 3``, ``2e99999`` are not plain numbers) and, for a prediction, only
@@ -25,15 +25,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from studybench.answers import split_top_level
-from studybench.verify.latex import (
+from studybench.verify.comparison.tolerance import close_enough, written_resolution
+from studybench.verify.reading.latex import (
     expand_braceless,
     join_digit_groups,
     norm_string,
     norm_text,
     split_relations,
 )
-from studybench.verify.tolerance import close_enough, written_resolution
-from studybench.verify.unitwords import mixed_units, turn_count, unit_glyphs, unit_phrases
+from studybench.verify.reading.unitwords import mixed_units, turn_count, unit_glyphs, unit_phrases
 
 __all__ = [
     "EQ_ONLY",
@@ -743,7 +743,7 @@ def compare_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
       (angles never to or from non-angles); a prediction whose trailing text is no real unit is not a
       plain number (unless it is a count noun: ``15 levels``); a dimensional unit against a unitless
       nonzero gold is not accepted (the gold's unit is unknown; pass ``gold_unit``).
-    * tolerance: :func:`studybench.verify.tolerance.close_enough` (1% plus half a unit in the gold's
+    * tolerance: :func:`studybench.verify.comparison.tolerance.close_enough` (1% plus half a unit in the gold's
       last written decimal, at most 2%).
 
     Args:

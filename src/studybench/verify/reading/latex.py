@@ -6,7 +6,7 @@ Pure string helpers, safe and cheap in any process (the in-process fast path use
 splitting), :func:`rhs`, :func:`expand_braceless` (``\frac12`` -> ``\frac{1}{2}``),
 :func:`strip_text_remarks`, :func:`join_digit_groups` and :func:`tokenize`. None of them raises.
 
-:class:`LatexError` is the one error the LaTeX -> SymPy conversion (:mod:`studybench.verify.conversion`)
+:class:`LatexError` is the one error the LaTeX -> SymPy conversion (:mod:`studybench.verify.reading.conversion`)
 raises; it lives here, below every module that raises or catches it.
 """
 

@@ -4,9 +4,9 @@
 (:func:`sample_points`; signed points too when an absolute value is involved), then by
 ``simplify(a - b) == 0``. :func:`latex_equal` compares two LaTeX strings under every reading pair,
 built with one alias table and reconciled by the physical-constant identities
-(:mod:`studybench.verify.identities`); a decimal in the prediction is read at its written precision
+(:mod:`studybench.verify.physics.identities`); a decimal in the prediction is read at its written precision
 (:func:`rationalize`, and the bracketing of the gold by the decimals' precision intervals). The
-tolerances come from :mod:`studybench.verify.tolerance`. Worker side: SymPy is imported lazily and
+tolerances come from :mod:`studybench.verify.comparison.tolerance`. Worker side: SymPy is imported lazily and
 only runs inside sandbox workers.
 """
 
@@ -17,17 +17,17 @@ import random
 import zlib
 from typing import Any
 
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.conversion import to_sympy_readings
-from studybench.verify.identities import reconcile
-from studybench.verify.latex import LatexError
-from studybench.verify.tolerance import (
+from studybench.verify.comparison.tolerance import (
     decimal_half_width,
     rel_close,
     sample_tolerance,
     written_decimals,
     written_tolerance,
 )
+from studybench.verify.physics.identities import reconcile
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import to_sympy_readings
+from studybench.verify.reading.latex import LatexError
 
 __all__ = [
     "closed_value",
@@ -223,9 +223,9 @@ def rationalize(expr: Any, text: str) -> Any:
     """Read the decimals of a symbolic prediction as simple fractions within their written precision.
 
     ``0.33`` -> 1/3, ``1.5`` -> 3/2, ``2.1`` -> 21/10 (never 2): the fraction with the smallest
-    denominator (at most 100) within :func:`studybench.verify.tolerance.decimal_half_width`. Decimals
+    denominator (at most 100) within :func:`studybench.verify.comparison.tolerance.decimal_half_width`. Decimals
     with no such fraction (``0.9945`` for 180/181) stay floats and are compared at their written
-    precision (:func:`studybench.verify.tolerance.written_tolerance`).
+    precision (:func:`studybench.verify.comparison.tolerance.written_tolerance`).
 
     Args:
         expr: the prediction as a SymPy object.
@@ -313,7 +313,7 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
         a: the gold expression.
         b: the predicted expression.
         tol: relative tolerance at the sample points; by default
-            :func:`studybench.verify.tolerance.sample_tolerance` (1e-6, or 1% when ``a`` contains a
+            :func:`studybench.verify.comparison.tolerance.sample_tolerance` (1e-6, or 1% when ``a`` contains a
             decimal number).
 
     Returns:
@@ -374,7 +374,7 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
     """Every (gold reading, prediction reading) pair of two LaTeX strings.
 
     Both are built with one alias table and reconciled by the constant identities
-    (:func:`studybench.verify.identities.reconcile`). Raises LatexError when either side has no reading.
+    (:func:`studybench.verify.physics.identities.reconcile`). Raises LatexError when either side has no reading.
     """
     al = new_aliases(g, p)
     gs = to_sympy_readings(g, al, gold=True)

@@ -15,8 +15,8 @@ trailing clause ``..., \omega_0 = \sqrt{k/m}``. Two steps:
 * in a sandbox worker (:func:`definitions_verdict`): only when the plain verdict is incorrect, the
   answer is compared again with every definition substituted on both sides (the symbol replaced by
   its expression in gold and prediction), the definitions parsed through the same safe LaTeX path
-  as the answers (:func:`studybench.verify.conversion.to_sympy_readings`) and applied by
-  :func:`studybench.verify.identities.reconcile`. The verdict's reason names the definitions used.
+  as the answers (:func:`studybench.verify.reading.conversion.to_sympy_readings`) and applied by
+  :func:`studybench.verify.physics.identities.reconcile`. The verdict's reason names the definitions used.
 """
 
 from __future__ import annotations
@@ -398,7 +398,7 @@ def active_definitions(defs: Sequence[Definition]) -> Iterator[list[str]]:
 
 
 def _parse_one(latex: str, aliases: Any) -> Any:
-    from studybench.verify.conversion import to_sympy_readings
+    from studybench.verify.reading.conversion import to_sympy_readings
 
     readings = to_sympy_readings(latex, aliases, gold=True)
     if len(readings) != 1:
@@ -409,7 +409,7 @@ def _parse_one(latex: str, aliases: Any) -> Any:
 def substitute_definitions(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any], list[Any]]:
     """Replace every active defined symbol by its expression on both sides (worker side).
 
-    Called by :func:`studybench.verify.identities.reconcile`; does nothing outside
+    Called by :func:`studybench.verify.physics.identities.reconcile`; does nothing outside
     :func:`active_definitions`. A definition that does not parse to one plain symbol and one
     expression is skipped.
 
