@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from studybench.verify import Verdict, Verifier
-from studybench.verify.comparison.tolerance import written_resolution
-from studybench.verify.physics.quantity import parse_quantity
+from studybench.verify.reading.numbers import parse_quantity, written_resolution
 from studybench.verify.reading.unitwords import mixed_units, unit_phrases
 
 # (gold, pred, gold_unit, expected, why)

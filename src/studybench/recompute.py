@@ -35,7 +35,8 @@ from studybench.answers import find_boxes
 from studybench.arith import NumberToken, evaluate_arithmetic, tokenize_arithmetic
 from studybench.datasets import Dataset
 from studybench.records import COMPOUND_TYPES, AnswerType, Parent, SubProblem
-from studybench.verify.comparison.tolerance import close_enough, written_resolution
+from studybench.verify.comparison.tolerance import close_enough
+from studybench.verify.reading.numbers import written_resolution
 
 __all__ = [
     "LINK_TOL",

@@ -229,7 +229,7 @@ def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold
     May raise; callers fall back to :func:`_no_answer_components`.
     """
     from studybench.answers import find_boxes, strip_reasoning
-    from studybench.verify.physics.quantity import split_hints
+    from studybench.verify.physics.units import split_hints
     from studybench.verify.reading.conversion import symbol_keys
     from studybench.verify.reading.latex import norm_string
 
@@ -272,7 +272,8 @@ def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold
 
 def _dimension_check(gold: str, pred: str, hint: Any) -> bool | None:
     """Whether the predicted unit converts to the gold's; None when either unit is unknown."""
-    from studybench.verify.physics.quantity import convert_unit, hint_unit, quantity_candidates
+    from studybench.verify.physics.units import convert_unit, hint_unit
+    from studybench.verify.reading.numbers import quantity_candidates
 
     gq, pq = quantity_candidates(gold), quantity_candidates(pred)
     if not gq or not pq:

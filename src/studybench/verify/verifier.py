@@ -57,7 +57,7 @@ _MEMO_SIZE = 200_000
 
 Item = tuple[Any, ...]
 """``(gold_boxes, pred_boxes, answer_type, type_sequence)`` or the same with a fifth element,
-``gold_unit`` (see :func:`studybench.verify.physics.quantity.split_hints`), and a sixth, ``problem`` (the
+``gold_unit`` (see :func:`studybench.verify.physics.units.split_hints`), and a sixth, ``problem`` (the
 problem text, see :meth:`Verifier.verify`)."""
 
 

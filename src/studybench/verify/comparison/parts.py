@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from studybench.answers import split_top_level
 from studybench.verify.comparison.symbolic import latex_equal
-from studybench.verify.physics.quantity import quantity_candidates
 from studybench.verify.reading.latex import norm_string, split_relations
+from studybench.verify.reading.numbers import quantity_candidates
 from studybench.verify.verdict import RuleResult
 
 __all__ = [

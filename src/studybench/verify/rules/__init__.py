@@ -38,7 +38,7 @@ from typing import Any
 
 from studybench.records import AnswerType, parse_type_sequence
 from studybench.verify.comparison.parts import match_in_order, match_unordered, regroup, set_like
-from studybench.verify.physics.quantity import split_hints
+from studybench.verify.physics.units import split_hints
 from studybench.verify.reading.conversion import MAX_SYMBOLIC_LEN
 from studybench.verify.reading.latex import norm_string, norm_text
 from studybench.verify.rules import alt, eq, ex, in_, mc, nv, ql, tf, tup
@@ -218,7 +218,7 @@ def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> R
         gold: one gold box content.
         pred: one predicted box content.
         t: the box's answer type.
-        hint: the unit of a unitless gold (:func:`studybench.verify.physics.quantity.split_hints`); used by
+        hint: the unit of a unitless gold (:func:`studybench.verify.physics.units.split_hints`); used by
             the rules that take it (:attr:`Rule.takes_unit`).
 
     Returns:
@@ -267,7 +267,7 @@ def compare_boxes(
         at: the answer type.
         ts: the ``type_sequence`` (TUP / ALT).
         slot: compares one gold box with one predicted box (:func:`fast_slot` or :func:`full_slot`).
-        hints: one unit hint per gold box (:func:`studybench.verify.physics.quantity.split_hints`).
+        hints: one unit hint per gold box (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         ``(decision, reason)``; ``None`` when undecided at this tier.
@@ -331,7 +331,7 @@ def fast_verdict(
         pred_boxes: the predicted box contents.
         answer_type: one of the nine types.
         type_sequence: the primitive type of each box for TUP / ALT.
-        gold_unit: the unit hint (:func:`studybench.verify.physics.quantity.split_hints`).
+        gold_unit: the unit hint (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         A :class:`~studybench.verify.verdict.Verdict` when string-level rules decide, else ``None``.
@@ -358,7 +358,7 @@ def full_verdict(
         pred_boxes: the predicted box contents.
         answer_type: one of the nine types.
         type_sequence: the primitive type of each box for TUP / ALT.
-        gold_unit: the unit hint (:func:`studybench.verify.physics.quantity.split_hints`).
+        gold_unit: the unit hint (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         A :class:`~studybench.verify.verdict.Verdict`; still undecided is incorrect ("undecided").

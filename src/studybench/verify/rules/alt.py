@@ -26,7 +26,7 @@ def alt_rule(
         preds: the predicted boxes (at least one).
         ts: the primitive type of each alternative (``type_sequence``).
         slot: compares one gold box with one predicted box of a type (the fast or the full tier).
-        hints: one unit hint per gold box (:func:`studybench.verify.physics.quantity.split_hints`).
+        hints: one unit hint per gold box (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         ``(decision, reason)``; ``None`` when only undecided comparisons could still match.

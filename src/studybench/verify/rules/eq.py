@@ -21,6 +21,7 @@ from studybench.verify.comparison.equation_forms import (
     proportionality_gold_check,
     same_solution_sets,
 )
+from studybench.verify.comparison.numeric import compare_quantities
 from studybench.verify.comparison.parts import compare_parts, flatten_env, match_unordered, same_lhs
 from studybench.verify.comparison.symbolic import (
     closed_value,
@@ -42,18 +43,17 @@ from studybench.verify.comparison.tolerance import (
     written_tolerance,
 )
 from studybench.verify.physics.identities import reconcile
-from studybench.verify.physics.quantity import (
-    EQ_ONLY,
-    ODD_TEXT_GROUP,
-    Quantity,
-    compare_quantities,
-    plain_quantity,
-    plain_value_text,
-    quantity_candidates,
-)
+from studybench.verify.physics.units import plain_quantity
 from studybench.verify.reading.aliasing import new_aliases
 from studybench.verify.reading.conversion import symbol_keys, to_sympy, to_sympy_readings
 from studybench.verify.reading.latex import LatexError, norm_string, split_relations
+from studybench.verify.reading.numbers import (
+    EQ_ONLY,
+    ODD_TEXT_GROUP,
+    Quantity,
+    plain_value_text,
+    quantity_candidates,
+)
 from studybench.verify.reading.prose import split_conditions, strip_remark
 from studybench.verify.rules.ex import ex_gold_check, ex_rule
 from studybench.verify.verdict import RuleResult

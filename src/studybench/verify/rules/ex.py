@@ -1,7 +1,7 @@
 r"""EX: symbolic expressions, and reactions / decays written with arrows (PROTOCOL.md section 5).
 
 :func:`ex_rule` compares the part after a top-level ``=`` (any link of a chained gold) with the
-prediction: plain numbers by the NV rules (:func:`studybench.verify.physics.quantity.compare_quantities`),
+prediction: plain numbers by the NV rules (:func:`studybench.verify.comparison.numeric.compare_quantities`),
 everything else by SymPy equivalence under one alias table (:func:`studybench.verify.comparison.symbolic.latex_equal`).
 Around that core: a gold listing several answers is compared part by part
 (:func:`studybench.verify.comparison.parts.compare_parts`), a trailing unit is converted by a numeric factor,
@@ -18,18 +18,17 @@ from dataclasses import replace
 from fractions import Fraction
 
 from studybench.answers import split_top_level
+from studybench.verify.comparison.numeric import compare_quantities
 from studybench.verify.comparison.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
 from studybench.verify.comparison.series import series_equal
 from studybench.verify.comparison.symbolic import latex_equal
 from studybench.verify.comparison.vectors import has_vector_markup, vector_equal
-from studybench.verify.physics.quantity import (
-    compare_quantities,
+from studybench.verify.physics.units import (
     convert_unit,
     hint_unit,
     plain_quantity,
     same_unit,
     split_unit_suffix,
-    value_ops,
 )
 from studybench.verify.reading.conversion import to_sympy
 from studybench.verify.reading.latex import (
@@ -42,6 +41,7 @@ from studybench.verify.reading.latex import (
     value_link,
     vector_tuple,
 )
+from studybench.verify.reading.numbers import value_ops
 from studybench.verify.reading.prose import (
     prose_after_math,
     prose_equal,

@@ -1,6 +1,6 @@
 r"""NV: numeric values with units (PROTOCOL.md section 5).
 
-:func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.physics.quantity.quantity_candidates`),
+:func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.reading.numbers.quantity_candidates`),
 an optional left side (compared when both sides state one), bounds, ``\pm`` pairs, number words and
 count nouns, converts units with pint (the gold's own unit or its ``gold_unit`` hint), and compares
 values within the tolerance policy (:mod:`studybench.verify.comparison.tolerance`). A closed-form gold
@@ -14,23 +14,18 @@ import re
 from dataclasses import replace
 
 from studybench.answers import split_top_level
+from studybench.verify.comparison.numeric import compare_quantities
 from studybench.verify.comparison.parts import compare_parts, labels_compatible, match_in_order
 from studybench.verify.comparison.symbolic import closed_value
 from studybench.verify.physics.constants import constant_value
-from studybench.verify.physics.quantity import (
-    ODD_TEXT_GROUP,
-    Quantity,
-    compare_quantities,
+from studybench.verify.physics.units import (
     convert_unit,
     effective_unit,
     hint_unit,
     is_unit,
-    plain_value_text,
-    quantity_candidates,
     same_unit,
     split_hints,
     split_unit_suffix,
-    value_ops,
 )
 from studybench.verify.reading.aliasing import new_aliases
 from studybench.verify.reading.conversion import to_sympy
@@ -41,6 +36,13 @@ from studybench.verify.reading.latex import (
     rhs,
     split_relations,
     value_link,
+)
+from studybench.verify.reading.numbers import (
+    ODD_TEXT_GROUP,
+    Quantity,
+    plain_value_text,
+    quantity_candidates,
+    value_ops,
 )
 from studybench.verify.rules.eq import eq_one
 from studybench.verify.rules.ex import ex_rule

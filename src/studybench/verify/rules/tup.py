@@ -23,7 +23,7 @@ def tup_rule(
         preds: the predicted boxes (at least one).
         ts: the primitive type of each slot (``type_sequence``).
         slot: compares one gold box with one predicted box of a type (the fast or the full tier).
-        hints: one unit hint per gold box (:func:`studybench.verify.physics.quantity.split_hints`).
+        hints: one unit hint per gold box (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         ``(decision, reason)``: ``False`` at the first slot that fails (the reason names it), ``None``
