@@ -20,6 +20,7 @@ from fractions import Fraction
 from studybench.answers import split_top_level
 from studybench.verify.comparison.numeric import compare_quantities
 from studybench.verify.comparison.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
+from studybench.verify.comparison.relations import chain_rule
 from studybench.verify.comparison.series import series_equal
 from studybench.verify.comparison.symbolic import latex_equal
 from studybench.verify.comparison.vectors import has_vector_markup, vector_equal
@@ -35,8 +36,10 @@ from studybench.verify.reading.latex import (
     LatexError,
     bar_to_prime,
     norm_string,
+    relation_chain,
     rhs,
     split_relations,
+    states_inequality,
     tokenize,
     value_link,
     vector_tuple,
@@ -49,7 +52,6 @@ from studybench.verify.reading.prose import (
     split_conditions,
     trailing_words,
 )
-from studybench.verify.rules.in_ import chain_rule, relation_chain, states_inequality
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["ex_gold_check", "ex_rule", "reaction_rule"]

@@ -16,6 +16,7 @@ from dataclasses import replace
 from studybench.answers import split_top_level
 from studybench.verify.comparison.numeric import compare_quantities
 from studybench.verify.comparison.parts import compare_parts, labels_compatible, match_in_order
+from studybench.verify.comparison.relations import chain_rule
 from studybench.verify.comparison.symbolic import closed_value
 from studybench.verify.physics.constants import constant_value
 from studybench.verify.physics.units import (
@@ -46,7 +47,6 @@ from studybench.verify.reading.numbers import (
 )
 from studybench.verify.rules.eq import eq_one
 from studybench.verify.rules.ex import ex_rule
-from studybench.verify.rules.in_ import chain_rule
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["nv_gold_check", "nv_rule"]

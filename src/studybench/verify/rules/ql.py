@@ -17,8 +17,8 @@ import re
 
 from studybench.verify.reading.latex import norm_text
 from studybench.verify.reading.prose import prose_words
+from studybench.verify.reading.truth import truth_value
 from studybench.verify.rules.ex import ex_rule
-from studybench.verify.rules.tf import tf_value
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["MAX_QL_CHARS", "ql_alternatives", "ql_full_rule", "ql_gold_check", "ql_rule"]
@@ -93,7 +93,7 @@ def ql_rule(gold: str, pred: str) -> RuleResult:
         return True, "same text"
     if norm_text(gold) in _YES_NO:
         # a yes/no gold is judged like TF: "Yes." is right, "Yes, but only when ..." is a hedge
-        g, p = tf_value(gold), tf_value(pred)
+        g, p = truth_value(gold), truth_value(pred)
         if p is None:
             return False, f"not a yes/no answer: {pred[:40]!r}"
         return (g == p), f"yes/no: {p} vs {g}"
