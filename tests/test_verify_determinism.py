@@ -208,7 +208,8 @@ def test_definitions_stay_with_their_own_comparison_across_threads() -> None:
     # the first one's in the middle of its comparison
     import sympy
 
-    from studybench.verify.physics.definitions import active_definitions, substitute_definitions
+    from studybench.verify.physics.definitions import Definitions
+    from studybench.verify.physics.identities import reconcile
     from studybench.verify.reading.aliasing import new_aliases
 
     barrier = threading.Barrier(2, timeout=60)
@@ -217,11 +218,11 @@ def test_definitions_stay_with_their_own_comparison_across_threads() -> None:
     def run(name: str, expr: str) -> None:
         al = new_aliases(r"\tau", expr)
         tau = sympy.Symbol(al.alias(r"\tau")[len("\\mathrm{"):-1])
-        with active_definitions([(r"\tau", expr, "problem")]) as used:
-            barrier.wait()  # both threads inside their own block
-            barrier.wait()
-            (g,), _ = substitute_definitions([tau], [tau], al)
-            got[name] = (str(g), list(used))
+        defs = Definitions([(r"\tau", expr, "problem")])  # made per comparison and handed down
+        barrier.wait()  # both threads hold their own definitions
+        barrier.wait()
+        (g,), _, _ = reconcile([tau], [tau], al, definitions=defs)
+        got[name] = (str(g), list(defs.used))
 
     t1 = threading.Thread(target=run, args=("a", "R C"))
     t2 = threading.Thread(target=run, args=("b", "L / R"))
@@ -304,7 +305,7 @@ def _pairs_rows(data_dir: Path) -> list[dict[str, Any]]:
 _DRIVER = r'''
 import json, sys, time
 from studybench.verify import Verifier, Verdict, extract_pair
-from studybench.verify.physics.definitions import definitions_verdict, extract_definitions
+from studybench.verify.physics.definitions import extract_definitions
 from studybench.verify.rules import fast_verdict, full_verdict, normalise_types
 
 src, dst, mode, workers, chunk, clock_step = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
@@ -324,10 +325,7 @@ if mode == "inproc":
             setattr(time, name, clock)
     for golds, preds, at, ts, unit, problem in items:
         fast = fast_verdict(golds, preds, at, ts, unit)
-        full = full_verdict(golds, preds, at, ts, unit)
-        defs = extract_definitions(problem, golds, str(at))
-        if defs:
-            full = definitions_verdict(golds, preds, str(at), str(ts), unit, defs, full)
+        full = full_verdict(golds, preds, at, ts, unit, extract_definitions(problem, golds, str(at)))
         if fast is not None and fast != full:
             mismatch.append([golds, preds, fast.reason, full.reason])
         verdicts.append(fast if fast is not None else full)

@@ -24,6 +24,7 @@ from studybench.verify.comparison.tolerance import (
     written_decimals,
     written_tolerance,
 )
+from studybench.verify.physics.definitions import Definitions
 from studybench.verify.physics.identities import reconcile
 from studybench.verify.reading.aliasing import new_aliases
 from studybench.verify.reading.conversion import to_sympy_readings
@@ -370,11 +371,12 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
     return False, "not shown equal"
 
 
-def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
+def _sym_pairs(g: str, p: str, definitions: Definitions | None) -> list[tuple[Any, Any, list[str], Any]]:
     """Every (gold reading, prediction reading) pair of two LaTeX strings.
 
-    Both are built with one alias table and reconciled by the constant identities
-    (:func:`studybench.verify.physics.identities.reconcile`). Raises LatexError when either side has no reading.
+    Both are built with one alias table and reconciled by the item's definitions and the constant
+    identities (:func:`studybench.verify.physics.identities.reconcile`). Raises LatexError when either
+    side has no reading.
     """
     al = new_aliases(g, p)
     gs = to_sympy_readings(g, al, gold=True)
@@ -382,28 +384,31 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
     out = []
     for ge in gs:
         for pe in ps:
-            a, b, applied = reconcile([ge], [pe], al)
+            a, b, applied = reconcile([ge], [pe], al, definitions=definitions)
             out.append((a[0], b[0] if has_float(a[0]) else rationalize(b[0], p), applied, b[0]))
     return out
 
 
-def latex_equal(a: str, b: str, tol: float | None = None) -> tuple[bool | None, str]:
+def latex_equal(a: str, b: str, tol: float | None = None, *, definitions: Definitions | None) -> tuple[bool | None, str]:
     """SymPy equality of two LaTeX strings under any pair of their readings.
 
-    Both sides share one alias table (every symbol must correspond) and are reconciled by the
-    physical-constant identities; a prediction's decimals are read at their written precision.
+    Both sides share one alias table (every symbol must correspond) and are reconciled by the item's
+    definitions and the physical-constant identities; a prediction's decimals are read at their
+    written precision.
 
     Args:
         a: the gold LaTeX.
         b: the predicted LaTeX.
         tol: overrides the relative tolerance of :func:`sym_equal`.
+        definitions: the verification's definitions (:class:`studybench.verify.physics.definitions.Definitions`),
+            or ``None``.
 
     Returns:
         ``(equal, reason)``; ``equal`` is ``None`` when a side cannot be converted (the reason says
         why) or no reading pair could be decided.
     """
     try:
-        pairs = _sym_pairs(a, b)
+        pairs = _sym_pairs(a, b, definitions)
     except LatexError as e:
         return None, str(e)
     res: tuple[bool | None, str] = (False, "not equal")

@@ -6,9 +6,10 @@ import re
 
 from studybench.records import AnswerType
 from studybench.verify.reading.latex import norm_string
+from studybench.verify.rules._shared import Rule, compound_gold_check, slot_as_expression, whole_box_text
 from studybench.verify.verdict import RuleResult, SlotRule
 
-__all__ = ["alt_rule"]
+__all__ = ["RULE", "alt_rule"]
 
 
 def alt_rule(
@@ -75,3 +76,8 @@ def _or_parts(p: str) -> list[str]:
     if any(x.count("{") != x.count("}") for x in parts):
         return [p]
     return parts
+
+
+
+RULE = Rule(fast=whole_box_text, full=slot_as_expression, gold_check=compound_gold_check, compound=alt_rule)
+"""ALT: its slots combined by :func:`alt_rule`; a slot typed ALT is one whole box (text, then EX)."""

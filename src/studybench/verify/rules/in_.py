@@ -24,12 +24,13 @@ from studybench.verify.physics.identities import reconcile
 from studybench.verify.reading.aliasing import new_aliases
 from studybench.verify.reading.conversion import to_sympy
 from studybench.verify.reading.latex import LatexError, relation_chain, states_inequality
+from studybench.verify.rules._shared import Context, Rule
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["in_gold_check", "in_rule"]
+__all__ = ["RULE", "in_gold_check", "in_rule"]
 
 
-def in_rule(gold: str, pred: str) -> RuleResult:
+def in_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     r"""IN: intervals and inequalities (PROTOCOL.md section 5).
 
     Intervals: bracket types must match, bounds equal by NV / EX rules, unions part-wise in order.
@@ -40,11 +41,13 @@ def in_rule(gold: str, pred: str) -> RuleResult:
     Args:
         gold: one gold box content.
         pred: one predicted box content.
+        hint: the unit hint (not used by IN).
+        ctx: the verification's context (its definitions).
 
     Returns:
         ``(match, reason)``.
     """
-    mem = _in_membership(gold, pred)
+    mem = _in_membership(gold, pred, ctx)
     if mem is not None:
         return mem
     try:
@@ -55,7 +58,7 @@ def in_rule(gold: str, pred: str) -> RuleResult:
         # \ll, \gtrsim: no SymPy relation, compared side by side
         rel = chain_rule(gold, pred) if states_inequality(gold) else None
         return rel if rel is not None else (False, str(e))
-    (go,), (po,), _ = reconcile([go], [po], al)
+    (go,), (po,), _ = reconcile([go], [po], al, definitions=ctx.definitions)
     go, po = _expand_abs(go), _expand_abs(po)
     gi, pi = _interval_parts(go), _interval_parts(po)
     if gi is not None and pi is None and _relations(po) is not None and _interval_vs_relation(gi, po):
@@ -115,7 +118,7 @@ def _membership(s: str) -> tuple[str, str] | None:
     return parts[0].strip(), parts[1].strip()
 
 
-def _in_membership(gold: str, pred: str) -> RuleResult | None:
+def _in_membership(gold: str, pred: str, ctx: Context) -> RuleResult | None:
     r"""``b \in (0, X)`` on one side, against the other side's interval or inequality in ``b``.
 
     An inequality is checked numerically with positive symbols (it must hold inside the interval and
@@ -128,7 +131,7 @@ def _in_membership(gold: str, pred: str) -> RuleResult | None:
     if gm is None and pm is None:
         return None
     if gm is not None and pm is not None:
-        return in_rule(gm[1], pm[1]) if same_lhs(gm[0], pm[0]) else (False, "different variable")
+        return in_rule(gm[1], pm[1], None, ctx) if same_lhs(gm[0], pm[0], definitions=ctx.definitions) else (False, "different variable")
     var_text, interval = pm if pm is not None else gm  # type: ignore[misc]
     other = gold if pm is not None else pred
     try:
@@ -141,7 +144,7 @@ def _in_membership(gold: str, pred: str) -> RuleResult | None:
     if iv is None:
         return False, "not an interval"
     if _interval_parts(rel) is not None:
-        return in_rule(other, interval) if pm is not None else in_rule(interval, other)
+        return in_rule(other, interval, None, ctx) if pm is not None else in_rule(interval, other, None, ctx)
     two_sided = [c for c in _relation_candidates(rel) if isinstance(rel, sympy.And) and c[0] == var]
     if len(iv) == 1 and two_sided:
         # a <= x < b against x \in [a, b): the same ends, the same brackets (any signs)
@@ -335,3 +338,7 @@ def in_gold_check(box: str) -> str | None:
         return None
     except LatexError as e:
         return str(e)
+
+
+RULE = Rule(fast=None, full=in_rule, gold_check=in_gold_check)
+"""IN: the full tier decides (intervals, inequalities); the gold check reads every part."""

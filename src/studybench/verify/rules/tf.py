@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from studybench.verify.reading.latex import norm_text
 from studybench.verify.reading.truth import truth_value
+from studybench.verify.rules._shared import Rule
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["tf_gold_check", "tf_rule"]
+__all__ = ["RULE", "tf_gold_check", "tf_rule"]
 
 
 def tf_rule(gold: str, pred: str) -> RuleResult:
@@ -42,3 +43,7 @@ def tf_gold_check(box: str) -> str | None:
         ``None`` when it does, else a short reason.
     """
     return None if truth_value(box) is not None else "not a truth value"
+
+
+RULE = Rule(fast=tf_rule, full=None, gold_check=tf_gold_check)
+"""TF: the fast tier always decides (truth values)."""

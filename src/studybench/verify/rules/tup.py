@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from studybench.records import AnswerType
 from studybench.verify.comparison.parts import regroup
+from studybench.verify.rules._shared import Rule, compound_gold_check, slot_as_expression, whole_box_text
 from studybench.verify.verdict import RuleResult, SlotRule
 
-__all__ = ["tup_rule"]
+__all__ = ["RULE", "tup_rule"]
 
 
 def tup_rule(
@@ -41,3 +42,8 @@ def tup_rule(
         if ok is None:
             undecided = True
     return (None, "") if undecided else (True, f"all {len(golds)} slots match")
+
+
+
+RULE = Rule(fast=whole_box_text, full=slot_as_expression, gold_check=compound_gold_check, compound=tup_rule)
+"""TUP: its slots combined by :func:`tup_rule`; a slot typed TUP is one whole box (text, then EX)."""
