@@ -136,7 +136,7 @@ def _types(response: Any, answer: Any, answer_type: Any, type_sequence: Any) -> 
         return None
     at = AnswerType(str(answer_type).strip().upper())
     ts = parse_type_sequence(type_sequence or "")
-    if at.value in ("TUP", "ALT") and not ts:
+    if at.info.compound and not ts:
         return None  # malformed ground truth: a compound type needs its type_sequence
     return at, ts
 
@@ -245,17 +245,17 @@ def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold
         comp["format"] = w["format"]
     if len(boxes) > len(golds) and len({norm_string(b) for b in boxes}) > len(golds):
         comp["consistency"] = w["inconsistent"]
-    types = ts if at.value in ("TUP", "ALT") and len(ts) == len(golds) else [at] * len(golds)
+    types = ts if at.info.compound and len(ts) == len(golds) else [at] * len(golds)
     hints = split_hints(gold_unit, len(golds))
     dims: list[float] = []
     syms: list[float] = []
     for g, p, t, h in zip(golds, preds, types, hints, strict=False):
-        tv = getattr(t, "value", str(t))
-        if tv == "NV":
+        check = t.info.dense  # what the dense reward checks in a slot of this type (studybench.answer_types)
+        if check == "dimensional":
             d = _dimension_check(g, p, h)
             if d is not None:
                 dims.append(w["dimensional"] if d else w["wrong_dimension"])
-        elif tv in ("EX", "EQ"):
+        elif check == "symbolic":
             gk, pk = symbol_keys(g), symbol_keys(p)
             if pk is None:
                 syms.append(w["unreadable"])
@@ -358,7 +358,7 @@ def _ground_truth(ground_truth: Any, info: dict[str, Any]) -> tuple[str, Any, An
         seq = parse_type_sequence(ts)
     except ValueError:
         return "malformed ground truth: bad type_sequence"
-    if atype.value in ("TUP", "ALT") and not seq:
+    if atype.info.compound and not seq:
         return f"malformed ground truth: {atype.value} needs a type_sequence"
     return answer, atype, seq, unit
 

@@ -26,6 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from studybench.answer_types import AnswerType
 from studybench.verify.reading.conversion import to_sympy_readings
 
 __all__ = [
@@ -336,15 +337,17 @@ def extract_definitions(problem: str | None, golds: Sequence[str], answer_type: 
     Args:
         problem: the problem text (stem and sub-problem), or ``None``.
         golds: the gold box contents.
-        answer_type: the item's answer type name; MC, TF, QL, IN and NV take no definitions.
+        answer_type: the item's answer type name; the types whose row of :mod:`studybench.answer_types`
+            says so (MC, TF, QL, IN, NV) take no definitions.
 
     Returns:
         At most :data:`MAX_DEFINITIONS` ``(symbol, expression, origin)`` triples, in a stable order
         (part of the memo key). Never raises.
     """
     try:
-        if str(answer_type).strip().upper() in ("MC", "TF", "QL", "NV", "IN"):
-            return ()
+        key = str(answer_type).strip().upper()
+        if key in AnswerType.__members__ and not AnswerType[key].info.definitions:
+            return ()  # the answer type table: MC, TF, QL, NV and IN take no definitions
         found: list[Definition] = [(s, e, "problem") for s, e in problem_definitions(problem)]
         for g in golds:
             if isinstance(g, str):

@@ -1,8 +1,8 @@
 """The rule registry: one rule per answer type, and the dispatch of compound answers (PROTOCOL.md 5).
 
 :data:`RULES` maps every :class:`~studybench.records.AnswerType` to its :class:`Rule` (one hop from a type
-to the code that decides it: the ``RULE`` of the type's module); :data:`COMPOUND_RULES` maps TUP and ALT
-to the functions that combine their slots. Every rule has two tiers that share the same dispatch
+to the code that decides it: the ``RULE`` of the module its row of :mod:`studybench.answer_types` names);
+:data:`COMPOUND_RULES` maps TUP and ALT to the functions that combine their slots. Every rule has two tiers that share the same dispatch
 (:func:`compare_boxes`):
 
 * the fast tier (:func:`fast_slot`, :func:`fast_verdict`): cheap, in-process, string-level -
@@ -36,6 +36,7 @@ states), else in order (:func:`compare_boxes`).
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -51,7 +52,6 @@ from studybench.verify.physics.definitions import (
 from studybench.verify.physics.units import split_hints
 from studybench.verify.reading.conversion import MAX_SYMBOLIC_LEN
 from studybench.verify.reading.latex import norm_string
-from studybench.verify.rules import alt, eq, ex, in_, mc, nv, ql, tf, tup
 from studybench.verify.rules._shared import CompoundRule, Context, Rule
 from studybench.verify.verdict import RuleResult, SlotRule, Verdict
 
@@ -98,18 +98,23 @@ def normalise_types(
 # ---------------------------------------------------------------------------------------------
 # the registry
 
-_MODULES = {
-    AnswerType.NV: nv, AnswerType.EX: ex, AnswerType.EQ: eq, AnswerType.IN: in_, AnswerType.MC: mc,
-    AnswerType.TF: tf, AnswerType.QL: ql, AnswerType.TUP: tup, AnswerType.ALT: alt,
-}
+def _rule_of(t: AnswerType) -> Rule:
+    """The ``RULE`` of the module the answer type table names for ``t`` (``studybench.answer_types``)."""
+    module = importlib.import_module(f"{__name__}.{t.info.rule}")
+    rule = getattr(module, "RULE", None)
+    if not isinstance(rule, Rule):
+        raise TypeError(f"{module.__name__} defines no RULE for {t.value}")
+    if (rule.compound is not None) != t.info.compound:
+        raise TypeError(f"{module.__name__}.RULE: compound rule and the table's parts disagree for {t.value}")
+    return rule
 
-RULES: dict[AnswerType, Rule] = {t: m.RULE for t, m in _MODULES.items()}
-"""The rule of every answer type, for one gold box against one predicted box."""
+
+RULES: dict[AnswerType, Rule] = {t: _rule_of(t) for t in AnswerType}
+"""The rule of every answer type, for one gold box against one predicted box (one module per row of the
+answer type table)."""
 
 COMPOUND_RULES: dict[AnswerType, CompoundRule] = {t: r.compound for t, r in RULES.items() if r.compound is not None}
 """The compound rule of TUP and ALT."""
-
-assert set(RULES) == set(AnswerType), "every answer type needs a rule"
 
 
 # ---------------------------------------------------------------------------------------------
