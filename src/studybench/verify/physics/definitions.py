@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from studybench.answer_types import AnswerType
+from studybench.records import AnswerType
 from studybench.verify.reading.conversion import to_sympy_readings
 
 __all__ = [
