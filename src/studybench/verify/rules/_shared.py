@@ -50,7 +50,7 @@ class Rule:
     """The rule of one answer type: how one gold box and one predicted box of that type compare.
 
     Every rule module defines one, ``RULE``; the registry (:data:`studybench.verify.rules.RULES`)
-    collects them by :data:`studybench.answer_types.ANSWER_TYPES`.
+    collects them by the answer type table (:class:`studybench.answer_types.AnswerType`).
 
     Attributes:
         fast: the type's string-level decision, in-process (``fast(gold, pred)``); ``None`` when only
