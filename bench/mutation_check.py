@@ -100,7 +100,7 @@ MUTATIONS = [
     Mutation("extraction: the Final Answer line is not preferred", "src/studybench/answers.py",
              "    start = _final_answer_region(text)\n", "    start = -1\n",
              ("tests/test_extract.py",), "a later checking box would replace the committed answer"),
-    Mutation("verifier: 5% numeric tolerance", "src/studybench/verify/tolerance.py",
+    Mutation("verifier: 5% numeric tolerance", "src/studybench/verify/comparison/tolerance.py",
              "REL_TOL = 0.01\n", "REL_TOL = 0.05\n",
              ("tests/test_verify.py", "tests/test_verify_physics.py"), "wrong numbers within 5% would be accepted"),
 ]

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from studybench.verify import Verdict, Verifier, check_gold_parsable, verify_boxes, verify_response
-from studybench.verify.latex import norm_string
-from studybench.verify.quantity import parse_quantity
+from studybench.verify.reading.latex import norm_string
+from studybench.verify.reading.numbers import parse_quantity
 from studybench.verify.rules import fast_verdict
 
 
@@ -522,7 +522,7 @@ def test_hostile_predictions_never_raise(verifier: Verifier, limit: float, pred:
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.sampled_from(_HOSTILE_ATOMS), max_size=25).map("".join))
 def test_parse_quantity_never_accepts_non_unit_leftovers(text: str) -> None:
-    from studybench.verify.quantity import unit_syntax_ok
+    from studybench.verify.reading.numbers import unit_syntax_ok
 
     q = parse_quantity("2" + text)
     assert q is None or not q.unit or unit_syntax_ok(q.unit)

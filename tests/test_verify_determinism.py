@@ -15,7 +15,7 @@ fake clock that runs out every time budget (checking there that the fast path an
 agree wherever the fast path decides), with CPU-burning processes beside them, with and without the
 workers' parser warm-up, and with different ``PYTHONHASHSEED`` values (each worker process also
 draws its own: it runs with ``python -I``), and requires byte-identical output. The fast tests pin each
-cause found: the wall-clock budget of :func:`studybench.verify.rules.eq_forms.same_solution_sets`,
+cause found: the wall-clock budget of :func:`studybench.verify.comparison.equation_forms.same_solution_sets`,
 hash-named symbols, the parse memo keyed without the fast-parser switch, the definitions shared
 between threads, sample points that depended on the caller's symbol order, and clocks or unseeded
 randomness anywhere in ``verify/``.
@@ -124,11 +124,11 @@ def test_a_budget_that_runs_out_never_loosens_the_verdict(data_dir: Path) -> Non
 def test_same_solution_sets_tries_every_symbol_whatever_the_clock() -> None:
     import sympy
 
-    from studybench.verify.rules import eq_forms
+    from studybench.verify.comparison import equation_forms
 
     a, b, c = sympy.symbols("a b c", positive=True)
     calls: list[Any] = []
-    real = eq_forms._compare_for
+    real = equation_forms._compare_for
 
     def spy(dg: Any, dp: Any, x: Any, tol: float) -> Any:
         calls.append(x)
@@ -137,9 +137,9 @@ def test_same_solution_sets_tries_every_symbol_whatever_the_clock() -> None:
     gold = (a, b * c / (b**2 + 1))
     pred = (a**2, (b * c / (b**2 + 1)) ** 2)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(eq_forms, "_compare_for", spy)
+        mp.setattr(equation_forms, "_compare_for", spy)
         with _clocks_running(1e6):
-            res = eq_forms.same_solution_sets(*gold, *pred, target=a)
+            res = equation_forms.same_solution_sets(*gold, *pred, target=a)
     assert res[0] is True
     assert calls == [a, b, c]  # every shared symbol, in a fixed order; the clock decides nothing
 
@@ -158,7 +158,7 @@ def test_symbol_names_do_not_follow_the_hash_seed() -> None:
     # main named the symbol that replaces f(x) by hash(str(f(x))): another name (and so another sample
     # value order) in every worker process, whose hash seed is random
     code = (
-        "import sympy\nfrom studybench.verify.symbolic import replace_undef, sample_points\n"
+        "import sympy\nfrom studybench.verify.comparison.symbolic import replace_undef, sample_points\n"
         "x, y = sympy.symbols('x y')\ne = replace_undef(sympy.Function('f')(x) * y + sympy.Function('g')(y))\n"
         "syms = sorted(e.free_symbols, key=str)\nprint(sympy.srepr(e), [str(s) for s in syms], sample_points(syms, 2))\n"
     )
@@ -169,14 +169,14 @@ def test_symbol_names_do_not_follow_the_hash_seed() -> None:
 def test_sample_points_are_a_function_of_the_symbol_set() -> None:
     import sympy
 
-    from studybench.verify.symbolic import sample_points
+    from studybench.verify.comparison.symbolic import sample_points
 
     x, y, z = sympy.symbols("x y z")
     xp = sympy.Symbol("x", positive=True)  # prints as x: only the full structure orders it
     orders = [[x, y, z, xp], [xp, z, y, x], [y, xp, x, z]]
     pts = [sample_points(o, 4) for o in orders]
     assert pts[0] == pts[1] == pts[2]
-    from studybench.verify.symbolic import symbol_sort_key
+    from studybench.verify.comparison.symbolic import symbol_sort_key
 
     assert sorted([x, xp], key=symbol_sort_key) == sorted([xp, x], key=symbol_sort_key)
 
@@ -186,7 +186,7 @@ def test_parse_memo_is_keyed_on_the_fast_parser_switch(monkeypatch: pytest.Monke
     # every later parse of that text, so a worker's verdicts depended on whether it had warmed up
     import sympy
 
-    from studybench.verify import conversion, fastparse
+    from studybench.verify.reading import conversion, fastparse
 
     text = r"\mathrm{v0} + \mathrm{v1} ^ { 2 }"
     sentinel = sympy.Symbol("from_the_fast_parser")
@@ -208,8 +208,9 @@ def test_definitions_stay_with_their_own_comparison_across_threads() -> None:
     # the first one's in the middle of its comparison
     import sympy
 
-    from studybench.verify.aliasing import new_aliases
-    from studybench.verify.definitions import active_definitions, substitute_definitions
+    from studybench.verify.physics.definitions import Definitions
+    from studybench.verify.physics.identities import reconcile
+    from studybench.verify.reading.aliasing import new_aliases
 
     barrier = threading.Barrier(2, timeout=60)
     got: dict[str, Any] = {}
@@ -217,11 +218,11 @@ def test_definitions_stay_with_their_own_comparison_across_threads() -> None:
     def run(name: str, expr: str) -> None:
         al = new_aliases(r"\tau", expr)
         tau = sympy.Symbol(al.alias(r"\tau")[len("\\mathrm{"):-1])
-        with active_definitions([(r"\tau", expr, "problem")]) as used:
-            barrier.wait()  # both threads inside their own block
-            barrier.wait()
-            (g,), _ = substitute_definitions([tau], [tau], al)
-            got[name] = (str(g), list(used))
+        defs = Definitions([(r"\tau", expr, "problem")])  # made per comparison and handed down
+        barrier.wait()  # both threads hold their own definitions
+        barrier.wait()
+        (g,), _, _ = reconcile([tau], [tau], al, definitions=defs)
+        got[name] = (str(g), list(defs.used))
 
     t1 = threading.Thread(target=run, args=("a", "R C"))
     t2 = threading.Thread(target=run, args=("b", "L / R"))
@@ -304,7 +305,7 @@ def _pairs_rows(data_dir: Path) -> list[dict[str, Any]]:
 _DRIVER = r'''
 import json, sys, time
 from studybench.verify import Verifier, Verdict, extract_pair
-from studybench.verify.definitions import definitions_verdict, extract_definitions
+from studybench.verify.physics.definitions import extract_definitions
 from studybench.verify.rules import fast_verdict, full_verdict, normalise_types
 
 src, dst, mode, workers, chunk, clock_step = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
@@ -324,10 +325,7 @@ if mode == "inproc":
             setattr(time, name, clock)
     for golds, preds, at, ts, unit, problem in items:
         fast = fast_verdict(golds, preds, at, ts, unit)
-        full = full_verdict(golds, preds, at, ts, unit)
-        defs = extract_definitions(problem, golds, str(at))
-        if defs:
-            full = definitions_verdict(golds, preds, str(at), str(ts), unit, defs, full)
+        full = full_verdict(golds, preds, at, ts, unit, extract_definitions(problem, golds, str(at)))
         if fast is not None and fast != full:
             mismatch.append([golds, preds, fast.reason, full.reason])
         verdicts.append(fast if fast is not None else full)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from studybench.verify import conversion, fastparse
+from studybench.verify.reading import conversion, fastparse
 
 pytest.importorskip("latex2sympy2_extended")
 
@@ -308,7 +308,7 @@ def _repr(x) -> str:
 
 def _check(text: str) -> bool:
     """Whether the fast parser read ``text``; when it did, its tree is the plain parse's."""
-    from studybench.verify.l2s_parse import parse_plain, parse_sll
+    from studybench.verify.reading.l2s_parse import parse_plain, parse_sll
 
     fast = fastparse.fast_parse(text)
     if fast is None:
@@ -358,7 +358,7 @@ def test_switch_turns_the_fast_parser_off(monkeypatch: pytest.MonkeyPatch) -> No
 def test_conversion_uses_the_fast_parser_first(monkeypatch: pytest.MonkeyPatch) -> None:
     from sympy import srepr
 
-    from studybench.verify.l2s_parse import parse_plain
+    from studybench.verify.reading.l2s_parse import parse_plain
 
     text = r"\frac { \mathrm{v0} } { 2 } + \sin ( \mathrm{v1} ) ^ { 2 }"
     want = srepr(parse_plain(text, _config()))
@@ -381,7 +381,7 @@ def test_real_golds_read_as_latex2sympy_reads_them() -> None:
     import json
 
     from studybench.records import gold_boxes
-    from studybench.verify.aliasing import new_aliases
+    from studybench.verify.reading.aliasing import new_aliases
     from tests._support import require_data_file
     from tests.test_dev_pairs import _pairs_path
 

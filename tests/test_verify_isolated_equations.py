@@ -52,7 +52,7 @@ def test_a_symbol_inside_a_transcendental_function_is_not_solved_for_when_others
     verdict is decided by the isolated symbol and the algebraic ones, with no clock involved (a count of solves)."""
     import sympy as sp
 
-    from studybench.verify.rules import eq_forms
+    from studybench.verify.comparison import equation_forms as eq_forms
 
     th, b, tp = sp.symbols("theta b tp")
     c = sp.Float("0.9999995")

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from studybench.verify import Verdict, Verifier
-from studybench.verify.parts import answer_parts
-from studybench.verify.prose import prose_segments
-from studybench.verify.quantity import parse_quantity, split_hints, split_unit_suffix
-from studybench.verify.tolerance import close_enough
+from studybench.verify.comparison.parts import answer_parts
+from studybench.verify.comparison.tolerance import close_enough
+from studybench.verify.physics.units import split_hints, split_unit_suffix
+from studybench.verify.reading.numbers import parse_quantity
+from studybench.verify.reading.prose import prose_segments
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,11 @@ import pytest
 from studybench.evaluate.rule_pass import problem_text
 from studybench.records import Parent, SubProblemRef
 from studybench.verify import Verifier
-from studybench.verify.definitions import extract_definitions, gold_box_definitions, problem_definitions
+from studybench.verify.physics.definitions import (
+    extract_definitions,
+    gold_box_definitions,
+    problem_definitions,
+)
 
 # ugphysics Thermodynamics 3367 (dev pair 320's problem, which the dev pair does not carry)
 P3367 = ("假设 $\\alpha = 16 \\sigma / c$, 其中 $\\sigma = 5.669 \\times 10^{-8} \\mathrm{Wm}^{-2} \\mathrm{~K}^{-4}$ "

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from studybench.verify import Verdict, Verifier
+from studybench.verify.comparison.equation_forms import is_proportionality
 from studybench.verify.rules.eq import eq_gold_check
-from studybench.verify.rules.eq_forms import is_proportionality
 
 
 @pytest.fixture(scope="module")

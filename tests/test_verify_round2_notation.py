@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from studybench.verify import Verifier
-from studybench.verify.latex import bar_to_prime, value_link, vector_tuple
-from studybench.verify.vectors import has_vector_markup, vector_equal
+from studybench.verify.comparison.vectors import has_vector_markup, vector_equal
+from studybench.verify.reading.latex import bar_to_prime, value_link, vector_tuple
 
 
 @pytest.fixture(scope="module")

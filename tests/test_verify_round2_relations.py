@@ -19,7 +19,8 @@ from collections.abc import Iterator
 import pytest
 
 from studybench.verify import Verdict, Verifier
-from studybench.verify.rules.in_ import chain_rule, relation_chain, states_inequality
+from studybench.verify.comparison.relations import chain_rule
+from studybench.verify.reading.latex import relation_chain, states_inequality
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from studybench.verify import Verdict, Verifier
-from studybench.verify.quantity import parse_quantity
-from studybench.verify.tolerance import written_resolution
-from studybench.verify.unitwords import mixed_units, unit_phrases
+from studybench.verify.reading.numbers import parse_quantity, written_resolution
+from studybench.verify.reading.unitwords import mixed_units, unit_phrases
 
 # (gold, pred, gold_unit, expected, why)
 CASES: list[tuple[str, str, object, bool, str]] = [

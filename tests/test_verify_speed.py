@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from studybench.verify import conversion, l2s_parse
+from studybench.verify.reading import conversion, l2s_parse
 
 pytest.importorskip("latex2sympy2_extended")
 
@@ -144,7 +144,7 @@ def test_real_golds_parse_as_the_plain_parse_does() -> None:
     import random
 
     from studybench.records import gold_boxes
-    from studybench.verify.aliasing import new_aliases
+    from studybench.verify.reading.aliasing import new_aliases
     from tests._support import require_data_file
     from tests.test_dev_pairs import _pairs_path
 

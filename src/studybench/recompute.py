@@ -15,7 +15,7 @@ a TUP/ALT gold) this module:
    unrounded value (so rounding does not compound from step to step);
 5. finds the last stated number of the solution that equals the gold and compares the gold with its
    unrounded value by the verifier's NV tolerance (1% widened by half a unit in the gold's last
-   written digit, at most 2%; :func:`studybench.verify.tolerance.close_enough`).
+   written digit, at most 2%; :func:`studybench.verify.comparison.tolerance.close_enough`).
 
 A gold is **flagged** when the solution's own numbers, carried at full precision, give a value that
 a careful answer would report and that fails against the gold: the gold was rounded too early or
@@ -35,7 +35,8 @@ from studybench.answers import find_boxes
 from studybench.arith import NumberToken, evaluate_arithmetic, tokenize_arithmetic
 from studybench.datasets import Dataset
 from studybench.records import COMPOUND_TYPES, AnswerType, Parent, SubProblem
-from studybench.verify.tolerance import close_enough, written_resolution
+from studybench.verify.comparison.tolerance import close_enough
+from studybench.verify.reading.numbers import written_resolution
 
 __all__ = [
     "LINK_TOL",

@@ -17,11 +17,11 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from studybench.answer_types import COMPOUND_TYPES, AnswerType
 from studybench.answers import brace_balance_error, find_boxes, split_top_level
 
 __all__ = [
@@ -38,25 +38,6 @@ __all__ = [
     "parse_type_sequence",
 ]
 
-
-class AnswerType(str, Enum):
-    """The nine answer types of StudyBench (paper 2.2)."""
-
-    NV = "NV"  # numeric value
-    EX = "EX"  # symbolic expression
-    EQ = "EQ"  # equation
-    TUP = "TUP"  # ordered tuple, one box per slot, typed by type_sequence
-    IN = "IN"  # interval / inequality
-    MC = "MC"  # one multiple-choice letter
-    TF = "TF"  # true / false
-    QL = "QL"  # short qualitative phrase
-    ALT = "ALT"  # alternative acceptable forms, any-of
-
-    def __str__(self) -> str:  # pragma: no cover - trivial
-        return self.value
-
-
-COMPOUND_TYPES = frozenset({AnswerType.TUP, AnswerType.ALT})
 
 ParentKey = tuple[str, str, str]
 """(source, year, source_problem_id), all strings."""

@@ -136,7 +136,7 @@ def _types(response: Any, answer: Any, answer_type: Any, type_sequence: Any) -> 
         return None
     at = AnswerType(str(answer_type).strip().upper())
     ts = parse_type_sequence(type_sequence or "")
-    if at.value in ("TUP", "ALT") and not ts:
+    if at.info.compound and not ts:
         return None  # malformed ground truth: a compound type needs its type_sequence
     return at, ts
 
@@ -229,9 +229,9 @@ def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold
     May raise; callers fall back to :func:`_no_answer_components`.
     """
     from studybench.answers import find_boxes, strip_reasoning
-    from studybench.verify.conversion import symbol_keys
-    from studybench.verify.latex import norm_string
-    from studybench.verify.quantity import split_hints
+    from studybench.verify.physics.units import split_hints
+    from studybench.verify.reading.conversion import symbol_keys
+    from studybench.verify.reading.latex import norm_string
 
     w = DENSE_WEIGHTS
     comp = {"answer": 0.0, "format": 0.0, "dimensional": 0.0, "symbolic": 0.0, "consistency": 0.0}
@@ -245,17 +245,17 @@ def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold
         comp["format"] = w["format"]
     if len(boxes) > len(golds) and len({norm_string(b) for b in boxes}) > len(golds):
         comp["consistency"] = w["inconsistent"]
-    types = ts if at.value in ("TUP", "ALT") and len(ts) == len(golds) else [at] * len(golds)
+    types = ts if at.info.compound and len(ts) == len(golds) else [at] * len(golds)
     hints = split_hints(gold_unit, len(golds))
     dims: list[float] = []
     syms: list[float] = []
     for g, p, t, h in zip(golds, preds, types, hints, strict=False):
-        tv = getattr(t, "value", str(t))
-        if tv == "NV":
+        check = t.info.dense  # what the dense reward checks in a slot of this type (studybench.answer_types)
+        if check == "dimensional":
             d = _dimension_check(g, p, h)
             if d is not None:
                 dims.append(w["dimensional"] if d else w["wrong_dimension"])
-        elif tv in ("EX", "EQ"):
+        elif check == "symbolic":
             gk, pk = symbol_keys(g), symbol_keys(p)
             if pk is None:
                 syms.append(w["unreadable"])
@@ -272,7 +272,8 @@ def _dense_rest(response: str, prep: tuple[Any, Any, list[str], list[str]], gold
 
 def _dimension_check(gold: str, pred: str, hint: Any) -> bool | None:
     """Whether the predicted unit converts to the gold's; None when either unit is unknown."""
-    from studybench.verify.quantity import convert_unit, hint_unit, quantity_candidates
+    from studybench.verify.physics.units import convert_unit, hint_unit
+    from studybench.verify.reading.numbers import quantity_candidates
 
     gq, pq = quantity_candidates(gold), quantity_candidates(pred)
     if not gq or not pq:
@@ -357,7 +358,7 @@ def _ground_truth(ground_truth: Any, info: dict[str, Any]) -> tuple[str, Any, An
         seq = parse_type_sequence(ts)
     except ValueError:
         return "malformed ground truth: bad type_sequence"
-    if atype.value in ("TUP", "ALT") and not seq:
+    if atype.info.compound and not seq:
         return f"malformed ground truth: {atype.value} needs a type_sequence"
     return answer, atype, seq, unit
 

@@ -51,7 +51,7 @@ class RuleVerifier(Protocol):
 
         An item is ``(gold answer, response, type, type_sequence, gold_unit, problem)``: ``gold_unit``
         is ``None`` and ``problem`` the parent's stem and the sub-problem's text, whose definitions
-        the verifier may use (:mod:`studybench.verify.definitions`).
+        the verifier may use (:mod:`studybench.verify.physics.definitions`).
         """
         ...
 

@@ -14,19 +14,6 @@ MAX_SOLUTION_CHARS = 60_000
 """Longest student solution sent to the judge; a longer one keeps its first 20,000 and last 40,000
 characters (the final answer is at the end) around a truncation note."""
 
-_TYPE_NAMES = {
-    "NV": "numerical value",
-    "EX": "expression",
-    "EQ": "equation",
-    "TUP": "tuple of answers",
-    "IN": "interval",
-    "MC": "multiple choice",
-    "TF": "true/false",
-    "QL": "answer in words",
-    "ALT": "alternatives, any one suffices",
-}
-
-
 def _numbered(items: list[str]) -> str:
     if len(items) == 1:
         return items[0]
@@ -68,8 +55,7 @@ def llm_judge_inputs(ref: SubProblemRef, completion: str, extracted: list[str]) 
     stem = parent.stem.strip()
     text = sub.problem.strip()
     problem = "\n\n".join(x for x in (stem, text if text != stem else "") if x) or "(no problem text)"
-    at = sub.answer_type.value
-    kind = f"{at} ({_TYPE_NAMES.get(at, at)})"
+    kind = f"{sub.answer_type.value} ({sub.answer_type.info.judge_label})"  # the label of the answer type table
     if sub.type_sequence:
         kind += f"; slots: {sub.type_sequence_str}"
     reference_answers = f"Answer type: {kind}\n{_numbered(list(sub.boxes))}"

@@ -23,7 +23,7 @@ winning count over all responses) and :func:`label_accuracy` its ``label_accurac
   commas). A response with no box (empty, reasoning only, not a string) does not vote: it is an
   *abstention*.
 * **Clusters.** Votes are taken in response order. Votes with the same normalised string
-  (:func:`studybench.verify.latex.norm_string`, slot by slot) always share a cluster. Otherwise a
+  (:func:`studybench.verify.reading.latex.norm_string`, slot by slot) always share a cluster. Otherwise a
   vote joins the first cluster (in order of creation) whose *representative* (the cluster's first
   vote) the verifier accepts it against, in either direction: the representative as gold and the
   vote as prediction, or the vote as gold and the representative as prediction. Either direction
@@ -67,7 +67,7 @@ from typing import Any
 from studybench.answers import extract_answers, split_top_level
 from studybench.records import AnswerType, gold_boxes, parse_type_sequence
 from studybench.verify import Verifier
-from studybench.verify.latex import norm_string
+from studybench.verify.reading.latex import norm_string
 from studybench.verify.verifier import default_verifier
 
 __all__ = [
@@ -87,8 +87,9 @@ RETRY_TIMEOUT_FLOOR_S = 60.0
 """... and at least this many seconds."""
 _TIMED_OUT = "incorrect: timed out"
 
-_READ_CHECKED = frozenset({AnswerType.NV, AnswerType.EX, AnswerType.EQ, AnswerType.IN})
-"""Primitive types whose slots are checked for readability (MC, TF, QL are string rules)."""
+_READ_CHECKED = frozenset(t for t in AnswerType if t.info.parsed)
+"""Primitive types whose slots are checked for readability: those the verifier's parsers read (NV, EX,
+EQ, IN); MC, TF, QL are string rules (the ``reading`` of :mod:`studybench.answer_types`)."""
 
 
 @dataclass(frozen=True)
@@ -216,14 +217,14 @@ def _types(answer_type: Any, type_sequence: Any) -> tuple[AnswerType, list[Answe
     except ValueError:
         raise ValueError(f"unknown answer_type {answer_type!r} (allowed: {', '.join(a.value for a in AnswerType)})") from None
     ts = parse_type_sequence(type_sequence or "")
-    if at in (AnswerType.TUP, AnswerType.ALT) and not ts:
+    if at.info.compound and not ts:
         raise ValueError(f"answer_type {at.value} needs a type_sequence")
     return at, ts
 
 
 def _extract(response: Any, at: AnswerType, ts: list[AnswerType]) -> tuple[tuple[str, ...] | None, bool]:
     """A response's vote (stripped slots, or None for an abstention) and whether its shape is right."""
-    n = len(ts) if at in (AnswerType.TUP, AnswerType.ALT) else 1
+    n = len(ts) if at.info.compound else 1
     if isinstance(response, str) and not response.isascii():
         try:
             response.encode("utf-8")
@@ -232,7 +233,7 @@ def _extract(response: Any, at: AnswerType, ts: list[AnswerType]) -> tuple[tuple
     boxes = [b.strip() for b in extract_answers(response, n)] if isinstance(response, str) else []
     if not any(boxes):
         return None, False
-    if at is AnswerType.TUP and len(boxes) != n:
+    if at.info.parts == "tuple" and len(boxes) != n:
         parts = [x.strip() for b in boxes for x in split_top_level(b.rstrip(".,;")) if x.strip()]
         if len(parts) != n:
             parts = [y.strip() for x in parts for y in split_top_level(x, ";") if y.strip()]
@@ -244,10 +245,10 @@ def _extract(response: Any, at: AnswerType, ts: list[AnswerType]) -> tuple[tuple
 
 def _slot_types(at: AnswerType, ts: list[AnswerType], n: int) -> list[frozenset[AnswerType]]:
     """The types each slot may be read as (ALT: any alternative's; a compound slot: EX)."""
-    prim = [AnswerType.EX if t in (AnswerType.TUP, AnswerType.ALT) else t for t in ts]
-    if at is AnswerType.TUP:
+    prim = [AnswerType.EX if t.info.compound else t for t in ts]
+    if at.info.parts == "tuple":
         return [frozenset({prim[i]}) for i in range(n)]
-    if at is AnswerType.ALT:
+    if at.info.parts == "alternatives":
         return [frozenset(prim)] * n
     return [frozenset({at})] * n
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from studybench.answer_types import AnswerType
+
 __all__ = ["CANARY_NAME", "canary_payloads", "latex", "fuzz_item"]
 
 CANARY_NAME = "studybench_fuzz_canary"
@@ -87,7 +89,7 @@ def fuzz_item(canary_path: str, max_depth: int = 6) -> Any:
 
     canary = st.sampled_from(canary_payloads(canary_path))
     text = st.one_of(latex(max_depth), canary, st.tuples(latex(max_depth), canary).map(lambda t: t[0] + t[1]))
-    types = st.one_of(st.sampled_from(["NV", "EX", "EQ", "IN", "MC", "TF", "QL", "TUP", "ALT"]), canary)
+    types = st.one_of(st.sampled_from([t.value for t in AnswerType]), canary)
     ts = st.one_of(st.just(""), st.sampled_from(["NV,EX", "EQ,EQ", "QL,NV,IN"]), canary)
     unit = st.one_of(st.none(), st.sampled_from(["\\mathrm{m}", "\\text{MeV}, None", "\\hbar"]), canary)
     return st.tuples(st.lists(text, min_size=1, max_size=3), st.lists(text, min_size=0, max_size=4), types, ts, unit)

@@ -16,7 +16,11 @@ Public API:
   failed (a broken install, a rule that raised) rather than decided.
 
 The rule of each answer type is one module of :mod:`studybench.verify.rules`, registered in
-:data:`studybench.verify.rules.RULES`.
+:data:`studybench.verify.rules.RULES` from the answer type table (:mod:`studybench.answer_types`).
+Inside, the package reads as its pipeline, imports flowing down only: :mod:`.reading` (LaTeX, numbers,
+unit words) -> :mod:`.physics` (units, constants, identities, definitions) -> :mod:`.comparison`
+(tolerance, symbolic, numeric, relations, equations) -> :mod:`.rules` -> :mod:`.sandbox` ->
+:mod:`.verifier`; :mod:`.verdict` below them all.
 """
 
 from studybench.answers import extract_answers

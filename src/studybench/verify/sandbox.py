@@ -38,6 +38,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from studybench.verify.reading.conversion import warm_up_parser
+from studybench.verify.rules import check_gold_parsable_local, full_verdict
+
 __all__ = ["SandboxPool", "TASKS", "TimedOut", "WorkerDied"]
 
 _MEMORY_LIMIT = 4 * 1024**3
@@ -53,19 +56,11 @@ class WorkerDied(Exception):
 
 
 def _task_verdict(gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any = None, defs: Any = ()) -> Any:
-    from studybench.verify.rules import full_verdict
-
-    v = full_verdict(gold, pred, at, ts, gold_unit)
-    if defs:  # the item's definitions (studybench.verify.definitions), tried when the plain verdict is incorrect
-        from studybench.verify.definitions import definitions_verdict
-
-        v = definitions_verdict(gold, pred, at, ts, gold_unit, [tuple(d) for d in defs], v)
-    return v
+    # the item's definitions (studybench.verify.physics.definitions) are tried when the plain verdict is incorrect
+    return full_verdict(gold, pred, at, ts, gold_unit, defs)
 
 
 def _task_parsable(box: str, at: str) -> Any:
-    from studybench.verify.rules import check_gold_parsable_local
-
     return check_gold_parsable_local(box, at)
 
 
@@ -113,9 +108,6 @@ def _worker_main(conn: Any) -> None:
         # warm the heavy imports (SymPy, latex2sympy's ANTLR parser) before reporting ready, so
         # that start-up never counts against a task's timeout
         import sympy  # noqa: F401
-
-        from studybench.verify.conversion import warm_up_parser
-        from studybench.verify.rules import full_verdict
 
         if os.environ.get("STUDYBENCH_VERIFY_WARM", "1") != "0":
             # ANTLR's prediction cache: later parses in this worker are about a third cheaper; costs about

@@ -26,7 +26,7 @@ from typing import Any
 
 from studybench.answers import extract_answers
 from studybench.records import AnswerType, gold_boxes
-from studybench.verify.definitions import extract_definitions
+from studybench.verify.physics.definitions import extract_definitions
 from studybench.verify.rules import fast_verdict, normalise_types
 from studybench.verify.sandbox import SandboxPool, TimedOut, WorkerDied
 from studybench.verify.verdict import Verdict
@@ -57,7 +57,7 @@ _MEMO_SIZE = 200_000
 
 Item = tuple[Any, ...]
 """``(gold_boxes, pred_boxes, answer_type, type_sequence)`` or the same with a fifth element,
-``gold_unit`` (see :func:`studybench.verify.quantity.split_hints`), and a sixth, ``problem`` (the
+``gold_unit`` (see :func:`studybench.verify.physics.units.split_hints`), and a sixth, ``problem`` (the
 problem text, see :meth:`Verifier.verify`)."""
 
 
@@ -316,7 +316,7 @@ class Verifier:
             timeout: override of the per-verification wall-clock limit in seconds.
             problem: the problem text (the parent's stem and the sub-problem), when known: a plain
                 ``symbol = expression`` definition it states ("where \\omega_0 = \\sqrt{k/m}", "let
-                \\tau = RC") is used as a substitution (:mod:`studybench.verify.definitions`); so is a
+                \\tau = RC") is used as a substitution (:mod:`studybench.verify.physics.definitions`); so is a
                 trailing definition clause inside a gold box, with or without it.
 
         Returns:

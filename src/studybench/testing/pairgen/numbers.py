@@ -11,7 +11,7 @@ equivalent units and degrees / radians by pint (:mod:`studybench.testing.pairgen
 restyled, a stated unit written out; words around the value (``\approx``, "about", a count noun).
 
 Near misses (label ``False``): the value 3x the documented tolerance away
-(:mod:`studybench.verify.tolerance`), the mantissa doubled or tripled, the power of ten off by
+(:mod:`studybench.verify.comparison.tolerance`), the mantissa doubled or tripled, the power of ten off by
 one, the sign flipped, a wrong unit prefix.
 """
 
@@ -392,7 +392,8 @@ def _words(kind: str):  # noqa: ANN202 - a small factory
 # ------------------------------------------------------------------------------------ near misses
 
 def _tolerance(n: Num) -> float:
-    from studybench.verify.tolerance import MAX_REL_TOL, REL_TOL, written_resolution
+    from studybench.verify.comparison.tolerance import MAX_REL_TOL, REL_TOL
+    from studybench.verify.reading.numbers import written_resolution
 
     written = n.mant_text + (f"\\times 10^{{{n.exp10}}}" if n.exp10 is not None and not n.bare_pow else "")
     res = written_resolution(written, n.value) if not n.bare_pow else 0.0

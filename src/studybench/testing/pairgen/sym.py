@@ -1,6 +1,6 @@
 r"""SymPy forms of gold boxes: read with the project's LaTeX -> SymPy path, printed back, checked numerically.
 
-:func:`read_box` reads one box (``expr`` or ``lhs = expr``) with :func:`studybench.verify.conversion.to_sympy`
+:func:`read_box` reads one box (``expr`` or ``lhs = expr``) with :func:`studybench.verify.reading.conversion.to_sympy`
 (never ``sympify`` of a string), renames the opaque aliases back to the LaTeX each symbol was
 written with (:func:`symbol_latex`) and makes every symbol positive (the physics convention the
 verifier samples under too). :func:`to_latex` prints a form back with ``sympy.latex``.
@@ -173,7 +173,7 @@ def _one_factor(s: str) -> int | None:
 
 
 def symbol_latex(key: str) -> str | None:
-    r"""The LaTeX a symbol key (:class:`studybench.verify.aliasing.Aliaser`) prints as; ``None`` if unprintable.
+    r"""The LaTeX a symbol key (:class:`studybench.verify.reading.aliasing.Aliaser`) prints as; ``None`` if unprintable.
 
     Args:
         key: ``k_{B}``, ``hat(r)``, ``call:E|x,t``, ``<x>``, ...
@@ -271,8 +271,8 @@ def read_box(text: str, timeout: float = 3.0) -> Reading | None:
     Returns:
         A :class:`Reading`, or ``None``. Never raises.
     """
-    from studybench.verify.aliasing import new_aliases
-    from studybench.verify.conversion import to_sympy
+    from studybench.verify.reading.aliasing import new_aliases
+    from studybench.verify.reading.conversion import to_sympy
 
     if not isinstance(text, str) or not text.strip() or len(text) > 400:
         return None

@@ -1,22 +1,24 @@
 """The rule registry: one rule per answer type, and the dispatch of compound answers (PROTOCOL.md 5).
 
 :data:`RULES` maps every :class:`~studybench.records.AnswerType` to its :class:`Rule` (one hop from a type
-to the code that decides it); :data:`COMPOUND_RULES` maps TUP and ALT to the functions that combine
-their slots. Every rule has two tiers that share the same dispatch (:func:`compare_boxes`):
+to the code that decides it: the ``RULE`` of the module its row of :mod:`studybench.answer_types` names);
+:data:`COMPOUND_RULES` maps TUP and ALT to the functions that combine their slots. Every rule has two tiers that share the same dispatch
+(:func:`compare_boxes`):
 
 * the fast tier (:func:`fast_slot`, :func:`fast_verdict`): cheap, in-process, string-level -
   normalised string equality for every type, then :attr:`Rule.fast` (MC letters, TF synonyms, QL
   normalised text). It decides or says "undecided";
 * the full tier (:func:`full_slot`, :func:`full_verdict`): the fast tier, then :attr:`Rule.full`, which
   may call SymPy and pint and runs inside a sandbox worker (:mod:`studybench.verify.sandbox`) under a
-  hard timeout.
+  hard timeout. :func:`full_verdict` makes the :class:`Context` of the verification (the registry, and
+  on a second pass the item's definitions) and hands it to every rule.
 
 ==== ======================================= =================================================
 type rule                                    notes
 ==== ======================================= =================================================
-NV   :func:`.nv.nv_rule`                     takes the gold's unit hint
+NV   :func:`.nv.nv_rule`                     takes the gold's unit hint; symbolic golds: EX
 EX   :func:`.ex.ex_rule`                     takes the gold's unit hint; reactions and decays
-EQ   :func:`.eq.eq_rule`
+EQ   :func:`.eq.eq_rule`                     sides that are no equations: EX
 IN   :func:`.in_.in_rule`
 MC   :func:`.mc.mc_rule`                     fast tier only (always decides)
 TF   :func:`.tf.tf_rule`                     fast tier only (always decides)
@@ -25,28 +27,38 @@ TUP  :func:`.tup.tup_rule`                   slot by slot; a TUP-typed slot: who
 ALT  :func:`.alt.alt_rule`                   any of; an ALT-typed slot: whole box, EX
 ==== ======================================= =================================================
 
-Atomic types with several gold boxes are matched order-free when the boxes form a set (equations,
-labelled values, states), else in order (:func:`compare_boxes`).
+A rule module never imports another: a rule that falls back on another type's rule asks the
+:class:`Context` for it (:meth:`Context.full`), and helpers two rules share live in
+:mod:`studybench.verify.rules._shared` or in :mod:`studybench.verify.comparison`. Atomic types with
+several gold boxes are matched order-free when the boxes form a set (equations, labelled values,
+states), else in order (:func:`compare_boxes`).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from studybench.records import AnswerType, parse_type_sequence
-from studybench.verify.conversion import MAX_SYMBOLIC_LEN
-from studybench.verify.latex import norm_string, norm_text
-from studybench.verify.parts import match_in_order, match_unordered, regroup, set_like
-from studybench.verify.quantity import split_hints
-from studybench.verify.rules import alt, eq, ex, in_, mc, nv, ql, tf, tup
+from studybench.verify.comparison.parts import match_in_order, match_unordered, regroup, set_like
+from studybench.verify.physics.definitions import (
+    Definition,
+    Definitions,
+    gold_box_definitions,
+    may_substitute,
+)
+from studybench.verify.physics.units import split_hints
+from studybench.verify.reading.conversion import MAX_SYMBOLIC_LEN
+from studybench.verify.reading.latex import norm_string
+from studybench.verify.rules._shared import CompoundRule, Context, Rule
 from studybench.verify.verdict import RuleResult, SlotRule, Verdict
 
 __all__ = [
     "COMPOUND_RULES",
     "CompoundRule",
+    "Context",
     "RULES",
     "Rule",
     "check_gold_parsable_local",
@@ -86,59 +98,23 @@ def normalise_types(
 # ---------------------------------------------------------------------------------------------
 # the registry
 
-@dataclass(frozen=True)
-class Rule:
-    """The rule of one answer type: how one gold box and one predicted box of that type compare.
-
-    Attributes:
-        fast: the type's string-level decision, in-process (``fast(gold, pred)``); ``None`` when only
-            the common string rules of :func:`fast_slot` apply before the full tier.
-        full: the type's complete decision, worker side (``full(gold, pred)``, or
-            ``full(gold, pred, hint)`` when :attr:`takes_unit`); ``None`` when :attr:`fast` always
-            decides.
-        takes_unit: whether :attr:`full` takes the gold's unit hint (``gold_unit``) as third argument.
-        gold_check: ``gold_check(box)`` is ``None`` when a gold box of this type can be read, else a
-            short reason (:func:`check_gold_parsable_local`).
-    """
-
-    fast: Callable[[str, str], RuleResult] | None
-    full: Callable[..., RuleResult] | None
-    takes_unit: bool
-    gold_check: Callable[[str], str | None]
+def _rule_of(t: AnswerType) -> Rule:
+    """The ``RULE`` of the module the answer type table names for ``t`` (``studybench.answer_types``)."""
+    module = importlib.import_module(f"{__name__}.{t.info.rule}")
+    rule = getattr(module, "RULE", None)
+    if not isinstance(rule, Rule):
+        raise TypeError(f"{module.__name__} defines no RULE for {t.value}")
+    if (rule.compound is not None) != t.info.compound:
+        raise TypeError(f"{module.__name__}.RULE: compound rule and the table's parts disagree for {t.value}")
+    return rule
 
 
-def _whole_box_text(gold: str, pred: str) -> RuleResult:
-    """A slot typed TUP or ALT (inside a compound answer) is compared as a whole box: same text first."""
-    if norm_text(gold) == norm_text(pred):
-        return True, "same text"
-    return None, ""
+RULES: dict[AnswerType, Rule] = {t: _rule_of(t) for t in AnswerType}
+"""The rule of every answer type, for one gold box against one predicted box (one module per row of the
+answer type table)."""
 
-
-def _compound_gold_check(box: str) -> str | None:
-    """A compound gold box is checked slot by slot with each slot's primitive type, not as a whole."""
-    return "compound type: check each slot with its primitive type"
-
-
-RULES: dict[AnswerType, Rule] = {
-    AnswerType.NV: Rule(fast=None, full=nv.nv_rule, takes_unit=True, gold_check=nv.nv_gold_check),
-    AnswerType.EX: Rule(fast=None, full=ex.ex_rule, takes_unit=True, gold_check=ex.ex_gold_check),
-    AnswerType.EQ: Rule(fast=None, full=eq.eq_rule, takes_unit=False, gold_check=eq.eq_gold_check),
-    AnswerType.IN: Rule(fast=None, full=in_.in_rule, takes_unit=False, gold_check=in_.in_gold_check),
-    AnswerType.MC: Rule(fast=mc.mc_rule, full=None, takes_unit=False, gold_check=mc.mc_gold_check),
-    AnswerType.TF: Rule(fast=tf.tf_rule, full=None, takes_unit=False, gold_check=tf.tf_gold_check),
-    AnswerType.QL: Rule(fast=ql.ql_rule, full=ql.ql_full_rule, takes_unit=False, gold_check=ql.ql_gold_check),
-    # a slot typed TUP or ALT inside a compound answer: the whole box, by text, then by the EX rule
-    AnswerType.TUP: Rule(fast=_whole_box_text, full=ex.ex_rule, takes_unit=False, gold_check=_compound_gold_check),
-    AnswerType.ALT: Rule(fast=_whole_box_text, full=ex.ex_rule, takes_unit=False, gold_check=_compound_gold_check),
-}
-"""The rule of every answer type, for one gold box against one predicted box."""
-
-CompoundRule = Callable[[list[str], list[str], list[AnswerType], SlotRule, list["str | None"]], RuleResult]
-"""``rule(golds, preds, type_sequence, slot, hints)``: how the slots of a compound answer combine."""
-COMPOUND_RULES: dict[AnswerType, CompoundRule] = {AnswerType.TUP: tup.tup_rule, AnswerType.ALT: alt.alt_rule}
+COMPOUND_RULES: dict[AnswerType, CompoundRule] = {t: r.compound for t, r in RULES.items() if r.compound is not None}
 """The compound rule of TUP and ALT."""
-
-assert set(RULES) == set(AnswerType), "every answer type needs a rule"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,7 +184,7 @@ def fast_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> R
     return fast(gold, pred) if fast is not None else (None, "")
 
 
-def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> RuleResult:
+def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None, ctx: Context) -> RuleResult:
     """Complete decision for one gold box against one predicted box (worker side).
 
     The fast tier first, then the type's :attr:`Rule.full`. Never raises: internal errors give
@@ -218,8 +194,9 @@ def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> R
         gold: one gold box content.
         pred: one predicted box content.
         t: the box's answer type.
-        hint: the unit of a unitless gold (:func:`studybench.verify.quantity.split_hints`); used by
-            the rules that take it (:attr:`Rule.takes_unit`).
+        hint: the unit of a unitless gold (:func:`studybench.verify.physics.units.split_hints`); the
+            rules that read units use it (NV, EX).
+        ctx: the verification's context (:func:`full_verdict`).
 
     Returns:
         ``(decision, reason)``; ``None`` only when no rule could decide.
@@ -233,10 +210,10 @@ def full_slot(gold: str, pred: str, t: AnswerType, hint: str | None = None) -> R
             return False, swapped
         if len(pred) > MAX_SYMBOLIC_LEN:
             return False, "answer too long for symbolic comparison"
-        rule = RULES[t]
+        rule = ctx.rules[t]
         if rule.full is None:
             return False, "no rule for this type"
-        return rule.full(gold, pred, hint) if rule.takes_unit else rule.full(gold, pred)
+        return rule.full(gold, pred, hint, ctx)
     except RecursionError:
         return False, "expression too deep"
     except Exception as e:  # never let a parser error escape
@@ -259,7 +236,7 @@ def compare_boxes(
     TUP and ALT go to :data:`COMPOUND_RULES`. An atomic type with one gold box compares it with the
     last predicted box (several different predicted boxes must all be right); with several gold boxes
     the predictions are regrouped to as many boxes and matched order-free when both sides form a set
-    (:func:`studybench.verify.parts.set_like`; always for EQ), else in order.
+    (:func:`studybench.verify.comparison.parts.set_like`; always for EQ), else in order.
 
     Args:
         gold_boxes: the gold box contents.
@@ -267,7 +244,7 @@ def compare_boxes(
         at: the answer type.
         ts: the ``type_sequence`` (TUP / ALT).
         slot: compares one gold box with one predicted box (:func:`fast_slot` or :func:`full_slot`).
-        hints: one unit hint per gold box (:func:`studybench.verify.quantity.split_hints`).
+        hints: one unit hint per gold box (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         ``(decision, reason)``; ``None`` when undecided at this tier.
@@ -331,7 +308,7 @@ def fast_verdict(
         pred_boxes: the predicted box contents.
         answer_type: one of the nine types.
         type_sequence: the primitive type of each box for TUP / ALT.
-        gold_unit: the unit hint (:func:`studybench.verify.quantity.split_hints`).
+        gold_unit: the unit hint (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         A :class:`~studybench.verify.verdict.Verdict` when string-level rules decide, else ``None``.
@@ -349,25 +326,59 @@ def fast_verdict(
 
 
 def full_verdict(
-    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any = "", gold_unit: Any = None
+    gold_boxes: list[str],
+    pred_boxes: list[str],
+    answer_type: AnswerType | str,
+    type_sequence: Any = "",
+    gold_unit: Any = None,
+    definitions: Sequence[Definition] = (),
 ) -> Verdict:
     """The complete verdict for one answer (:func:`compare_boxes` with :func:`full_slot`); worker side.
+
+    A first pass without definitions; when it is incorrect and the item has definitions
+    (:func:`studybench.verify.physics.definitions.extract_definitions`) that may decide
+    (:func:`~studybench.verify.physics.definitions.may_substitute`), a second pass with them, the gold
+    boxes without their trailing definition clauses: its verdict counts only when it is correct and
+    used a definition, and its reason names them (``"... (using tau = RC from the problem)"``). Each
+    pass makes its own :class:`Context`; nothing outlives the call.
 
     Args:
         gold_boxes: the gold box contents.
         pred_boxes: the predicted box contents.
         answer_type: one of the nine types.
         type_sequence: the primitive type of each box for TUP / ALT.
-        gold_unit: the unit hint (:func:`studybench.verify.quantity.split_hints`).
+        gold_unit: the unit hint (:func:`studybench.verify.physics.units.split_hints`).
+        definitions: the item's ``(symbol, expression, origin)`` definitions.
 
     Returns:
         A :class:`~studybench.verify.verdict.Verdict`; still undecided is incorrect ("undecided").
-        Never raises.
     """
+    plain = _full_pass(gold_boxes, pred_boxes, answer_type, type_sequence, gold_unit, None)
+    defs = [tuple(d) for d in definitions]
+    if plain.correct or not defs or not may_substitute(pred_boxes, defs):  # type: ignore[arg-type]
+        return plain
+    golds = [gold_box_definitions(g)[0] if isinstance(g, str) else g for g in gold_boxes]
+    active = Definitions(defs)  # type: ignore[arg-type]
+    v = _full_pass(golds, pred_boxes, answer_type, type_sequence, gold_unit, active)
+    if not v.correct or not active.used:
+        return plain
+    return Verdict(True, f"{v.reason} (using {', '.join(active.used)})", v.extracted)
+
+
+def _full_pass(
+    gold_boxes: list[str], pred_boxes: list[str], answer_type: AnswerType | str, type_sequence: Any, gold_unit: Any,
+    definitions: Definitions | None,
+) -> Verdict:
+    """One pass of the full tier over all boxes, in a :class:`Context` of its own. Never raises."""
     preds = [p for p in pred_boxes if isinstance(p, str)]
+    ctx = Context(RULES, definitions)
+
+    def slot(gold: str, pred: str, t: AnswerType, hint: str | None) -> RuleResult:
+        return full_slot(gold, pred, t, hint, ctx)
+
     try:
         at, ts = normalise_types(answer_type, type_sequence)
-        res = compare_boxes(list(gold_boxes), preds, at, ts, full_slot, split_hints(gold_unit, len(gold_boxes)))
+        res = compare_boxes(list(gold_boxes), preds, at, ts, slot, split_hints(gold_unit, len(gold_boxes)))
     except Exception as e:  # pragma: no cover - compare_boxes/full_slot already guard
         return Verdict(False, f"incorrect: internal error ({type(e).__name__})", tuple(preds))
     if res[0] is None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 from studybench.records import AnswerType
-from studybench.verify.latex import norm_string
+from studybench.verify.reading.latex import norm_string
+from studybench.verify.rules._shared import Rule, compound_gold_check, slot_as_expression, whole_box_text
 from studybench.verify.verdict import RuleResult, SlotRule
 
-__all__ = ["alt_rule"]
+__all__ = ["RULE", "alt_rule"]
 
 
 def alt_rule(
@@ -26,7 +27,7 @@ def alt_rule(
         preds: the predicted boxes (at least one).
         ts: the primitive type of each alternative (``type_sequence``).
         slot: compares one gold box with one predicted box of a type (the fast or the full tier).
-        hints: one unit hint per gold box (:func:`studybench.verify.quantity.split_hints`).
+        hints: one unit hint per gold box (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         ``(decision, reason)``; ``None`` when only undecided comparisons could still match.
@@ -75,3 +76,8 @@ def _or_parts(p: str) -> list[str]:
     if any(x.count("{") != x.count("}") for x in parts):
         return [p]
     return parts
+
+
+
+RULE = Rule(fast=whole_box_text, full=slot_as_expression, gold_check=compound_gold_check, compound=alt_rule)
+"""ALT: its slots combined by :func:`alt_rule`; a slot typed ALT is one whole box (text, then EX)."""

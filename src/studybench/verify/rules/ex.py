@@ -1,11 +1,11 @@
 r"""EX: symbolic expressions, and reactions / decays written with arrows (PROTOCOL.md section 5).
 
 :func:`ex_rule` compares the part after a top-level ``=`` (any link of a chained gold) with the
-prediction: plain numbers by the NV rules (:func:`studybench.verify.quantity.compare_quantities`),
-everything else by SymPy equivalence under one alias table (:func:`studybench.verify.symbolic.latex_equal`).
+prediction: plain numbers by the NV rules (:func:`studybench.verify.comparison.numeric.compare_quantities`),
+everything else by SymPy equivalence under one alias table (:func:`studybench.verify.comparison.symbolic.latex_equal`).
 Around that core: a gold listing several answers is compared part by part
-(:func:`studybench.verify.parts.compare_parts`), a trailing unit is converted by a numeric factor,
-words after the formula and stated conditions are compared (:mod:`studybench.verify.prose`), prose
+(:func:`studybench.verify.comparison.parts.compare_parts`), a trailing unit is converted by a numeric factor,
+words after the formula and stated conditions are compared (:mod:`studybench.verify.reading.prose`), prose
 between formulas piece by piece, and a chained prediction must hold at every link.
 :func:`reaction_rule` compares reactions and decays (``\to``): the same species per side, any order.
 Worker side.
@@ -18,9 +18,20 @@ from dataclasses import replace
 from fractions import Fraction
 
 from studybench.answers import split_top_level
-from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import (
-    LatexError,
+from studybench.verify.comparison.numeric import compare_quantities
+from studybench.verify.comparison.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
+from studybench.verify.comparison.relations import chain_rule
+from studybench.verify.comparison.series import series_equal
+from studybench.verify.comparison.symbolic import latex_equal
+from studybench.verify.comparison.vectors import has_vector_markup, vector_equal
+from studybench.verify.physics.units import (
+    convert_unit,
+    hint_unit,
+    plain_quantity,
+    same_unit,
+    split_unit_suffix,
+)
+from studybench.verify.reading.latex import (
     bar_to_prime,
     norm_string,
     rhs,
@@ -29,37 +40,25 @@ from studybench.verify.latex import (
     value_link,
     vector_tuple,
 )
-from studybench.verify.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
-from studybench.verify.prose import (
+from studybench.verify.reading.numbers import value_ops
+from studybench.verify.reading.prose import (
     prose_after_math,
     prose_equal,
     prose_segments,
     split_conditions,
     trailing_words,
 )
-from studybench.verify.quantity import (
-    compare_quantities,
-    convert_unit,
-    hint_unit,
-    plain_quantity,
-    same_unit,
-    split_unit_suffix,
-    value_ops,
-)
-from studybench.verify.rules.in_ import chain_rule, relation_chain, states_inequality
-from studybench.verify.series import series_equal
-from studybench.verify.symbolic import latex_equal
-from studybench.verify.vectors import has_vector_markup, vector_equal
+from studybench.verify.rules._shared import Context, Rule, expression_gold_check
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["ex_gold_check", "ex_rule", "reaction_rule"]
+__all__ = ["RULE", "ex_rule", "reaction_rule"]
 
 
-def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
+def ex_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     r"""EX: symbolic expressions (PROTOCOL.md section 5).
 
     A reaction or decay is compared by :func:`reaction_rule`; a gold listing several answers part by
-    part (:func:`studybench.verify.parts.compare_parts`); a single answer by its right-hand side, NV
+    part (:func:`studybench.verify.comparison.parts.compare_parts`); a single answer by its right-hand side, NV
     rules for plain numbers and SymPy equivalence otherwise. A trailing unit
     (``(\ldots)\ \mathrm{V}``) is converted to the gold's unit (its own or ``hint``) by a numeric
     factor, or dropped when the gold states none.
@@ -68,6 +67,7 @@ def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
         gold: one gold box content.
         pred: one predicted box content.
         hint: the unit of a unitless gold (``gold_unit``), or ``None``.
+        ctx: the verification's context (its definitions).
 
     Returns:
         ``(match, reason)``; ``None`` only when SymPy could not decide.
@@ -78,10 +78,10 @@ def ex_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
     pred = value_link(pred)  # I \to 0, \approx \frac{v}{2}: the value stated
     gold, pred = _bar_value(gold), _bar_value(pred)
     gold, pred = _same_vector_form(gold, pred)
-    res = compare_parts(gold, pred, lambda g, p: _ex_units(g, p, None))
+    res = compare_parts(gold, pred, lambda g, p: _ex_units(g, p, None, ctx), definitions=ctx.definitions)
     if res is not None:
         return res
-    return _ex_units(flatten_env(gold), flatten_env(pred), hint)
+    return _ex_units(flatten_env(gold), flatten_env(pred), hint, ctx)
 
 
 def _bar_value(s: str) -> str:
@@ -254,7 +254,7 @@ def _species(side: str) -> list[str] | None:
 # ---------------------------------------------------------------------------------------------
 # one answer: words, conditions, prose, units
 
-def _ex_units(gold: str, pred: str, hint: str | None) -> RuleResult:
+def _ex_units(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     """One EX answer: words after the formula and conditions first, then :func:`_ex_units_plain`."""
     (gold, gw), (pred, pw) = trailing_words(gold), trailing_words(pred)
     if gw and pw and not prose_equal(re.sub(r"[()]", " ", gw), re.sub(r"[()]", " ", pw)):
@@ -263,13 +263,13 @@ def _ex_units(gold: str, pred: str, hint: str | None) -> RuleResult:
     if isinstance(res[0], bool):
         return res  # type: ignore[return-value]
     # a gold stating a relation (R \geq \frac{2GM}{c^2}, \lambda \ll d): compared as relations
-    rel = chain_rule(res[0], res[1], lambda g, p: _ex_units_body(g, p, hint))  # type: ignore[arg-type]
+    rel = chain_rule(res[0], res[1], lambda g, p: _ex_units_body(g, p, hint, ctx))  # type: ignore[arg-type]
     if rel is not None:
         return rel
-    return _ex_units_plain(res[0], res[1], hint)
+    return _ex_units_plain(res[0], res[1], hint, ctx)
 
 
-def _ex_units_plain(gold: str, pred: str, hint: str | None) -> RuleResult:
+def _ex_units_plain(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     """One EX answer without words or conditions: prose between formulas piece by piece, else the units."""
     gseg = prose_segments(gold)
     if prose_after_math(gseg):
@@ -282,63 +282,63 @@ def _ex_units_plain(gold: str, pred: str, hint: str | None) -> RuleResult:
                 if not prose_equal(g, p):
                     return False, "different words between the formulas"
             else:
-                ok, why = _ex_one(g, p, None)
+                ok, why = _ex_one(g, p, None, ctx)
                 if not ok:
                     return False, why
         return True, "formulas and words match piece by piece"
-    return _ex_units_body(gold, pred, hint)
+    return _ex_units_body(gold, pred, hint, ctx)
 
 
-def _ex_units_body(gold: str, pred: str, hint: str | None) -> RuleResult:
+def _ex_units_body(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     """One EX formula: a trailing unit converted to the gold's (its own or the hint) by a factor."""
     if plain_quantity(rhs(pred)) is not None or "\\" not in pred + gold:
-        return _ex_one(gold, pred, hint)
+        return _ex_one(gold, pred, hint, ctx)
     gbody, gu = split_unit_suffix(gold)
     pbody, pu = split_unit_suffix(pred)
     if not pu:
-        return _ex_one(gbody if gu else gold, pred, hint)
+        return _ex_one(gbody if gu else gold, pred, hint, ctx)
     target = gu or hint_unit(hint)[0]
     if not target:
-        return _ex_one(gbody, pbody, None)
+        return _ex_one(gbody, pbody, None, ctx)
     if same_unit(pu, target):
-        return _ex_one(gbody, pbody, None)
+        return _ex_one(gbody, pbody, None, ctx)
     f = convert_unit(1.0, pu, target)
     if f is None:
         return False, f"unit mismatch ({pu} vs {target})"
     fr = Fraction(f).limit_denominator(10**12)
-    ok, why = _ex_one(gbody, f"\\frac{{{fr.numerator}}}{{{fr.denominator}}} \\cdot \\left({pbody}\\right)", None)
+    ok, why = _ex_one(gbody, f"\\frac{{{fr.numerator}}}{{{fr.denominator}}} \\cdot \\left({pbody}\\right)", None, ctx)
     return ok, why + f" after {pu}->{target}"
 
 
 # ---------------------------------------------------------------------------------------------
 # one formula, chains
 
-def _ex_one(gold: str, pred: str, hint: str | None = None) -> RuleResult:
+def _ex_one(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     r"""One EX answer: the gold's right-hand side against the prediction's.
 
     The right-hand side after a top-level ``=`` (any later part of a chained gold ``a = b = c``) is
     compared with the prediction's last part; plain numbers use NV rules; otherwise SymPy equivalence
-    (:func:`studybench.verify.symbolic.latex_equal`) with one alias table so every symbol must
+    (:func:`studybench.verify.comparison.symbolic.latex_equal`) with one alias table so every symbol must
     correspond, under every reading of brace-less function arguments and the constant identities. A
     chained prediction ``v = \frac{180}{181}c \approx 0.9945c`` matches only when every link it states
     matches.
     """
     segs, _ = split_relations(pred, frozenset({"="}))
     if len(segs) < 2:
-        return _ex_link(gold, pred, hint)
+        return _ex_link(gold, pred, hint, ctx)
     gsegs, _ = split_relations(gold, frozenset({"="}))
-    links = segs[1:] if _chain_label(segs[0], gsegs[0] if len(gsegs) > 1 else "") else segs
+    links = segs[1:] if _chain_label(segs[0], gsegs[0] if len(gsegs) > 1 else "", ctx) else segs
     if len(links) == 1:
-        return _ex_link(gold, links[0], hint)
+        return _ex_link(gold, links[0], hint, ctx)
     # a chain (v = \frac{180}{181}c \approx 0.9945c): every value it states must match the gold
     for k, link in enumerate(links):
-        ok, why = _ex_link(gold, link, hint)
+        ok, why = _ex_link(gold, link, hint, ctx)
         if not ok:
             return False, f"link {k + 1} of the chain: {why}"
     return True, f"all {len(links)} links of the chain match"
 
 
-def _chain_label(seg: str, gold_lhs: str = "") -> bool:
+def _chain_label(seg: str, gold_lhs: str, ctx: Context) -> bool:
     r"""Whether the first segment of a chain is a label rather than a value.
 
     The gold's own left side, a derivative or evaluation bar (``\frac{dr}{dt}``,
@@ -347,7 +347,7 @@ def _chain_label(seg: str, gold_lhs: str = "") -> bool:
     """
     if not seg.strip():
         return False
-    if gold_lhs and labels_compatible(gold_lhs, seg):
+    if gold_lhs and labels_compatible(gold_lhs, seg, definitions=ctx.definitions):
         return True
     if re.search(r"\\right\s*\||\\[Bb]ig[gl]?\s*\||\|_\{|\\[dt]?frac\s*\{\s*(?:d|\\partial|\\mathrm\s*\{\s*d)", seg):
         return True
@@ -364,7 +364,7 @@ def _ex_candidates(gold: str) -> list[str]:
 _SERIES_HINT = re.compile(r"\\(?:sum|cdots|ldots|dots)(?![A-Za-z])|\.\.\.")
 
 
-def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
+def _ex_link(gold: str, pr: str, hint: str | None, ctx: Context) -> RuleResult:
     """One link of a prediction against every value the gold states (NV rules, then SymPy)."""
     reason = "not equal"
     for g in _ex_candidates(gold):
@@ -380,7 +380,7 @@ def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
                 return True, why
             reason = why
             continue
-        ok, why = latex_equal(g, pr)
+        ok, why = latex_equal(g, pr, definitions=ctx.definitions)
         if ok:
             return True, "symbolic match: " + why
         if (has_vector_markup(g) or has_vector_markup(pr)) and vector_equal(g, pr):
@@ -391,39 +391,5 @@ def _ex_link(gold: str, pr: str, hint: str | None = None) -> RuleResult:
     return False, reason
 
 
-def ex_gold_check(box: str) -> str | None:
-    """Whether every part and every side of an EX gold box converts to SymPy.
-
-    Args:
-        box: the gold box content (not empty).
-
-    Returns:
-        ``None`` when it converts, else the conversion's reason.
-    """
-    try:
-        for part in split_top_level(box):
-            segs = relation_chain(part)[0] if states_inequality(part) else split_relations(part, frozenset({"="}))[0]
-            for seg in segs:
-                if seg:
-                    _read_as_rule(seg)
-        return None
-    except LatexError as e:
-        return str(e)
-
-
-def _read_as_rule(seg: str) -> None:
-    r"""Convert one side of an EX gold the way :func:`ex_rule` reads it.
-
-    A trailing remark and a trailing unit (``3.44 \times 10^{5} \, \mathrm{J\,kg^{-1}}``) are not
-    part of the formula; raises :class:`LatexError` when the formula cannot be read.
-    """
-    try:
-        to_sympy(seg)
-        return
-    except LatexError:
-        if plain_quantity(seg) is not None:  # a number with a unit: read by the NV rules
-            return
-        body = split_unit_suffix(trailing_words(seg)[0])[0].strip()
-        if not body or body == seg.strip():
-            raise
-    to_sympy(body)
+RULE = Rule(fast=None, full=ex_rule, gold_check=expression_gold_check)
+"""EX: the full tier decides (SymPy, units by a numeric factor); the gold check reads every side."""

@@ -13,28 +13,24 @@ import re
 from typing import Any
 
 from studybench.answers import split_top_level
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.conversion import to_sympy
-from studybench.verify.identities import reconcile
-from studybench.verify.latex import LatexError, norm_string
-from studybench.verify.parts import same_lhs
-from studybench.verify.symbolic import (
-    closed_value,
+from studybench.verify.comparison.parts import same_lhs
+from studybench.verify.comparison.relations import bound_equal, chain_rule, positive_multiple
+from studybench.verify.comparison.symbolic import (
     evaluate_at,
-    has_abs,
-    has_float,
-    monomial_factor,
     sample_points,
-    sym_equal,
     symbol_sort_key,
 )
-from studybench.verify.tolerance import close_enough, rel_close, sample_tolerance
+from studybench.verify.physics.identities import reconcile
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import to_sympy
+from studybench.verify.reading.latex import LatexError, relation_chain, states_inequality
+from studybench.verify.rules._shared import Context, Rule
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["chain_rule", "in_gold_check", "in_rule", "relation_chain", "states_inequality"]
+__all__ = ["RULE", "in_gold_check", "in_rule"]
 
 
-def in_rule(gold: str, pred: str) -> RuleResult:
+def in_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     r"""IN: intervals and inequalities (PROTOCOL.md section 5).
 
     Intervals: bracket types must match, bounds equal by NV / EX rules, unions part-wise in order.
@@ -45,11 +41,13 @@ def in_rule(gold: str, pred: str) -> RuleResult:
     Args:
         gold: one gold box content.
         pred: one predicted box content.
+        hint: the unit hint (not used by IN).
+        ctx: the verification's context (its definitions).
 
     Returns:
         ``(match, reason)``.
     """
-    mem = _in_membership(gold, pred)
+    mem = _in_membership(gold, pred, ctx)
     if mem is not None:
         return mem
     try:
@@ -60,7 +58,7 @@ def in_rule(gold: str, pred: str) -> RuleResult:
         # \ll, \gtrsim: no SymPy relation, compared side by side
         rel = chain_rule(gold, pred) if states_inequality(gold) else None
         return rel if rel is not None else (False, str(e))
-    (go,), (po,), _ = reconcile([go], [po], al)
+    (go,), (po,), _ = reconcile([go], [po], al, definitions=ctx.definitions)
     go, po = _expand_abs(go), _expand_abs(po)
     gi, pi = _interval_parts(go), _interval_parts(po)
     if gi is not None and pi is None and _relations(po) is not None and _interval_vs_relation(gi, po):
@@ -80,14 +78,14 @@ def in_rule(gold: str, pred: str) -> RuleResult:
             if (glo, gro) != (plo, pro):
                 return False, "bracket types differ"
             for x, y in ((gs, ps), (ge, pe)):
-                if x != y and not _bound_equal(x, y):
+                if x != y and not bound_equal(x, y):
                     return False, "bounds differ"
         return True, "same intervals"
     gi2, pi2 = _relation_intervals(go), _relation_intervals(po)
     if gi2 is not None and pi2 is not None and go.free_symbols == po.free_symbols:
         # x > \frac{\sqrt3}{2} against x > 0.866: the same one-variable set, bounds by NV rules
         if len(gi2) == len(pi2) and all(
-            (glo, gro) == (plo, pro) and all(a == b or _bound_equal(a, b) for a, b in ((gs, ps), (ge, pe)))
+            (glo, gro) == (plo, pro) and all(a == b or bound_equal(a, b) for a, b in ((gs, ps), (ge, pe)))
             for (gs, ge, glo, gro), (ps, pe, plo, pro) in zip(gi2, pi2, strict=True)
         ):
             return True, "same set"
@@ -99,7 +97,7 @@ def in_rule(gold: str, pred: str) -> RuleResult:
         for gs, ge in gr:
             hit = None
             for j, (ps, pe) in enumerate(pr):
-                if j not in used and ps == gs and _positive_multiple(ge, pe):
+                if j not in used and ps == gs and positive_multiple(ge, pe):
                     hit = j
                     break
             if hit is None:
@@ -120,7 +118,7 @@ def _membership(s: str) -> tuple[str, str] | None:
     return parts[0].strip(), parts[1].strip()
 
 
-def _in_membership(gold: str, pred: str) -> RuleResult | None:
+def _in_membership(gold: str, pred: str, ctx: Context) -> RuleResult | None:
     r"""``b \in (0, X)`` on one side, against the other side's interval or inequality in ``b``.
 
     An inequality is checked numerically with positive symbols (it must hold inside the interval and
@@ -133,7 +131,7 @@ def _in_membership(gold: str, pred: str) -> RuleResult | None:
     if gm is None and pm is None:
         return None
     if gm is not None and pm is not None:
-        return in_rule(gm[1], pm[1]) if same_lhs(gm[0], pm[0]) else (False, "different variable")
+        return in_rule(gm[1], pm[1], None, ctx) if same_lhs(gm[0], pm[0], definitions=ctx.definitions) else (False, "different variable")
     var_text, interval = pm if pm is not None else gm  # type: ignore[misc]
     other = gold if pm is not None else pred
     try:
@@ -146,14 +144,14 @@ def _in_membership(gold: str, pred: str) -> RuleResult | None:
     if iv is None:
         return False, "not an interval"
     if _interval_parts(rel) is not None:
-        return in_rule(other, interval) if pm is not None else in_rule(interval, other)
+        return in_rule(other, interval, None, ctx) if pm is not None else in_rule(interval, other, None, ctx)
     two_sided = [c for c in _relation_candidates(rel) if isinstance(rel, sympy.And) and c[0] == var]
     if len(iv) == 1 and two_sided:
         # a <= x < b against x \in [a, b): the same ends, the same brackets (any signs)
         _, start, end, lo_open, hi_open = two_sided[0]
         if (lo_open, hi_open) != (iv[0][2], iv[0][3]):
             return False, "the end points differ (open vs closed)"
-        if all(x == y or _bound_equal(x, y) for x, y in ((iv[0][0], start), (iv[0][1], end))):
+        if all(x == y or bound_equal(x, y) for x, y in ((iv[0][0], start), (iv[0][1], end))):
             return True, "same interval written as a double inequality"
         return False, "the bounds differ"
     if len(iv) != 1 or not isinstance(var, sympy.Symbol) or _relations(rel) is None or var not in rel.free_symbols:
@@ -257,38 +255,6 @@ def _relations(obj: Any) -> list[tuple[bool, Any]] | None:
     return None
 
 
-def _positive_multiple(a: Any, b: Any) -> bool:
-    """Whether ``a`` is ``b`` times a positive constant or a positive monomial."""
-    import sympy
-
-    if not isinstance(a, sympy.Expr) or not isinstance(b, sympy.Expr):
-        return False
-    tol = sample_tolerance(has_float(a))
-    syms = sorted(a.free_symbols | b.free_symbols, key=symbol_sort_key)
-    ratios = []
-    for pt in sample_points(syms, 8) + (sample_points(syms, 8, signed=True) if has_abs(a, b) else []):
-        x, y = evaluate_at(a, pt), evaluate_at(b, pt)
-        if x is None or y is None or abs(y) < 1e-300:
-            continue
-        ratios.append(x / y)
-    if not ratios or (syms and len(ratios) < 3):
-        return False
-    r0 = ratios[0]
-    if abs(r0.imag) < 1e-9 and r0.real > 0 and all(rel_close(r, r0, tol) for r in ratios):
-        return True
-    # scaled by a positive monomial (both sides multiplied by 4 m^2): positive at every sample
-    # point and a product of powers of (positive) symbols
-    if not all(abs(r.imag) < 1e-9 and r.real > 0 for r in ratios):
-        return False
-    if not monomial_factor(a, b):
-        return False
-    try:
-        q = sympy.cancel(sympy.together(a / b))
-        return not q.atoms(sympy.Function) and (q.as_coeff_Mul()[0] > 0)
-    except Exception:  # sympy raises many types
-        return False
-
-
 def _relation_candidates(obj: Any) -> list[tuple[Any, Any, Any, bool, bool]]:
     """Readings of an inequality as ``(variable expression, start, end, left_open, right_open)``.
 
@@ -320,17 +286,6 @@ def _relation_candidates(obj: Any) -> list[tuple[Any, Any, Any, bool, bool]]:
     return out
 
 
-def _bound_equal(x: Any, y: Any) -> bool:
-    r"""Interval bounds equal: numbers by the NV tolerance (``\frac{\sqrt3}{2}`` vs ``0.866``).
-
-    Expressions by :func:`studybench.verify.symbolic.sym_equal`.
-    """
-    vx, vy = closed_value(x), closed_value(y)
-    if vx is not None and vy is not None and abs(vx.imag) < 1e-12 and abs(vy.imag) < 1e-12:
-        return close_enough(vy.real, vx.real)
-    return sym_equal(x, y)[0] is True
-
-
 def _interval_vs_relation(iv: list[tuple[Any, Any, bool, bool]], rel: Any) -> bool:
     r"""A single interval against an inequality whose variable side is any expression.
 
@@ -342,7 +297,7 @@ def _interval_vs_relation(iv: list[tuple[Any, Any, bool, bool]], rel: Any) -> bo
     for _, ps, pe, plo, pro in _relation_candidates(rel):
         if (glo, gro) != (plo, pro):
             continue
-        if all(x == y or _bound_equal(x, y) for x, y in ((gs, ps), (ge, pe))):
+        if all(x == y or bound_equal(x, y) for x, y in ((gs, ps), (ge, pe))):
             return True
     return False
 
@@ -385,185 +340,5 @@ def in_gold_check(box: str) -> str | None:
         return str(e)
 
 
-# ---------------------------------------------------------------------------------------------
-# relation chains (EX / NV / TUP golds that state a relation: R \geq \frac{2GM}{c^2}, \lambda \ll d)
-
-# the kinds of a relation: "lt" strict, "le" non-strict, "ll" much less, "lsim" less or about, "eq"
-_REL_MACRO_KINDS = {
-    "\\lt": (-1, "lt"), "\\gt": (1, "lt"),
-    "\\le": (-1, "le"), "\\leq": (-1, "le"), "\\leqslant": (-1, "le"), "\\leqq": (-1, "le"),
-    "\\ge": (1, "le"), "\\geq": (1, "le"), "\\geqslant": (1, "le"), "\\geqq": (1, "le"),
-    "\\ll": (-1, "ll"), "\\lll": (-1, "ll"), "\\gg": (1, "ll"), "\\ggg": (1, "ll"),
-    "\\lesssim": (-1, "lsim"), "\\lessapprox": (-1, "lsim"), "\\gtrsim": (1, "lsim"), "\\gtrapprox": (1, "lsim"),
-    "\\approx": (0, "eq"), "\\simeq": (0, "eq"), "\\equiv": (0, "eq"),
-}
-_REL_CHAR_KINDS = {
-    "<<": (-1, "ll"), ">>": (1, "ll"), "<=": (-1, "le"), ">=": (1, "le"), "<": (-1, "lt"), ">": (1, "lt"), "=": (0, "eq"),
-    "\u2264": (-1, "le"), "\u2265": (1, "le"), "\u2a7d": (-1, "le"), "\u2a7e": (1, "le"),
-    "\u226a": (-1, "ll"), "\u226b": (1, "ll"), "\u2272": (-1, "lsim"), "\u2273": (1, "lsim"), "\u2248": (0, "eq"),
-}
-_REL_CHARS = sorted(_REL_CHAR_KINDS, key=len, reverse=True)
-
-
-def relation_chain(s: str) -> tuple[list[str], list[tuple[int, str]]]:
-    r"""Split ``s`` at its top-level relation signs, keeping each sign's direction and kind.
-
-    ``a < b \le c = d`` gives ``(["a", "b", "c", "d"], [(-1, "lt"), (-1, "le"), (0, "eq")])``: the
-    direction is -1 for the less-than family, +1 for greater-than, 0 for equality (``=``,
-    ``\approx``, ``\simeq``, ``\equiv``); the kind is ``"lt"`` (strict: ``<``, ``\lt``), ``"le"``
-    (``\le``, ``\leq``, ``\leqslant``, ``\leqq``), ``"ll"`` (much less: ``\ll``, ``<<``),
-    ``"lsim"`` (``\lesssim``, ``\lessapprox``) or ``"eq"``. Signs inside brackets do not split.
-
-    Args:
-        s: LaTeX text.
-
-    Returns:
-        ``(segments, relations)`` with ``len(segments) == len(relations) + 1``, segments stripped.
-        Never raises.
-    """
-    segs: list[str] = []
-    rels: list[tuple[int, str]] = []
-    cur: list[str] = []
-    depth = 0
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            m = re.match(r"\\[A-Za-z]+", s[i:])
-            if m is None:
-                cur.append(s[i : i + 2])
-                i += 2
-                continue
-            name = m.group(0)
-            if name in ("\\left", "\\right") and s[i + len(name) : i + len(name) + 1] in ("<", ">"):
-                name = s[i : i + len(name) + 1]  # \left< is a bracket, not a relation
-            kind = _REL_MACRO_KINDS.get(name)
-            if kind is not None and depth == 0:
-                segs.append("".join(cur))
-                rels.append(kind)
-                cur = []
-            else:
-                cur.append(name)
-            i += len(name)
-            continue
-        if c in "{([":
-            depth += 1
-        elif c in "})]":
-            depth = max(0, depth - 1)
-        if depth == 0:
-            op = next((o for o in _REL_CHARS if s.startswith(o, i)), None)
-            if op is not None:
-                segs.append("".join(cur))
-                rels.append(_REL_CHAR_KINDS[op])
-                cur = []
-                i += len(op)
-                continue
-        cur.append(c)
-        i += 1
-    segs.append("".join(cur))
-    return [x.strip() for x in segs], rels
-
-
-def states_inequality(s: str) -> bool:
-    r"""Whether ``s`` states an inequality at top level (``<``, ``\ge``, ``\ll``, ``\gtrsim`` ...).
-
-    Args:
-        s: LaTeX text.
-
-    Returns:
-        Whether one of its top-level relation signs is not an equality.
-    """
-    return any(d != 0 for d, _ in relation_chain(s)[1])
-
-
-def _kind_ok(gold: str, pred: str) -> bool:
-    r"""Whether a predicted relation kind states the gold's: the same kind, or ``<`` / ``\le`` for ``\lesssim``."""
-    return gold == pred or (gold == "lsim" and pred in ("lt", "le"))
-
-
-def _default_segment_equal(g: str, p: str) -> bool:
-    """Two sides of a relation: equal strings, else equal bounds (numbers by NV tolerance, else SymPy)."""
-    try:
-        al = new_aliases(g, p)
-        return _bound_equal(to_sympy(g, al), to_sympy(p, al))
-    except LatexError:
-        return False
-
-
-def chain_rule(gold: str, pred: str, segment_equal: Any = None) -> RuleResult | None:
-    r"""A gold stating a relation chain (``R \geq \frac{2GM}{c^2}``, ``a < b < c = d``), compared as relations.
-
-    The prediction must state a chain with as many links, read left to right or right to left
-    (``\frac{2GM}{c^2} \le R``), every link with the same direction and kind, and every link holding
-    between the same two sides: both sides equal by ``segment_equal`` (so a swap of two quantities
-    inside a chain fails), or the link's ``big - small`` a positive multiple of the gold's (a
-    positive constant or a product of powers of the symbols, which are taken positive: ``R c^2 \ge
-    2GM``). Kinds: strict (``<``) and non-strict (``\le``) never stand for each other (a bound's
-    strictness is part of the answer); ``\ll`` / ``\gg`` only for themselves; a gold
-    ``\lesssim`` / ``\gtrsim`` accepts itself and the sharper ``<`` / ``\le``, never the reverse.
-
-    Args:
-        gold: one gold answer (no conditions or trailing words).
-        pred: one predicted answer.
-        segment_equal: ``segment_equal(gold_side, pred_side) -> bool`` or a ``RuleResult``-returning
-            callable; default: equal strings or equal bounds (numbers by the NV tolerance).
-
-    Returns:
-        ``(match, reason)``, or ``None`` when the gold states no inequality or either side has an
-        empty side (``\le 3``; the type's own rule decides).
-    """
-    gsegs, grels = relation_chain(gold)
-    if not any(d != 0 for d, _ in grels) or any(not x for x in gsegs):
-        return None
-    psegs, prels = relation_chain(pred)
-    if not prels:
-        return False, "the gold states a relation; the prediction does not"
-    if any(not x for x in psegs):
-        return None
-    readings = [(psegs, prels), (psegs[::-1], [(-d, k) for d, k in prels[::-1]])]
-    shaped = [
-        (ps, pr) for ps, pr in readings
-        if len(pr) == len(grels) and all(gd == pd and _kind_ok(gk, pk) for (gd, gk), (pd, pk) in zip(grels, pr, strict=True))
-    ]
-    if not shaped:
-        if len(prels) != len(grels):
-            return False, "a different number of relations in the chain"
-        return False, "different relations (direction, strict vs non-strict, or much-less)"
-    cmp = segment_equal or _default_segment_equal
-
-    def seg_eq(g: str, p: str) -> bool:
-        if norm_string(g) == norm_string(p):
-            return True
-        r = cmp(g, p)
-        return (r[0] is True) if isinstance(r, tuple) else bool(r)
-
-    reason = "the sides of a relation differ"
-    for ps, _ in shaped:
-        same = [seg_eq(g, p) for g, p in zip(gsegs, ps, strict=True)]
-        ok = True
-        for k, (gd, _) in enumerate(grels):
-            if same[k] and same[k + 1]:
-                continue
-            if not _link_scaled(gold, pred, (gsegs[k], gsegs[k + 1]), (ps[k], ps[k + 1]), gd):
-                ok = False
-                reason = f"relation {k + 1} of the chain differs" if len(grels) > 1 else "the sides of the relation differ"
-                break
-        if ok:
-            return True, "same relation" if len(grels) == 1 else f"all {len(grels)} relations of the chain match"
-    return False, reason
-
-
-def _link_scaled(gold: str, pred: str, gl: tuple[str, str], pl: tuple[str, str], direction: int) -> bool:
-    """One link ``a R b`` against ``c R d``: ``b - a`` a positive multiple of ``d - c`` (any nonzero multiple for ``=``)."""
-    try:
-        al = new_aliases(gold, pred)
-        ga, gb = to_sympy(gl[0], al), to_sympy(gl[1], al)
-        pa, pb = to_sympy(pl[0], al), to_sympy(pl[1], al)
-        gdiff, pdiff = gb - ga, pb - pa
-    except (LatexError, TypeError):
-        return False
-    except Exception:  # sympy raises many types on odd objects
-        return False
-    if direction == 0:
-        return _positive_multiple(gdiff, pdiff) or _positive_multiple(gdiff, -pdiff)
-    return _positive_multiple(gdiff, pdiff)
+RULE = Rule(fast=None, full=in_rule, gold_check=in_gold_check)
+"""IN: the full tier decides (intervals, inequalities); the gold check reads every part."""

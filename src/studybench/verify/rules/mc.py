@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 
-from studybench.verify.latex import norm_text
+from studybench.verify.reading.latex import norm_text
+from studybench.verify.rules._shared import Rule
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["mc_gold_check", "mc_rule"]
+__all__ = ["RULE", "mc_gold_check", "mc_rule"]
 
 
 _MC_WRAP = re.compile(r"\\(?:text|mathrm|textbf|mathbf|textrm|mbox|textit|mathit|emph|boldsymbol|bm)\s*\{([^{}]*)\}")
@@ -152,3 +153,7 @@ def mc_gold_check(box: str) -> str | None:
     """
     g = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", box).strip()
     return None if g else "empty option"
+
+
+RULE = Rule(fast=mc_rule, full=None, gold_check=mc_gold_check)
+"""MC: the fast tier always decides (option letters, option text)."""

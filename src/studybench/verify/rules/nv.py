@@ -1,11 +1,13 @@
 r"""NV: numeric values with units (PROTOCOL.md section 5).
 
-:func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.quantity.quantity_candidates`),
+:func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.reading.numbers.quantity_candidates`),
 an optional left side (compared when both sides state one), bounds, ``\pm`` pairs, number words and
 count nouns, converts units with pint (the gold's own unit or its ``gold_unit`` hint), and compares
-values within the tolerance policy (:mod:`studybench.verify.tolerance`). A closed-form gold
-(``\sqrt{2}``) is a number too; a symbolic gold (``0.5 R``) falls back to the EX rule, and a relation
-such as ``\beta = 1`` stated as ``v = c`` to the EQ rule. Worker side.
+values within the tolerance policy (:mod:`studybench.verify.comparison.tolerance`). A closed-form gold
+(``\sqrt{2}``) is a number too; a symbolic gold (``0.5 R``) falls back to the EX rule (through the
+registry, :meth:`studybench.verify.rules._shared.Context.full`), and a relation such as ``\beta = 1``
+stated as ``v = c`` is compared as equations (:func:`studybench.verify.comparison.equations.equation_equal`).
+Worker side.
 """
 
 from __future__ import annotations
@@ -14,36 +16,46 @@ import re
 from dataclasses import replace
 
 from studybench.answers import split_top_level
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.constants import constant_value
-from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError, norm_string, norm_text, rhs, split_relations, value_link
-from studybench.verify.parts import compare_parts, labels_compatible, match_in_order
-from studybench.verify.quantity import (
-    ODD_TEXT_GROUP,
-    Quantity,
-    compare_quantities,
+from studybench.records import AnswerType
+from studybench.verify.comparison.equations import equation_equal
+from studybench.verify.comparison.numeric import compare_quantities
+from studybench.verify.comparison.parts import compare_parts, labels_compatible, match_in_order
+from studybench.verify.comparison.relations import chain_rule
+from studybench.verify.comparison.symbolic import closed_value
+from studybench.verify.physics.constants import constant_value
+from studybench.verify.physics.units import (
     convert_unit,
     effective_unit,
     hint_unit,
     is_unit,
-    plain_value_text,
-    quantity_candidates,
     same_unit,
     split_hints,
     split_unit_suffix,
+)
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import to_sympy
+from studybench.verify.reading.latex import (
+    LatexError,
+    norm_string,
+    norm_text,
+    rhs,
+    split_relations,
+    value_link,
+)
+from studybench.verify.reading.numbers import (
+    ODD_TEXT_GROUP,
+    Quantity,
+    plain_value_text,
+    quantity_candidates,
     value_ops,
 )
-from studybench.verify.rules.eq import eq_one
-from studybench.verify.rules.ex import ex_rule
-from studybench.verify.rules.in_ import chain_rule
-from studybench.verify.symbolic import closed_value
+from studybench.verify.rules._shared import Context, Rule
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["nv_gold_check", "nv_rule"]
+__all__ = ["RULE", "nv_gold_check", "nv_rule"]
 
 
-def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
+def nv_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     r"""NV: numbers with units, left sides and bounds, within the tolerance policy (PROTOCOL.md section 5).
 
     Scientific notation, fractions, percent, degrees, an optional unit and an optional left side;
@@ -57,6 +69,7 @@ def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
         hint: the unit of a unitless gold (``gold_unit``): a prediction in a compatible unit is
             converted, one without a unit is read in the gold's unit, and one with a dimensional unit
             against a gold whose unit is unknown is not accepted (unless the gold is 0).
+        ctx: the verification's context (its definitions; the EX rule for symbolic golds).
 
     Returns:
         ``(match, reason)``.
@@ -68,13 +81,13 @@ def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
         pparts = split_top_level(pred)
         if len(pparts) == len(gparts) and len(set(gparts)) < len(gparts):
             # equal gold values with different hints: by position
-            return match_in_order([str(i) for i in range(len(gparts))], pparts, lambda i, p: nv_rule(gparts[int(i)], p, ghints[int(i)]))
+            return match_in_order([str(i) for i in range(len(gparts))], pparts, lambda i, p: nv_rule(gparts[int(i)], p, ghints[int(i)], ctx))
         hmap = dict(zip(gparts, ghints, strict=True))
-        res = compare_parts(gold, pred, lambda g, p: nv_rule(g, p, hmap.get(g)))
+        res = compare_parts(gold, pred, lambda g, p: nv_rule(g, p, hmap.get(g), ctx), definitions=ctx.definitions)
         if res is not None:
             return res
     # a gold stating a bound (B < 0.866 T, 0 < v_1 < v_2 < 3): every side in its place (also 0.866 T > B)
-    rel = chain_rule(gold, pred, lambda g, p: nv_rule(g, p, hint))
+    rel = chain_rule(gold, pred, lambda g, p: nv_rule(g, p, hint, ctx))
     if rel is not None:
         return rel
     unit, sym = hint_unit(hint)
@@ -97,13 +110,13 @@ def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
         lone = len(split_relations(pred, _VALUE_RELS)[0]) == 1
         pq, p_kind = _closed_quantity(rhs(pred), None, constants=g_kind != "const" and lone)
     if g_kind == "const" and not pq:
-        return ex_rule(gold, pred)
+        return ctx.full(AnswerType.EX, gold, pred)
     if gq and pq:
         gq, pq = _pi_radians(gq, g_kind == "pi", pq, p_kind == "pi")
         gsegs, _ = split_relations(gold, _VALUE_RELS)
         psegs, _ = split_relations(pred, value_ops(gold))
         gl, pl = _norm_label(_value_lhs(gsegs)), _norm_label(_value_lhs(psegs))
-        if gl and pl and not labels_compatible(gl, pl):
+        if gl and pl and not labels_compatible(gl, pl, definitions=ctx.definitions):
             return False, f"different left side ({pl[:30]!r} vs {gl[:30]!r})"
         if gl.startswith("\\Delta") or pl.startswith("\\Delta"):
             # \Delta T = 5\,^\circ C is a temperature difference: 5 K, not 278.15 K
@@ -137,19 +150,19 @@ def nv_rule(gold: str, pred: str, hint: str | None = None) -> RuleResult:
             reasons.append(why)
         if any(g.unit and not is_unit(g.unit) for g in gq) and not p.unit:
             # a gold such as 0.5 R (a symbol, not a unit): EX rules decide
-            ok, why = ex_rule(gold, pred)
+            ok, why = ctx.full(AnswerType.EX, gold, pred)
             if ok:
                 return True, why
         return False, reasons[0]
     if not gq:
-        return ex_rule(gold, pred)
+        return ctx.full(AnswerType.EX, gold, pred)
     if any(g.unit and not is_unit(g.unit) for g in gq):
-        return ex_rule(gold, pred)
+        return ctx.full(AnswerType.EX, gold, pred)
     gsegs, _ = split_relations(gold, frozenset({"="}))
     psegs, _ = split_relations(pred, frozenset({"="}))
     if len(gsegs) == 2 and len(psegs) == 2 and _value_lhs(gsegs) and _value_lhs(psegs):
         # beta = 1 stated as v = c: the same relation by the identities (EQ rules)
-        return eq_one(gold, pred)
+        return equation_equal(gold, pred, expression=lambda a, b: ctx.full(AnswerType.EX, a, b), definitions=ctx.definitions)
     return False, "no number found"
 
 
@@ -180,7 +193,7 @@ def _closed_quantity(text: str, hint: str | None, constants: bool = True) -> tup
     r"""A closed form as a quantity: ``\sqrt{2}``, ``10\ln 2\ \mathrm{s}``, ``\frac{2GM_\odot}{c^2}``.
 
     Returns ``([quantity], kind)`` with kind ``"pi"`` (written with ``\pi``), ``"const"`` (named
-    constants, evaluated in SI by :func:`studybench.verify.constants.constant_value` and stated in the
+    constants, evaluated in SI by :func:`studybench.verify.physics.constants.constant_value` and stated in the
     hint's unit when one is given; only when ``constants``) or ``""``; ``([], "")`` when it is none.
     """
     body, u = split_unit_suffix(text)
@@ -249,3 +262,7 @@ def nv_gold_check(box: str) -> str | None:
         return None
     except LatexError as e:
         return f"not a number ({e})"
+
+
+RULE = Rule(fast=None, full=nv_rule, gold_check=nv_gold_check)
+"""NV: the full tier decides (numbers, units, tolerance); the gold check wants a number."""

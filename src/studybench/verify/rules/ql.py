@@ -2,12 +2,12 @@ r"""QL: short qualitative phrases by normalised text (PROTOCOL.md section 5).
 
 Two tiers, like every rule:
 
-* :func:`ql_rule` (fast tier, in-process): normalised text equality (:func:`studybench.verify.prose.prose_words`),
+* :func:`ql_rule` (fast tier, in-process): normalised text equality (:func:`studybench.verify.reading.prose.prose_words`),
   labelled clauses in any order, ``Name (M42)`` either way. It decides every prose gold; real
   paraphrase is left to the LLM judge.
 * :func:`ql_full_rule` (worker side): a gold that is really a formula or a number (no prose) is left
-  undecided by :func:`ql_rule` and compared by the EX rule (:func:`studybench.verify.rules.ex.ex_rule`),
-  without a unit hint. This second chance is deliberate: a QL gold such as ``\frac{1}{2}`` or
+  undecided by :func:`ql_rule` and compared by the EX rule (asked of the registry,
+  :meth:`studybench.verify.rules._shared.Context.full`), without a unit hint. This second chance is deliberate: a QL gold such as ``\frac{1}{2}`` or
   ``v_0 \cos\theta`` is an expression however it is labelled.
 """
 
@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import re
 
-from studybench.verify.latex import norm_text
-from studybench.verify.prose import prose_words
-from studybench.verify.rules.ex import ex_rule
-from studybench.verify.rules.tf import tf_value
+from studybench.records import AnswerType
+from studybench.verify.reading.latex import norm_text
+from studybench.verify.reading.prose import prose_words
+from studybench.verify.reading.truth import truth_value
+from studybench.verify.rules._shared import Context, Rule
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["MAX_QL_CHARS", "ql_alternatives", "ql_full_rule", "ql_gold_check", "ql_rule"]
+__all__ = ["MAX_QL_CHARS", "RULE", "ql_alternatives", "ql_full_rule", "ql_gold_check", "ql_rule"]
 
 
 MAX_QL_CHARS = 4000
@@ -77,7 +78,7 @@ def ql_rule(gold: str, pred: str) -> RuleResult:
     """QL: normalised text equality (PROTOCOL.md section 5); the fast tier's rule.
 
     Case, punctuation, hyphens, articles, plurals, British spellings and a small synonym lexicon are
-    ignored (:func:`studybench.verify.prose.prose_words`), labelled clauses separated by ``;`` may come
+    ignored (:func:`studybench.verify.reading.prose.prose_words`), labelled clauses separated by ``;`` may come
     in any order, and a short gold written ``Name (M42)`` accepts either name. Anything else (real
     paraphrase, glosses, hedges) is left to the LLM judge.
 
@@ -93,7 +94,7 @@ def ql_rule(gold: str, pred: str) -> RuleResult:
         return True, "same text"
     if norm_text(gold) in _YES_NO:
         # a yes/no gold is judged like TF: "Yes." is right, "Yes, but only when ..." is a hedge
-        g, p = tf_value(gold), tf_value(pred)
+        g, p = truth_value(gold), truth_value(pred)
         if p is None:
             return False, f"not a yes/no answer: {pred[:40]!r}"
         return (g == p), f"yes/no: {p} vs {g}"
@@ -108,21 +109,23 @@ def ql_rule(gold: str, pred: str) -> RuleResult:
     return False, "different text"
 
 
-def ql_full_rule(gold: str, pred: str) -> RuleResult:
+def ql_full_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     """QL on the worker side: a formula-like gold that :func:`ql_rule` left undecided, by the EX rule.
 
     The fast tier runs :func:`ql_rule` first; only a gold with no prose (``_looks_mathy``) reaches
-    this function, and it is compared as an expression (:func:`studybench.verify.rules.ex.ex_rule`,
-    no unit hint).
+    this function, and it is compared as an expression (the EX rule, through the registry; no unit
+    hint).
 
     Args:
         gold: one gold box content.
         pred: one predicted box content.
+        hint: the unit hint (not passed on).
+        ctx: the verification's context (the EX rule, the definitions).
 
     Returns:
         ``(decision, reason)`` of the EX rule.
     """
-    return ex_rule(gold, pred)
+    return ctx.full(AnswerType.EX, gold, pred)
 
 
 def ql_gold_check(box: str) -> str | None:
@@ -135,3 +138,7 @@ def ql_gold_check(box: str) -> str | None:
         ``None`` when it has, else a short reason.
     """
     return None if norm_text(box) else "empty text"
+
+
+RULE = Rule(fast=ql_rule, full=ql_full_rule, gold_check=ql_gold_check)
+"""QL: the fast tier decides every prose gold; a formula-like gold gets the EX rule in the full tier."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from studybench.records import AnswerType
-from studybench.verify.parts import regroup
+from studybench.verify.comparison.parts import regroup
+from studybench.verify.rules._shared import Rule, compound_gold_check, slot_as_expression, whole_box_text
 from studybench.verify.verdict import RuleResult, SlotRule
 
-__all__ = ["tup_rule"]
+__all__ = ["RULE", "tup_rule"]
 
 
 def tup_rule(
@@ -15,7 +16,7 @@ def tup_rule(
     """Compare a TUP answer slot by slot, each slot by the rule of its type in ``type_sequence``.
 
     A single predicted box holding all slots is split at top-level commas (then semicolons)
-    (:func:`studybench.verify.parts.regroup`). Without a ``type_sequence`` of the right length every
+    (:func:`studybench.verify.comparison.parts.regroup`). Without a ``type_sequence`` of the right length every
     slot is compared as EX.
 
     Args:
@@ -23,7 +24,7 @@ def tup_rule(
         preds: the predicted boxes (at least one).
         ts: the primitive type of each slot (``type_sequence``).
         slot: compares one gold box with one predicted box of a type (the fast or the full tier).
-        hints: one unit hint per gold box (:func:`studybench.verify.quantity.split_hints`).
+        hints: one unit hint per gold box (:func:`studybench.verify.physics.units.split_hints`).
 
     Returns:
         ``(decision, reason)``: ``False`` at the first slot that fails (the reason names it), ``None``
@@ -41,3 +42,8 @@ def tup_rule(
         if ok is None:
             undecided = True
     return (None, "") if undecided else (True, f"all {len(golds)} slots match")
+
+
+
+RULE = Rule(fast=whole_box_text, full=slot_as_expression, gold_check=compound_gold_check, compound=tup_rule)
+"""TUP: its slots combined by :func:`tup_rule`; a slot typed TUP is one whole box (text, then EX)."""

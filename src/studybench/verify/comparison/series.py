@@ -4,8 +4,8 @@ r"""Series written with dots against an explicit sum (PROTOCOL.md section 5, EX)
 when the sum's first terms are the written terms, one by one (:func:`series_equal`); two dotted
 series when their written terms agree one by one. At least three written terms are needed (two
 terms fix too little). Worker side: the terms are converted through the ordinary LaTeX path
-(:func:`studybench.verify.conversion.to_sympy`) with one alias table, and compared by
-:func:`studybench.verify.symbolic.sym_equal`.
+(:func:`studybench.verify.reading.conversion.to_sympy`) with one alias table, and compared by
+:func:`studybench.verify.comparison.symbolic.sym_equal`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError
-from studybench.verify.symbolic import sym_equal
+from studybench.verify.comparison.symbolic import sym_equal
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import to_sympy
+from studybench.verify.reading.latex import LatexError
 
 __all__ = ["dotted_terms", "series_equal", "sum_parts"]
 

@@ -30,11 +30,17 @@ import math
 import re
 from typing import Any
 
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.conversion import to_sympy
-from studybench.verify.latex import LatexError, split_relations
-from studybench.verify.symbolic import evaluate_at, nonfinite, replace_undef, sample_points, symbol_sort_key
-from studybench.verify.tolerance import rel_close
+from studybench.verify.comparison.symbolic import (
+    evaluate_at,
+    nonfinite,
+    replace_undef,
+    sample_points,
+    symbol_sort_key,
+)
+from studybench.verify.comparison.tolerance import rel_close
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import to_sympy
+from studybench.verify.reading.latex import LatexError, split_relations
 from studybench.verify.verdict import RuleResult
 
 __all__ = ["is_proportionality", "proportional_rule", "proportionality_gold_check", "same_solution_sets"]

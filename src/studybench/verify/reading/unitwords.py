@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["TURN_WORDS", "mixed_units", "turn_count", "unit_glyphs", "unit_phrases"]
+__all__ = ["TURN_WORDS", "count_noun", "mixed_units", "turn_count", "unit_glyphs", "unit_phrases"]
 
 
 _GLYPHS = re.compile(r"\\mathring\s*\{\s*A\s*\}|\\mathring\s+A(?![A-Za-z])|\\AA(?![A-Za-z])|[\u00c5\u212b]")
@@ -145,3 +145,31 @@ def turn_count(u: str) -> bool:
         Whether it is one of :data:`TURN_WORDS` (any case).
     """
     return u.strip().lower() in TURN_WORDS
+
+
+_NOT_NOUNS = frozenset({
+    "or", "and", "to", "times", "more", "less", "than", "about", "approximately", "approx", "per", "of", "at", "least",
+    "most", "not", "no", "plus", "minus", "percent", "over", "under", "up", "fewer", "thousand", "thousands", "million",
+    "millions", "billion", "billions", "trillion", "hundred", "hundreds", "dozen", "dozens", "squared", "cubed", "halves",
+    "half", "thirds", "quarters", "tenths", "hundredths", "ppm", "ppb", "ppt", "pct", "order", "orders", "magnitude",
+    "powers", "power", "decades", "factor", "fold", "twice", "thrice", "hence", "so", "with", "without", "each", "only",
+})
+
+
+def count_noun(u: str) -> bool:
+    """Whether the trailing words after a count name what is counted (``15 levels``, ``3 bright fringes``).
+
+    Args:
+        u: the text after the number.
+
+    Returns:
+        ``True`` for one to three lower-case words ending in a plural noun, none of them a hedge,
+        operator or scale word (``or more``, ``thousand``, ``squared``).
+    """
+    words = u.split()
+    return (
+        1 <= len(words) <= 3
+        and all(re.fullmatch(r"[a-z]{3,}", w) and w not in _NOT_NOUNS for w in words)
+        and words[-1].endswith("s")
+        and not words[-1].endswith(("ss", "ths"))
+    )

@@ -1,6 +1,6 @@
 r"""Vector expressions compared by value: cross and dot products, unit vectors (PROTOCOL.md section 5, EX).
 
-The symbolic path (:mod:`studybench.verify.conversion`) reads ``\vec E`` as the scalar ``E`` and refuses
+The symbolic path (:mod:`studybench.verify.reading.conversion`) reads ``\vec E`` as the scalar ``E`` and refuses
 cross products of vectors. :func:`vector_equal` reads a small vector grammar instead and evaluates
 both sides at seeded random 3-vectors: every symbol written with vector markup (``\vec v``,
 ``\mathbf v``, ``\boldsymbol v``, ``\overrightarrow v``) is a vector, the same letter without
@@ -18,8 +18,8 @@ import math
 import random
 import re
 
-from studybench.verify.aliasing import Aliaser
-from studybench.verify.latex import LatexError, expand_braceless, tokenize
+from studybench.verify.reading.aliasing import Aliaser
+from studybench.verify.reading.latex import LatexError, expand_braceless, tokenize
 
 __all__ = ["has_vector_markup", "vector_equal"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from studybench.answers import match_brace
-from studybench.verify.latex import norm_string, norm_text
+from studybench.verify.reading.latex import norm_string, norm_text
 from studybench.verify.verdict import RuleResult
 
 __all__ = [

@@ -3,8 +3,8 @@ r"""The tolerance policy, in one place (PROTOCOL.md section 5; Physics-R1's bina
 Numbers (NV rules, :func:`close_enough`):
 
 * relative error at most :data:`REL_TOL` (1%) of the gold;
-* widened by half a unit in the gold's last written decimal (:func:`written_resolution`; the
-  reference rounds the prediction to the gold's decimals), but never beyond :data:`MAX_REL_TOL` (2%);
+* widened by half a unit in the gold's last written decimal (:func:`studybench.verify.reading.numbers.written_resolution`;
+  the reference rounds the prediction to the gold's decimals), but never beyond :data:`MAX_REL_TOL` (2%);
 * a gold of exactly 0 needs a prediction of 0 (:data:`ABS_TOL_ZERO`).
 
 Significant figures (golds written to one or two significant figures): the tolerance is
@@ -51,7 +51,6 @@ __all__ = [
     "rel_close",
     "sample_tolerance",
     "written_decimals",
-    "written_resolution",
     "written_tolerance",
 ]
 
@@ -92,38 +91,6 @@ def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL, resolution:
         return abs(pred) <= ABS_TOL_ZERO  # noise of a computed value only: 1.6e-19 C is not 0
     tol = min(rel_tol * abs(gold) + max(resolution, 0.0), max(MAX_REL_TOL, rel_tol) * abs(gold))
     return abs(pred - gold) <= tol * (1 + 1e-12)
-
-
-_INT_MANTISSA = re.compile(r"\s*(?:\\pm|\\mp)?\s*[+-]?\s*(\d{1,20})(?:[eE][+-]?\d|\s*(?:\\times|\\cdot|\*|\u00d7)\s*10\s*\^)")
-
-
-def written_resolution(t: str, value: float) -> float:
-    r"""Half a unit in the last written digit of a number's leading mantissa, scaled to its value.
-
-    Args:
-        t: the number as written (``1.537``, ``2.80\times10^{5}``, ``2\times10^{5}``, optionally after
-            ``\pm``).
-        value: the number's value.
-
-    Returns:
-        The resolution in the value's unit (``1.537`` -> 0.0005, ``2.80\times10^{5}`` -> 500,
-        ``2\times10^{5}`` -> 50000); 0 for plain integers (``100``: trailing zeros are ambiguous, a
-        count is exact), bare powers of ten and fractions.
-    """
-    m = re.match(r"\s*(?:\\pm|\\mp)?\s*[+-]?\s*(\d*)\.(\d+)", t)
-    if not m:
-        mi = _INT_MANTISSA.match(t)
-        if not mi or value == 0 or int(mi.group(1)) == 0:
-            return 0.0
-        # an integer mantissa times a power of ten: significant to its last digit
-        return abs(value) * 0.5 / int(mi.group(1))
-    try:
-        mant = float((m.group(1) or "0") + "." + m.group(2))
-    except ValueError:
-        return 0.0
-    if mant == 0 or value == 0:
-        return 0.0
-    return abs(value) * (0.5 * 10.0 ** (-len(m.group(2)))) / mant
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 r"""A hand-written parser for the common subset of aliased LaTeX, giving latex2sympy2_extended's very tree.
 
 The verifier hands latex2sympy2_extended aliased text (every symbol is ``\mathrm{vN}``, tokens joined
-by spaces; :mod:`studybench.verify.conversion`). Its ANTLR parse is most of the verifier's cost, and
+by spaces; :mod:`studybench.verify.reading.conversion`). Its ANTLR parse is most of the verifier's cost, and
 most aliased texts use a small part of the grammar: numbers, symbols, ``\pi``, ``e``, sums,
 differences, products (juxtaposed, ``\cdot``, ``\times``, ``/``), powers, ``\frac``, ``\sqrt``,
 brackets, ``|…|`` and the common functions called with parentheses. :func:`fast_parse` reads exactly

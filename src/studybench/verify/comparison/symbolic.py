@@ -4,9 +4,9 @@
 (:func:`sample_points`; signed points too when an absolute value is involved), then by
 ``simplify(a - b) == 0``. :func:`latex_equal` compares two LaTeX strings under every reading pair,
 built with one alias table and reconciled by the physical-constant identities
-(:mod:`studybench.verify.identities`); a decimal in the prediction is read at its written precision
+(:mod:`studybench.verify.physics.identities`); a decimal in the prediction is read at its written precision
 (:func:`rationalize`, and the bracketing of the gold by the decimals' precision intervals). The
-tolerances come from :mod:`studybench.verify.tolerance`. Worker side: SymPy is imported lazily and
+tolerances come from :mod:`studybench.verify.comparison.tolerance`. Worker side: SymPy is imported lazily and
 only runs inside sandbox workers.
 """
 
@@ -17,17 +17,18 @@ import random
 import zlib
 from typing import Any
 
-from studybench.verify.aliasing import new_aliases
-from studybench.verify.conversion import to_sympy_readings
-from studybench.verify.identities import reconcile
-from studybench.verify.latex import LatexError
-from studybench.verify.tolerance import (
+from studybench.verify.comparison.tolerance import (
     decimal_half_width,
     rel_close,
     sample_tolerance,
     written_decimals,
     written_tolerance,
 )
+from studybench.verify.physics.definitions import Definitions
+from studybench.verify.physics.identities import reconcile
+from studybench.verify.reading.aliasing import new_aliases
+from studybench.verify.reading.conversion import to_sympy_readings
+from studybench.verify.reading.latex import LatexError
 
 __all__ = [
     "closed_value",
@@ -223,9 +224,9 @@ def rationalize(expr: Any, text: str) -> Any:
     """Read the decimals of a symbolic prediction as simple fractions within their written precision.
 
     ``0.33`` -> 1/3, ``1.5`` -> 3/2, ``2.1`` -> 21/10 (never 2): the fraction with the smallest
-    denominator (at most 100) within :func:`studybench.verify.tolerance.decimal_half_width`. Decimals
+    denominator (at most 100) within :func:`studybench.verify.comparison.tolerance.decimal_half_width`. Decimals
     with no such fraction (``0.9945`` for 180/181) stay floats and are compared at their written
-    precision (:func:`studybench.verify.tolerance.written_tolerance`).
+    precision (:func:`studybench.verify.comparison.tolerance.written_tolerance`).
 
     Args:
         expr: the prediction as a SymPy object.
@@ -313,7 +314,7 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
         a: the gold expression.
         b: the predicted expression.
         tol: relative tolerance at the sample points; by default
-            :func:`studybench.verify.tolerance.sample_tolerance` (1e-6, or 1% when ``a`` contains a
+            :func:`studybench.verify.comparison.tolerance.sample_tolerance` (1e-6, or 1% when ``a`` contains a
             decimal number).
 
     Returns:
@@ -370,11 +371,12 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
     return False, "not shown equal"
 
 
-def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
+def _sym_pairs(g: str, p: str, definitions: Definitions | None) -> list[tuple[Any, Any, list[str], Any]]:
     """Every (gold reading, prediction reading) pair of two LaTeX strings.
 
-    Both are built with one alias table and reconciled by the constant identities
-    (:func:`studybench.verify.identities.reconcile`). Raises LatexError when either side has no reading.
+    Both are built with one alias table and reconciled by the item's definitions and the constant
+    identities (:func:`studybench.verify.physics.identities.reconcile`). Raises LatexError when either
+    side has no reading.
     """
     al = new_aliases(g, p)
     gs = to_sympy_readings(g, al, gold=True)
@@ -382,28 +384,31 @@ def _sym_pairs(g: str, p: str) -> list[tuple[Any, Any, list[str], Any]]:
     out = []
     for ge in gs:
         for pe in ps:
-            a, b, applied = reconcile([ge], [pe], al)
+            a, b, applied = reconcile([ge], [pe], al, definitions=definitions)
             out.append((a[0], b[0] if has_float(a[0]) else rationalize(b[0], p), applied, b[0]))
     return out
 
 
-def latex_equal(a: str, b: str, tol: float | None = None) -> tuple[bool | None, str]:
+def latex_equal(a: str, b: str, tol: float | None = None, *, definitions: Definitions | None) -> tuple[bool | None, str]:
     """SymPy equality of two LaTeX strings under any pair of their readings.
 
-    Both sides share one alias table (every symbol must correspond) and are reconciled by the
-    physical-constant identities; a prediction's decimals are read at their written precision.
+    Both sides share one alias table (every symbol must correspond) and are reconciled by the item's
+    definitions and the physical-constant identities; a prediction's decimals are read at their
+    written precision.
 
     Args:
         a: the gold LaTeX.
         b: the predicted LaTeX.
         tol: overrides the relative tolerance of :func:`sym_equal`.
+        definitions: the verification's definitions (:class:`studybench.verify.physics.definitions.Definitions`),
+            or ``None``.
 
     Returns:
         ``(equal, reason)``; ``equal`` is ``None`` when a side cannot be converted (the reason says
         why) or no reading pair could be decided.
     """
     try:
-        pairs = _sym_pairs(a, b)
+        pairs = _sym_pairs(a, b, definitions)
     except LatexError as e:
         return None, str(e)
     res: tuple[bool | None, str] = (False, "not equal")

@@ -6,7 +6,7 @@ states a number with a unit (2953 m); :func:`constant_value` evaluates such an e
 (``2.95\times10^{3}\,\mathrm{m}``, ``2.95\,\mathrm{km}``) is compared by the NV rules. Only when
 *every* symbol is a constant of :data:`CONSTANTS`; letters that are as often variables (``e``, which
 the parser reads as Euler's number, ``R``, ``g``, ``k``, ``q``) are not constants here. Worker side
-(SymPy objects from :func:`studybench.verify.conversion.to_sympy`).
+(SymPy objects from :func:`studybench.verify.reading.conversion.to_sympy`).
 """
 
 from __future__ import annotations

@@ -10,14 +10,14 @@ It also decides what one symbol is: glyph variants (``\varepsilon_0`` = ``\epsil
 markup (``\vec E`` = ``E``) merge; differentials (``\mathrm{d}x``), derivatives
 (``\frac{\partial A}{\partial z}``, ``\partial_z A``, linear over bracketed sums), function calls
 with argument lists (``\psi(x, t)``) and integral limits become single keys; cross products of
-vectors are refused. Pure string work: the conversion to SymPy is :mod:`studybench.verify.conversion`.
+vectors are refused. Pure string work: the conversion to SymPy is :mod:`studybench.verify.reading.conversion`.
 """
 
 from __future__ import annotations
 
 import re
 
-from studybench.verify.latex import LatexError, norm_string
+from studybench.verify.reading.latex import LatexError, norm_string
 
 __all__ = ["MAX_NUMBER_DIGITS", "UPRIGHT_FUNCS", "Aliaser", "new_aliases"]
 
@@ -109,7 +109,7 @@ class Aliaser:
         """The macro argument at ``toks[i]``: a braced group's inner tokens, or one token.
 
         Args:
-            toks: LaTeX tokens (:func:`studybench.verify.latex.tokenize`).
+            toks: LaTeX tokens (:func:`studybench.verify.reading.latex.tokenize`).
             i: index of the argument's first token.
 
         Returns:
@@ -254,7 +254,7 @@ class Aliaser:
         becomes a product.
 
         Args:
-            toks: LaTeX tokens (:func:`studybench.verify.latex.tokenize`).
+            toks: LaTeX tokens (:func:`studybench.verify.reading.latex.tokenize`).
 
         Returns:
             The converted tokens, ready to be joined and parsed.

@@ -10,17 +10,25 @@ never deleted or set to 1. Worker side (SymPy).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
-from studybench.verify.definitions import substitute_definitions
+from studybench.verify.physics.definitions import Definitions
 
-__all__ = ["IDENTITIES", "reconcile"]
+__all__ = ["identities", "reconcile"]
 
 Builder = Callable[[Callable[[str], Any]], Any]
 
 
-def _ids() -> list[tuple[str, tuple[str, ...], Builder, str]]:
+@functools.cache
+def identities() -> list[tuple[str, tuple[str, ...], Builder, str]]:
+    """The identities, built on first use (SymPy is imported lazily).
+
+    Returns:
+        ``(symbol key, keys the other side must use, builder, description)`` tuples, in the order they
+        are tried.
+    """
     import sympy
 
     pi = sympy.pi
@@ -44,10 +52,6 @@ def _ids() -> list[tuple[str, tuple[str, ...], Builder, str]]:
     ]
 
 
-IDENTITIES: list[tuple[str, tuple[str, ...], Builder, str]] | None = None
-"""``(symbol key, keys the other side must use, builder, description)``; built on first use."""
-
-
 def _keys(exprs: list[Any], names: dict[str, str]) -> set[str]:
     out: set[str] = set()
     for e in exprs:
@@ -58,24 +62,25 @@ def _keys(exprs: list[Any], names: dict[str, str]) -> set[str]:
     return out
 
 
-def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any], list[Any], list[str]]:
-    """Apply the identities between the two sides of one comparison.
+def reconcile(
+    gold: list[Any], pred: list[Any], aliases: Any, *, definitions: Definitions | None
+) -> tuple[list[Any], list[Any], list[str]]:
+    """Apply the item's definitions, then the identities, between the two sides of one comparison.
 
     Args:
         gold: the gold's SymPy objects, built with the shared alias table ``aliases``.
         pred: the prediction's SymPy objects, built with the same table.
-        aliases: the :func:`studybench.verify.aliasing.new_aliases` table both sides were built with.
+        aliases: the :func:`studybench.verify.reading.aliasing.new_aliases` table both sides were built with.
+        definitions: the verification's definitions (substituted first, on both sides), or ``None``.
 
     Returns:
         ``(gold, pred, applied)``: the rewritten objects and the identities used (``"h = 2 pi hbar"``).
     """
     import sympy
 
-    global IDENTITIES
-    if IDENTITIES is None:
-        IDENTITIES = _ids()
     applied: list[str] = []
-    gold, pred = substitute_definitions(gold, pred, aliases)  # the item's own definitions, if any
+    if definitions is not None:
+        gold, pred = definitions.substitute(gold, pred, aliases)  # the item's own definitions
 
     def sym(key: str) -> Any:
         return sympy.Symbol(aliases.alias(key)[len("\\mathrm{") : -1])
@@ -97,7 +102,7 @@ def reconcile(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any]
         names = aliases.keys_by_name()
         gk, pk = _keys(gold, names), _keys(pred, names)
         changed = False
-        for key, needs, build, desc in IDENTITIES:
+        for key, needs, build, desc in identities():
             for mine, other, is_gold in ((gk, pk, True), (pk, gk, False)):
                 # k is Boltzmann's k_B only beside a temperature, or when it is the whole answer
                 thermal = key not in ("k", "k_{B}") or ("T" in mine and "T" in other) or mine == {key} or other == {"k", "k_{B}"} - {key}

@@ -15,9 +15,10 @@ import re
 from collections.abc import Callable
 
 from studybench.answers import split_top_level
-from studybench.verify.latex import norm_string, split_relations
-from studybench.verify.quantity import quantity_candidates
-from studybench.verify.symbolic import latex_equal
+from studybench.verify.comparison.symbolic import latex_equal
+from studybench.verify.physics.definitions import Definitions
+from studybench.verify.reading.latex import norm_string, split_relations
+from studybench.verify.reading.numbers import quantity_candidates
 from studybench.verify.verdict import RuleResult
 
 __all__ = [
@@ -146,7 +147,7 @@ def _label(p: str) -> tuple[str, str] | None:
     return segs[0], segs[-1]
 
 
-def _labelled(one: Callable[[str, str], RuleResult], equations: bool) -> Callable[[str, str], RuleResult]:
+def _labelled(one: Callable[[str, str], RuleResult], equations: bool, definitions: Definitions | None) -> Callable[[str, str], RuleResult]:
     """Wrap a part rule: when both parts carry labels (``E_1 = ...``), the labels must agree.
 
     ``E_1 = a, E_2 = b`` never matches ``E_1 = b, E_2 = a``.
@@ -154,7 +155,7 @@ def _labelled(one: Callable[[str, str], RuleResult], equations: bool) -> Callabl
 
     def fn(g: str, p: str) -> RuleResult:
         gl, pl = _label(g), _label(p)
-        if not equations and gl is not None and pl is not None and not same_lhs(gl[0], pl[0]):
+        if not equations and gl is not None and pl is not None and not same_lhs(gl[0], pl[0], definitions=definitions):
             return False, "different label"
         return one(g, p)
 
@@ -165,23 +166,24 @@ _MARKUP_RE = re.compile(r"\\(?:hat|vec|mathbf|boldsymbol|bm|widehat|overrightarr
 SUBSCRIPT_RE = re.compile(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]+")
 
 
-def same_lhs(glhs: str, plhs: str) -> bool:
+def same_lhs(glhs: str, plhs: str, *, definitions: Definitions | None) -> bool:
     """Whether two left sides are the same: equal normalised strings, or symbolically equal.
 
     Args:
         glhs: the gold's left side.
         plhs: the prediction's left side.
+        definitions: the verification's definitions, or ``None`` (:func:`studybench.verify.comparison.symbolic.latex_equal`).
 
     Returns:
         Whether they name the same quantity (worker side: may call SymPy).
     """
     if norm_string(glhs) == norm_string(plhs):
         return True
-    ok, _ = latex_equal(glhs, plhs)
+    ok, _ = latex_equal(glhs, plhs, definitions=definitions)
     return ok is True
 
 
-def labels_compatible(a: str, b: str) -> bool:
+def labels_compatible(a: str, b: str, *, definitions: Definitions | None) -> bool:
     """Whether two left sides name the same quantity.
 
     Equal (as strings or symbolically), equal up to vector markup, or equal once the subscripts of the
@@ -191,11 +193,12 @@ def labels_compatible(a: str, b: str) -> bool:
     Args:
         a: one left side.
         b: the other left side.
+        definitions: the verification's definitions, or ``None`` (:func:`same_lhs`).
 
     Returns:
         Whether they are compatible labels.
     """
-    if same_lhs(a, b):
+    if same_lhs(a, b, definitions=definitions):
         return True
 
     def plain(x: str, drop_sub: bool) -> str:
@@ -219,7 +222,9 @@ def _loose_label(s: str) -> str:
     return t.replace("{", "").replace("}", "").replace(" ", "")
 
 
-def _ordered_loose(golds: list[str], preds: list[str], one: Callable[[str, str], RuleResult]) -> RuleResult | None:
+def _ordered_loose(
+    golds: list[str], preds: list[str], one: Callable[[str, str], RuleResult], definitions: Definitions | None
+) -> RuleResult | None:
     glabels = [_label(g) for g in golds]
     plabels = [_label(p) for p in preds]
     if any(x is None for x in glabels + plabels):
@@ -229,7 +234,7 @@ def _ordered_loose(golds: list[str], preds: list[str], one: Callable[[str, str],
     if gset == pset or len({_loose_label(x[0]) for x in glabels if x}) < len(glabels):
         return None  # the same labels (then they decide) or labels that only subscripts tell apart
     for _g, _p, gl, pl in zip(golds, preds, glabels, plabels, strict=True):
-        if gl is None or pl is None or not labels_compatible(gl[0], pl[0]):
+        if gl is None or pl is None or not labels_compatible(gl[0], pl[0], definitions=definitions):
             return None
         ok, why = one(gl[1], pl[1])
         if not ok:
@@ -379,7 +384,9 @@ def match_unordered(golds: list[str], preds: list[str], fn: Callable[[str, str],
     return False, "answers do not match the gold set"
 
 
-def compare_parts(gold: str, pred: str, one: Callable[[str, str], RuleResult], equations: bool = False) -> RuleResult | None:
+def compare_parts(
+    gold: str, pred: str, one: Callable[[str, str], RuleResult], equations: bool = False, *, definitions: Definitions | None
+) -> RuleResult | None:
     """Compare two boxes part by part (:func:`answer_parts`) when the gold lists several answers.
 
     Groups (``;``) are matched as wholes, order-free; the parts are matched order-free with labels
@@ -392,6 +399,7 @@ def compare_parts(gold: str, pred: str, one: Callable[[str, str], RuleResult], e
         pred: one predicted box.
         one: the rule that compares one gold part with one predicted part.
         equations: the parts are equations (EQ): always order-free, labels compared by ``one``.
+        definitions: the verification's definitions, or ``None`` (labels are compared with them).
 
     Returns:
         ``(decision, reason)``, or ``None`` when the gold is a single answer (the caller compares it
@@ -405,7 +413,7 @@ def compare_parts(gold: str, pred: str, one: Callable[[str, str], RuleResult], e
     pflat = [x for g in pg for x in g]
     if len(gflat) <= 1:
         return None
-    fn = _labelled(one, equations)
+    fn = _labelled(one, equations, definitions)
     if len(gg) > 1 and len(gg) == len(pg):
         # groups (one state per group: "n=1, l=0; n=2, l=1") must match as wholes
         return match_unordered(
@@ -424,7 +432,7 @@ def compare_parts(gold: str, pred: str, one: Callable[[str, str], RuleResult], e
     if res[0] is False and not equations:
         # labels written differently (\Delta_\psi \hat{x} vs \Delta x): in the gold's order, with
         # labels equal up to subscripts and vector markup, values compared
-        ordered = _ordered_loose(gflat, pflat, one)
+        ordered = _ordered_loose(gflat, pflat, one, definitions)
         if ordered is not None:
             return ordered
     return res

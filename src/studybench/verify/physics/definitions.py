@@ -12,29 +12,30 @@ trailing clause ``..., \omega_0 = \sqrt{k/m}``. Two steps:
   a left side that is not one plain (possibly subscripted) symbol, a right side without a symbol
   (a number, a measured value with units), a chain ``a = b = c``, a symbol defined twice
   differently, or a definition of what the gold answers are all ignored.
-* in a sandbox worker (:func:`definitions_verdict`): only when the plain verdict is incorrect, the
-  answer is compared again with every definition substituted on both sides (the symbol replaced by
-  its expression in gold and prediction), the definitions parsed through the same safe LaTeX path
-  as the answers (:func:`studybench.verify.conversion.to_sympy_readings`) and applied by
-  :func:`studybench.verify.identities.reconcile`. The verdict's reason names the definitions used.
+* in a sandbox worker (:func:`studybench.verify.rules.full_verdict` with a :class:`Definitions`,
+  made for that one verification and passed down as an argument): only when the plain verdict is
+  incorrect and :func:`may_substitute` allows it, the answer is compared again with every
+  definition substituted on both sides (the symbol replaced by its expression in gold and
+  prediction), the definitions parsed through the same safe LaTeX path as the answers (:func:`studybench.verify.reading.conversion.to_sympy_readings`) and applied by
+  :func:`studybench.verify.physics.identities.reconcile`. The verdict's reason names the definitions used.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from typing import Any
+
+from studybench.records import AnswerType
+from studybench.verify.reading.conversion import to_sympy_readings
 
 __all__ = [
     "Definition",
-    "active_definitions",
-    "definitions_verdict",
+    "Definitions",
     "extract_definitions",
     "gold_box_definitions",
+    "may_substitute",
     "problem_definitions",
-    "substitute_definitions",
     "symbol_key",
 ]
 
@@ -336,15 +337,17 @@ def extract_definitions(problem: str | None, golds: Sequence[str], answer_type: 
     Args:
         problem: the problem text (stem and sub-problem), or ``None``.
         golds: the gold box contents.
-        answer_type: the item's answer type name; MC, TF, QL, IN and NV take no definitions.
+        answer_type: the item's answer type name; the types whose row of :mod:`studybench.answer_types`
+            says so (MC, TF, QL, IN, NV) take no definitions.
 
     Returns:
         At most :data:`MAX_DEFINITIONS` ``(symbol, expression, origin)`` triples, in a stable order
         (part of the memo key). Never raises.
     """
     try:
-        if str(answer_type).strip().upper() in ("MC", "TF", "QL", "NV", "IN"):
-            return ()
+        key = str(answer_type).strip().upper()
+        if key in AnswerType.__members__ and not AnswerType[key].info.definitions:
+            return ()  # the answer type table: MC, TF, QL, NV and IN take no definitions
         found: list[Definition] = [(s, e, "problem") for s, e in problem_definitions(problem)]
         for g in golds:
             if isinstance(g, str):
@@ -370,132 +373,93 @@ def extract_definitions(problem: str | None, golds: Sequence[str], answer_type: 
 # ---------------------------------------------------------------------------------------------
 # worker side
 
-_ACTIVE: ContextVar[tuple[tuple[Definition, ...], list[str]] | None] = ContextVar("studybench_definitions", default=None)
-"""The definitions of the comparison running in this context and the list of those used; ``None``
-outside :func:`active_definitions`. A context variable, not a shared list: it is set and reset per
-comparison (and per thread), so no item's definitions can reach another item's comparison."""
+class Definitions:
+    r"""One verification's definitions, and the descriptions of those it substituted (worker side).
 
+    Made afresh for each verification by the rule dispatch (:func:`studybench.verify.rules.full_verdict`)
+    and handed down, as an argument, to every comparison that substitutes (through
+    :func:`studybench.verify.physics.identities.reconcile`); never stored in a module, so no item's
+    definitions can reach another item's comparison, in any thread or order.
 
-@contextmanager
-def active_definitions(defs: Sequence[Definition]) -> Iterator[list[str]]:
-    """Make ``defs`` the substitutions :func:`substitute_definitions` applies (worker side).
-
-    Scoped to the ``with`` block and to the current thread / context; nested blocks restore the outer
-    definitions on exit.
-
-    Args:
-        defs: the item's definitions.
-
-    Yields:
-        The list that collects the descriptions of the definitions actually used.
+    Attributes:
+        items: the item's ``(symbol, expression, origin)`` definitions (:func:`extract_definitions`).
+        used: the descriptions of the definitions substituted so far (``"\tau = RC from the problem"``),
+            in the order they were first used.
     """
-    used: list[str] = []
-    token = _ACTIVE.set((tuple(defs), used))
-    try:
-        yield used
-    finally:
-        _ACTIVE.reset(token)
+
+    __slots__ = ("items", "used")
+
+    def __init__(self, items: Sequence[Definition]) -> None:
+        """Hold ``items``; nothing is used yet."""
+        self.items: tuple[Definition, ...] = tuple(items)
+        self.used: list[str] = []
+
+    def substitute(self, gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any], list[Any]]:
+        """Replace every defined symbol by its expression on both sides, and record the ones used.
+
+        A definition that does not parse to one plain symbol and one expression is skipped.
+
+        Args:
+            gold: the gold's SymPy objects.
+            pred: the prediction's SymPy objects (same alias table).
+            aliases: the shared alias table.
+
+        Returns:
+            ``(gold, pred)`` with the definitions substituted.
+        """
+        if not self.items:
+            return gold, pred
+        import sympy
+
+        rep: dict[Any, Any] = {}
+        descs: dict[Any, str] = {}
+        for sym, expr, origin in self.items:
+            try:
+                s = _parse_one(sym, aliases)
+                e = _parse_one(expr, aliases)
+            except Exception:  # unparsable or ambiguous: ignored
+                continue
+            if not isinstance(s, sympy.Symbol) or not hasattr(e, "free_symbols") or not e.free_symbols or s in e.free_symbols:
+                continue
+            rep[s] = e
+            descs[s] = f"{sym} = {expr} from the {'problem' if origin == 'problem' else 'gold'}"
+        if not rep:
+            return gold, pred
+        used = {s for x in (*gold, *pred) for s in getattr(x, "free_symbols", ()) if s in rep}
+        for _ in range(len(rep)):
+            gold = [x.xreplace(rep) if hasattr(x, "xreplace") else x for x in gold]
+            pred = [x.xreplace(rep) if hasattr(x, "xreplace") else x for x in pred]
+            more = {s for x in (*gold, *pred) for s in getattr(x, "free_symbols", ()) if s in rep}
+            if not more:
+                break
+            used |= more
+        for s in sorted(used, key=lambda u: descs[u]):
+            if descs[s] not in self.used:
+                self.used.append(descs[s])
+        return gold, pred
 
 
 def _parse_one(latex: str, aliases: Any) -> Any:
-    from studybench.verify.conversion import to_sympy_readings
-
     readings = to_sympy_readings(latex, aliases, gold=True)
     if len(readings) != 1:
         raise ValueError("ambiguous")
     return readings[0]
 
 
-def substitute_definitions(gold: list[Any], pred: list[Any], aliases: Any) -> tuple[list[Any], list[Any]]:
-    """Replace every active defined symbol by its expression on both sides (worker side).
+def may_substitute(preds: Sequence[Any], defs: Sequence[Definition]) -> bool:
+    r"""Whether predicted boxes may be accepted with the item's definitions substituted.
 
-    Called by :func:`studybench.verify.identities.reconcile`; does nothing outside
-    :func:`active_definitions`. A definition that does not parse to one plain symbol and one
-    expression is skipped.
-
-    Args:
-        gold: the gold's SymPy objects.
-        pred: the prediction's SymPy objects (same alias table).
-        aliases: the shared alias table.
-
-    Returns:
-        ``(gold, pred)`` with the definitions substituted; the used ones are recorded.
-    """
-    state = _ACTIVE.get()
-    if state is None or not state[0]:
-        return gold, pred
-    active, used_descs = state
-    import sympy
-
-    rep: dict[Any, Any] = {}
-    descs: dict[Any, str] = {}
-    for sym, expr, origin in active:
-        try:
-            s = _parse_one(sym, aliases)
-            e = _parse_one(expr, aliases)
-        except Exception:  # unparsable or ambiguous: ignored
-            continue
-        if not isinstance(s, sympy.Symbol) or not hasattr(e, "free_symbols") or not e.free_symbols or s in e.free_symbols:
-            continue
-        rep[s] = e
-        descs[s] = f"{sym} = {expr} from the {'problem' if origin == 'problem' else 'gold'}"
-    if not rep:
-        return gold, pred
-    used = {s for x in (*gold, *pred) for s in getattr(x, "free_symbols", ()) if s in rep}
-    for _ in range(len(rep)):
-        gold = [x.xreplace(rep) if hasattr(x, "xreplace") else x for x in gold]
-        pred = [x.xreplace(rep) if hasattr(x, "xreplace") else x for x in pred]
-        more = {s for x in (*gold, *pred) for s in getattr(x, "free_symbols", ()) if s in rep}
-        if not more:
-            break
-        used |= more
-    for s in sorted(used, key=lambda u: descs[u]):
-        if descs[s] not in used_descs:
-            used_descs.append(descs[s])
-    return gold, pred
-
-
-def _bare_symbol(pred: str, defs: Sequence[Definition]) -> bool:
-    r"""Whether a predicted box is only a defined symbol (``\tau`` or ``x = \tau`` for "let \tau = RC")."""
-    text = pred.split("=")[-1]
-    return any(symbol_key(text) == symbol_key(s) for s, _, _ in defs)
-
-
-def definitions_verdict(
-    gold: list[str], pred: list[str], at: str, ts: str, gold_unit: Any, defs: Sequence[Definition], plain: Any
-) -> Any:
-    """The verdict with the item's definitions, when the plain verdict is incorrect (worker side).
-
-    The gold boxes lose their trailing definition clauses, and the answer is compared again with
-    every definition substituted on both sides. A prediction that is only a defined symbol, or that
-    writes a symbol the gold box itself defines (without defining it), is not accepted this way.
+    Not when a box is only a defined symbol (``\tau`` or ``x = \tau`` for "let \tau = RC"), nor when
+    it writes a symbol that the gold box itself defines (without defining it).
 
     Args:
-        gold: the gold boxes.
-        pred: the predicted boxes.
-        at: the answer type name.
-        ts: the type sequence.
-        gold_unit: the unit hint.
-        defs: the item's definitions (:func:`extract_definitions`).
-        plain: the verdict without definitions.
+        preds: the predicted boxes (non-strings are ignored).
+        defs: the item's definitions.
 
     Returns:
-        The correct verdict naming the definitions used, else ``plain``.
+        Whether the definitions may decide.
     """
-    from studybench.verify.rules import full_verdict
-    from studybench.verify.verdict import Verdict
-
-    if getattr(plain, "correct", True) or not defs:
-        return plain
-    preds = [p for p in pred if isinstance(p, str)]
-    if any(_bare_symbol(p, defs) for p in preds):
-        return plain
-    if any(_uses_symbol(p, s) for p in preds for s, _, origin in defs if origin == "gold"):
-        return plain
-    golds = [gold_box_definitions(g)[0] if isinstance(g, str) else g for g in gold]
-    with active_definitions(defs) as used:
-        v = full_verdict(golds, pred, at, ts, gold_unit)
-        names = list(used)
-    if not v.correct or not names:
-        return plain
-    return Verdict(True, f"{v.reason} (using {', '.join(names)})", v.extracted)
+    boxes = [p for p in preds if isinstance(p, str)]
+    if any(symbol_key(p.split("=")[-1]) == symbol_key(s) for p in boxes for s, _, _ in defs):
+        return False
+    return not any(_uses_symbol(p, s) for p in boxes for s, _, origin in defs if origin == "gold")

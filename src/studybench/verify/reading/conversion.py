@@ -1,7 +1,7 @@
 r"""LaTeX -> SymPy through latex2sympy2_extended on aliased LaTeX (PROTOCOL.md section 5).
 
 :func:`to_sympy` and :func:`to_sympy_readings` run the size guards (length, exponent nesting, digit
-runs), alias every symbol (:class:`studybench.verify.aliasing.Aliaser`), make brace-less function
+runs), alias every symbol (:class:`studybench.verify.reading.aliasing.Aliaser`), make brace-less function
 arguments explicit (every reading of ``\sin \theta\, e_\theta``) and hand the result to
 ``latex2sympy2_extended`` with ``lowercase_symbols=False``; parses are memoised. They are meant to run
 inside a sandbox worker (:mod:`studybench.verify.sandbox`). :func:`symbol_keys` is the pure string part
@@ -16,10 +16,10 @@ import functools
 import re
 from typing import Any
 
-from studybench.verify import fastparse
-from studybench.verify.aliasing import UPRIGHT_FUNCS, Aliaser, new_aliases
-from studybench.verify.l2s_parse import parse_plain, parse_sll
-from studybench.verify.latex import (
+from studybench.verify.reading import fastparse
+from studybench.verify.reading.aliasing import UPRIGHT_FUNCS, Aliaser, new_aliases
+from studybench.verify.reading.l2s_parse import parse_plain, parse_sll
+from studybench.verify.reading.latex import (
     LatexError,
     expand_braceless,
     join_digit_groups,
@@ -300,9 +300,9 @@ def _l2s_parse(text: str, fast_enabled: bool) -> Any:
 
     The ANTLR parse dominates the verifier's cost and the same aliased text recurs across the reading
     pairs of one comparison (SymPy objects are immutable). The hand-written parser of the common
-    subset first (:mod:`studybench.verify.fastparse`, the very tree; ``fastparse.ENABLED`` switches it
+    subset first (:mod:`studybench.verify.reading.fastparse`, the very tree; ``fastparse.ENABLED`` switches it
     off, and is passed here as ``fast_enabled`` so that it is part of the memo key), then SLL
-    prediction, then the plain parse when that fails (:mod:`studybench.verify.l2s_parse`): the same
+    prediction, then the plain parse when that fails (:mod:`studybench.verify.reading.l2s_parse`): the same
     result, most often much faster.
     """
     fast = fastparse.fast_parse(text) if fast_enabled else None
@@ -396,7 +396,7 @@ def to_sympy_readings(latex: str, aliases: Aliaser | None = None, gold: bool = F
 
     Args:
         latex: one box's content or a part of it (untrusted).
-        aliases: the shared alias table of the comparison (:func:`studybench.verify.aliasing.new_aliases`);
+        aliases: the shared alias table of the comparison (:func:`studybench.verify.reading.aliasing.new_aliases`);
             a fresh one when ``None``.
         gold: read the text only the conventional way (greedy, or stopping before a vector or
             subscripted symbol) and never with the tight-slash reading, so that a prediction cannot
