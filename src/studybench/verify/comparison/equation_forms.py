@@ -12,10 +12,19 @@ Assumption policy (the sign of a symbol is never guessed from its name):
 * the solved-for symbol is taken positive only when the gold itself says so: every real solution of
   the gold is positive at every sample point, signed points included (``v = \sqrt{2gh}`` makes ``v``
   positive, so ``v^2 = 2gh`` matches; ``x = vt`` does not, so ``x^2 = v^2t^2`` does not);
+* a gold whose isolated symbol equals a positive product with a root factor (``\omega_0 =
+  \frac{q}{\sqrt{4\pi\epsilon_0 m r^3}}``, ``\omega = [\ldots]^{1/2}``) states magnitudes: the root is
+  the principal, positive one, so every symbol is then taken positive, as the sampled symbols are
+  (the squared form ``\omega_0^2 = \frac{q^2}{4\pi\epsilon_0 m r^3}`` matches; a flipped sign does not);
 * a symbol inside ``\sin``/``\cos``/``\tan`` (either equation) is restricted to the principal range of
   that function's argument (``\sin\theta = k`` states ``\theta = \arcsin k``, not ``\pi - \arcsin k``);
 * every symbol both equations can be solved for must give the same set, so a factor that can vanish
-  (``PV^2 = nRTV``) or a dropped / extra root fails.
+  (``PV^2 = nRTV``) or a dropped / extra root fails; a symbol whose only solution is 0 on both sides
+  (a common factor, ``\Delta`` of ``\Delta\mu`` read as a product) decides nothing.
+
+:func:`same_linear_solution` decides two equations that are both linear in one symbol (a gold
+solved for another symbol, ``m_2 = \ldots``) by that symbol's one solution, whatever the number of
+symbols.
 
 :func:`proportional_rule` decides a gold written as a proportionality (``P \propto V^{-5/3}``) or a
 conserved quantity (``PV^{5/3} = \text{const}``): two such relations match when their quantities have
@@ -33,6 +42,7 @@ from typing import Any
 from studybench.verify.comparison.symbolic import (
     evaluate_at,
     nonfinite,
+    nonvanishing,
     replace_undef,
     sample_points,
     symbol_sort_key,
@@ -43,7 +53,13 @@ from studybench.verify.reading.conversion import to_sympy
 from studybench.verify.reading.latex import LatexError, split_relations
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["is_proportionality", "proportional_rule", "proportionality_gold_check", "same_solution_sets"]
+__all__ = [
+    "is_proportionality",
+    "proportional_rule",
+    "proportionality_gold_check",
+    "same_linear_solution",
+    "same_solution_sets",
+]
 
 _MAX_OPS = 80  # larger equations are not solved (the worker's timeout would be spent for nothing)
 _MAX_SYMBOLS = 6  # every shared symbol is tried (a count, never a clock: the verdict is the same on any machine)
@@ -160,13 +176,17 @@ def _transcendental_in(x: Any, *exprs: Any) -> bool:
     return False
 
 
-def _compare_for(dg: Any, dp: Any, x: Any, tol: float) -> bool | None:
-    """Solve both for ``x`` and compare the real solutions in the domain; ``None`` when undecided."""
+def _compare_for(dg: Any, dp: Any, x: Any, tol: float, magnitudes: bool = False) -> bool | None:
+    """Solve both for ``x`` and compare the real solutions in the domain; ``None`` when undecided.
+
+    ``magnitudes``: take ``x`` positive whatever the gold says (a gold stating magnitudes). A point
+    counts as informative only when the gold has a nonzero solution there.
+    """
     gs, ps = _solve(dg, x), _solve(dp, x)
     if gs is None or ps is None:
         return None
     others = sorted((dg.free_symbols | dp.free_symbols) - {x}, key=symbol_sort_key)
-    positive = bool(gs) and _gold_positive(gs, others)
+    positive = magnitudes or (bool(gs) and _gold_positive(gs, others))
     trig = _trig_args(x, dg, dp)
     informative = 0
     for pt in sample_points(others, _N_POINTS):
@@ -177,8 +197,137 @@ def _compare_for(dg: Any, dp: Any, x: Any, tol: float) -> bool | None:
         pv = [v for v in pv if _in_domain(v, x, pt, positive, trig)]
         if not _same_set(gv, pv, tol):
             return False
-        informative += bool(gv)
+        informative += any(abs(v) > 1e-12 for v in gv)
     return True if informative >= 3 else None
+
+
+def _root_factor(expr: Any) -> bool:
+    """Whether a product has a factor that is a root (a power with a non-integer rational exponent) of symbols."""
+    import sympy
+
+    for f in sympy.Mul.make_args(expr):
+        if isinstance(f, sympy.Pow) and f.exp.is_Rational:
+            if not f.exp.is_Integer and f.base.free_symbols:
+                return True
+            if f.exp.is_Integer and _root_factor(f.base):
+                return True  # 1/sqrt(x), written as (x^{1/2})^{-1}
+        elif isinstance(f, sympy.Mul) and _root_factor(f):
+            return True
+    return False
+
+
+def _states_magnitudes(g_l: Any, g_r: Any, target: Any) -> bool:
+    r"""Whether the gold is ``target = R`` with ``R`` a product with a root factor, positive at the sample points.
+
+    ``\omega_0 = \frac{q}{\sqrt{4\pi\epsilon_0 m r^3}}``: the root is the principal one, so the equation
+    relates magnitudes (the module docstring's assumption policy).
+    """
+    import sympy
+
+    if target is None or g_l != target or not isinstance(g_r, sympy.Expr) or target in g_r.free_symbols or not _root_factor(g_r):
+        return False
+    seen = 0
+    for pt in sample_points(sorted(g_r.free_symbols, key=symbol_sort_key), _N_POINTS):
+        v = evaluate_at(g_r, pt)
+        if v is None:
+            continue
+        if abs(v.imag) > 1e-9 * max(1.0, abs(v.real)) or not v.real > 0:
+            return False
+        seen += 1
+    return seen >= 3
+
+
+def _linear_root(d: Any, x: Any) -> Any:
+    """The one solution of ``d = 0`` for ``x`` when ``d`` is linear in ``x`` (``a x + b``, ``a`` free of ``x``), else ``None``."""
+    import sympy
+
+    if x not in d.free_symbols:
+        return None
+    a = sympy.diff(d, x)
+    if x in a.free_symbols or a == 0:
+        return None
+    return -d.xreplace({x: sympy.Integer(0)}) / a
+
+
+def _vanishing_factors(expr: Any) -> list[Any]:
+    """The factors of ``expr``'s numerator that can vanish (sums, not monomials)."""
+    import sympy
+
+    num = sympy.fraction(sympy.cancel(sympy.together(expr)))[0]
+    return [f for f in sympy.Mul.make_args(num) if not nonvanishing(f)]
+
+
+def _undefined_where_zero(solution: Any, coefficient: Any) -> bool:
+    r"""Whether ``solution`` (``-b/a``) is undefined wherever its coefficient ``a`` can vanish.
+
+    Each factor of ``a`` that can vanish must stay in the solution's denominator: dividing by it is what
+    solving for the symbol means (``m_2 = \frac{\ldots}{2m_1G - v_2^2(r_1+r_2)}``). A factor that
+    cancels (``(\tan\theta - \mu)(x - 1) = 0`` gives ``x = 1``) is a second solution branch the other
+    equation does not state.
+    """
+    import sympy
+
+    den = sympy.fraction(sympy.cancel(sympy.together(solution)))[1]
+    for f in _vanishing_factors(coefficient):
+        rest = sympy.fraction(sympy.cancel(sympy.together(den / f)))[1]
+        if not nonvanishing(rest):
+            return False
+    return True
+
+
+def same_linear_solution(g_l: Any, g_r: Any, p_l: Any, p_r: Any, tol: float = 1e-6) -> RuleResult:
+    r"""Whether an equation solved for a symbol is the other equation, linear in that symbol, solved for it.
+
+    ``m_2 = \ldots`` against ``E = \frac12 m_1v_1^2 + \frac12 m_2v_2^2 - \frac{Gm_1m_2}{r_1+r_2}`` (which is
+    ``a\,m_2 + b = 0``): the equations are equivalent when the isolated side equals the other's one
+    solution ``-b/a`` (compared at seeded positive sample points, so any number of symbols is fine),
+    that solution is not 0 (a common factor such as ``\Delta`` of ``\Delta\mu`` decides nothing), and
+    it is undefined wherever ``a`` can vanish (:func:`_undefined_where_zero`). Either side may be the
+    isolated one.
+
+    Args:
+        g_l: the gold's left side (SymPy).
+        g_r: the gold's right side.
+        p_l: the prediction's left side, on the same alias table.
+        p_r: the prediction's right side.
+        tol: relative tolerance at the sample points.
+
+    Returns:
+        ``(match, reason)``; ``match`` is ``None`` when neither is solved for a symbol the other is
+        linear in, or the check cannot decide. Never raises.
+    """
+    import sympy
+
+    try:
+        dg, dp = replace_undef(g_l - g_r), replace_undef(p_l - p_r)
+        if not isinstance(dg, sympy.Expr) or not isinstance(dp, sympy.Expr) or nonfinite(dg, dp):
+            return None, "not expressions"
+        syms = dg.free_symbols
+        if not syms or syms != dp.free_symbols or sympy.count_ops(dg) > 2 * _MAX_OPS or sympy.count_ops(dp) > 2 * _MAX_OPS:
+            return None, "not compared as linear equations"
+        for (lhs, rhs_), other in (((p_l, p_r), dg), ((g_l, g_r), dp)):
+            if not isinstance(lhs, sympy.Symbol) or lhs in rhs_.free_symbols:
+                continue
+            x = lhs
+            root = _linear_root(other, x)
+            if root is None:
+                continue
+            others = sorted(syms - {x}, key=symbol_sort_key)
+            seen = nonzero = 0
+            for pt in sample_points(others, _N_POINTS):
+                a, b = evaluate_at(root, pt), evaluate_at(replace_undef(rhs_), pt)
+                if a is None or b is None:
+                    continue
+                if not rel_close(b, a, tol):
+                    return False, "different solutions"
+                seen += 1
+                nonzero += abs(a) > 1e-12
+            if seen >= 3 and nonzero >= 3 and _undefined_where_zero(root, sympy.diff(other, x)):
+                return True, "the same equation solved for another symbol"
+            return None, "linear solutions not decided"
+        return None, "neither equation is solved for a symbol the other is linear in"
+    except Exception:  # sympy raises many types
+        return None, "solve failed"
 
 
 def same_solution_sets(g_l: Any, g_r: Any, p_l: Any, p_r: Any, target: Any = None, tol: float = 1e-6) -> RuleResult:
@@ -215,6 +364,7 @@ def same_solution_sets(g_l: Any, g_r: Any, p_l: Any, p_r: Any, target: Any = Non
         if len(syms) > _MAX_SYMBOLS or sympy.count_ops(dg) > _MAX_OPS or sympy.count_ops(dp) > _MAX_OPS:
             return None, "too large to solve"
         order = sorted(syms, key=lambda s: (s != target, *symbol_sort_key(s)))
+        magnitudes = _states_magnitudes(g_l, g_r, target)
         # a symbol inside a transcendental function (sin, atan, exp, a power with it in the exponent ...) can
         # take SymPy minutes to solve for: such a symbol is solved for only when it is the isolated one or
         # when no algebraic symbol decided anything (a rule of the equations' form, never of the clock)
@@ -224,7 +374,7 @@ def same_solution_sets(g_l: Any, g_r: Any, p_l: Any, p_r: Any, target: Any = Non
             if decided:
                 break
             for x in rounds:
-                res = _compare_for(dg, dp, x, tol)
+                res = _compare_for(dg, dp, x, tol, magnitudes)
                 if res is False:
                     return False, "different solutions"
                 if res is None and x == target:

@@ -20,6 +20,7 @@ from studybench.answers import match_brace
 from studybench.verify.comparison.equation_forms import (
     is_proportionality,
     proportional_rule,
+    same_linear_solution,
     same_solution_sets,
 )
 from studybench.verify.comparison.numeric import compare_quantities
@@ -208,9 +209,15 @@ def _eq_plain(gold: str, pred: str, expression: ExpressionRule, definitions: Def
 
 
 def _solved_forms(pending: list[tuple[Any, ...]], reason: str) -> tuple[bool, str]:
-    """Squared, inverted, solved for another symbol: the same solution set (two reading pairs at most)."""
+    """Squared, inverted, solved for another symbol: the same solution set (two reading pairs at most).
+
+    Two equations linear in one shared symbol are decided by its one solution (any number of symbols),
+    the others by their solution sets.
+    """
     for gl, gr, pl, pr, target, tol in pending[:2]:
-        ok, why = same_solution_sets(gl, gr, pl, pr, target, tol)
+        ok, why = same_linear_solution(gl, gr, pl, pr, tol)
+        if ok is None:
+            ok, why = same_solution_sets(gl, gr, pl, pr, target, tol)
         if ok:
             return True, why
         if ok is False:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import zlib
 from typing import Any
 
@@ -26,18 +27,20 @@ from studybench.verify.comparison.tolerance import (
 )
 from studybench.verify.physics.definitions import Definitions
 from studybench.verify.physics.identities import reconcile
-from studybench.verify.reading.aliasing import new_aliases
-from studybench.verify.reading.conversion import to_sympy_readings
+from studybench.verify.reading.aliasing import EULER_KEY, new_aliases
+from studybench.verify.reading.conversion import symbol_keys, to_sympy_readings
 from studybench.verify.reading.latex import LatexError
 
 __all__ = [
     "closed_value",
+    "euler_reading",
     "evaluate_at",
     "has_abs",
     "has_float",
     "latex_equal",
     "monomial_factor",
     "nonfinite",
+    "nonvanishing",
     "rationalize",
     "replace_undef",
     "sample_points",
@@ -371,14 +374,14 @@ def sym_equal(a: Any, b: Any, tol: float | None = None) -> tuple[bool | None, st
     return False, "not shown equal"
 
 
-def _sym_pairs(g: str, p: str, definitions: Definitions | None) -> list[tuple[Any, Any, list[str], Any]]:
+def _sym_pairs(g: str, p: str, definitions: Definitions | None, euler: bool = False) -> list[tuple[Any, Any, list[str], Any]]:
     """Every (gold reading, prediction reading) pair of two LaTeX strings.
 
-    Both are built with one alias table and reconciled by the item's definitions and the constant
-    identities (:func:`studybench.verify.physics.identities.reconcile`). Raises LatexError when either
-    side has no reading.
+    Both are built with one alias table (``euler``: ``e`` read as Euler's number) and reconciled by the
+    item's definitions and the constant identities (:func:`studybench.verify.physics.identities.reconcile`).
+    Raises LatexError when either side has no reading.
     """
-    al = new_aliases(g, p)
+    al = new_aliases(g, p, euler=euler)
     gs = to_sympy_readings(g, al, gold=True)
     ps = to_sympy_readings(p, al)
     out = []
@@ -389,12 +392,32 @@ def _sym_pairs(g: str, p: str, definitions: Definitions | None) -> list[tuple[An
     return out
 
 
+def euler_reading(*texts: str) -> bool:
+    r"""Whether two texts may also be compared with ``e`` read as Euler's number.
+
+    The verifier reads ``e`` as a symbol (the elementary charge) unless it is raised to a power that
+    holds a symbol (:class:`studybench.verify.reading.aliasing.Aliaser`). Both readings are tried, the
+    same reading for both sides, only when every text uses that symbol ``e`` and none writes a decimal:
+    then ``e`` is one unknown on both sides, and a match under either reading is a match of the same
+    function of ``e`` (a decimal such as 7.389 could otherwise stand for ``e^2``).
+
+    Args:
+        *texts: the LaTeX of both sides.
+
+    Returns:
+        Whether the Euler reading is tried too. Never raises.
+    """
+    if any(re.search(r"\d\.\d|(?<![\d.])\.\d", t) for t in texts):
+        return False
+    return all(EULER_KEY in (symbol_keys(t) or ()) for t in texts)
+
+
 def latex_equal(a: str, b: str, tol: float | None = None, *, definitions: Definitions | None) -> tuple[bool | None, str]:
     """SymPy equality of two LaTeX strings under any pair of their readings.
 
     Both sides share one alias table (every symbol must correspond) and are reconciled by the item's
     definitions and the physical-constant identities; a prediction's decimals are read at their
-    written precision.
+    written precision. ``e`` is read as :func:`euler_reading` says (one reading for both sides at a time).
 
     Args:
         a: the gold LaTeX.
@@ -411,6 +434,19 @@ def latex_equal(a: str, b: str, tol: float | None = None, *, definitions: Defini
         pairs = _sym_pairs(a, b, definitions)
     except LatexError as e:
         return None, str(e)
+    res = _first_equal(pairs, b, tol)
+    if res[0] is not True and euler_reading(a, b):
+        try:
+            euler = _first_equal(_sym_pairs(a, b, definitions, euler=True), b, tol)
+        except LatexError:
+            return res
+        if euler[0] is True:
+            return True, euler[1] + " (e read as Euler's number on both sides)"
+    return res
+
+
+def _first_equal(pairs: list[tuple[Any, Any, list[str], Any]], b: str, tol: float | None) -> tuple[bool | None, str]:
+    """The first reading pair that is equal (:func:`sym_equal`, the written precision), else the last reason."""
     res: tuple[bool | None, str] = (False, "not equal")
     for x, y, applied, y_raw in pairs:
         t = tol if tol is not None else (None if has_float(x) or not has_float(y) else written_tolerance(b))
@@ -446,6 +482,24 @@ def _monomial(x: Any) -> bool:
     if isinstance(x, sympy.Function) and not isinstance(x, sympy.Abs):
         return True
     return False
+
+
+def nonvanishing(x: Any) -> bool:
+    """Whether a SymPy expression is a factor that cannot vanish for generic positive symbols.
+
+    A product of nonzero numbers, symbols, function values and roots with numeric powers (no sum at the
+    top): the factors :func:`monomial_factor` allows.
+
+    Args:
+        x: a SymPy expression.
+
+    Returns:
+        Whether it is such a product. Never raises.
+    """
+    try:
+        return _monomial(x)
+    except Exception:  # sympy raises many types
+        return False
 
 
 def _factors_allowed(q: Any, allowed: set[Any] | None) -> bool:

@@ -19,7 +19,7 @@ import re
 
 from studybench.verify.reading.latex import LatexError, norm_string
 
-__all__ = ["MAX_NUMBER_DIGITS", "UPRIGHT_FUNCS", "Aliaser", "new_aliases"]
+__all__ = ["EULER_KEY", "MAX_NUMBER_DIGITS", "SPACE_MARK", "UPRIGHT_FUNCS", "Aliaser", "new_aliases"]
 
 
 MAX_NUMBER_DIGITS = 40
@@ -52,6 +52,14 @@ _DROP = {
     "Big", "biggl", "biggr", "limits", "nolimits", "quad", "qquad", "mathstrut", "strut",
 }
 _SPACE_SYMS = {"\\,", "\\;", "\\:", "\\!", "\\ ", "\\>", "~"}
+SPACE_MARK = "\\,"
+r"""What :meth:`Aliaser.convert` leaves where the LaTeX has a spacing command (``\,``, ``\;``, ``\quad`` ...;
+never ``\!``): a written space ends a brace-less function argument (``\sin\phi_0\,e^{-t/\tau}``). The
+conversion (:mod:`studybench.verify.reading.conversion`) reads it and drops it before parsing."""
+EULER_KEY = "e"
+r"""The symbol key of a letter ``e`` read as a symbol (the elementary charge): bare ``e``, and ``e`` to a
+numeric power (``e^{2}``) unless the table reads ``e`` as Euler's number (:class:`Aliaser`)."""
+_NUMERIC_EXPONENT_MACROS = {"\\pi", "\\frac", "\\dfrac", "\\tfrac", "\\left", "\\right", "\\cdot", "\\times", "\\sqrt"}
 
 
 def _key(s: str) -> str:
@@ -66,20 +74,29 @@ _ENV_OK = {"pmatrix", "bmatrix", "Bmatrix", "matrix", "vmatrix", "smallmatrix"}
 class Aliaser:
     r"""Rewrite LaTeX symbols to ``\mathrm{vN}`` aliases; one table per comparison.
 
+    The letter ``e`` follows one rule, the same for both sides of a comparison: raised to a power that
+    holds a symbol (``e^{-t/\tau}``, ``e^{i k x}``) it is Euler's number, an exponential; anywhere else
+    (bare ``e``, ``e^{2}``, ``\sqrt{e}``) it is the symbol ``e`` (the elementary charge: ``\frac{e^2}{4\pi
+    \epsilon_0 r}``), or Euler's number everywhere when ``euler`` is set. An upright ``\mathrm{e}`` is
+    always Euler's number, ``e_r`` always a symbol.
+
     Args:
         diff_d: read a bare ``d`` directly before a symbol as a differential (``dx``); set when either
             side of the comparison writes an upright ``\mathrm{d}`` or an integral (:func:`new_aliases`).
+        euler: read every ``e`` (bare, or to a numeric power) as Euler's number.
 
     Attributes:
         table: symbol key (``k_{B}``) -> alias name (``v3``).
         diff_d: as above; an integral turns it on while converting.
+        euler: as above.
         vectors: the aliases (``\mathrm{v3}``) of symbols written with vector or unit-vector markup.
     """
 
-    def __init__(self, diff_d: bool = False) -> None:
+    def __init__(self, diff_d: bool = False, euler: bool = False) -> None:
         """Start an empty alias table (see the class docstring)."""
         self.table: dict[str, str] = {}
         self.diff_d = diff_d
+        self.euler = euler
         self.vectors: set[str] = set()  # alias strings of symbols written with vector markup
 
     def alias(self, key: str) -> str:
@@ -269,8 +286,23 @@ class Aliaser:
         n = len(toks)
         while i < n:
             t = toks[i]
-            if t in _SPACE_SYMS:
+            deg = _degree_sign(toks, i)
+            if deg is not None:
+                i = self._degrees(toks, deg, out)
+                continue
+            if t in ("\\left", "\\right") and i + 1 < n and toks[i + 1] == ".":
+                i += 2  # \left. and \right.: an invisible delimiter
+                continue
+            if t in _SPACE_SYMS or t in ("\\quad", "\\qquad"):
+                if t != "\\!" and out and out[-1] != SPACE_MARK:
+                    out.append(SPACE_MARK)
                 i += 1
+                continue
+            sd = self._slash_derivative(toks, i)
+            if sd is not None:
+                emitted, i = sd
+                out.extend(emitted)
+                i = self._product_guard(toks, i, out)
                 continue
             # differentials: \mathrm{d}x (and dx inside integrals) is one symbol d(x)
             j = self._is_upright_d(toks, i)
@@ -399,7 +431,7 @@ class Aliaser:
                     out.append(self.alias(key))
                     i = self._product_guard(toks, i, out)
                     continue
-                if name == "times" and out and out[-1] in self.vectors:
+                if name == "times" and next((x for x in reversed(out) if x != SPACE_MARK), None) in self.vectors:
                     # \hat z \times \vec v is a cross product, not a commutative product
                     raise LatexError("cross product of vectors")
                 if name == "pi" and not (i + 1 < n and toks[i + 1] == "_"):
@@ -412,12 +444,12 @@ class Aliaser:
                 i += 1
                 continue
             if len(t) == 1 and t.isalpha():
-                if t == "e" and i + 1 < n and toks[i + 1] == "^":
-                    out.append("e")
+                if t == "e" and i + 1 < n and toks[i + 1] == "^" and (self.euler or _symbolic_exponent(self.group(toks, i + 2)[0])):
+                    out.append("e")  # an exponential
                     i += 1
                     continue
                 key, i = self.atom_suffix(toks, i + 1, t)
-                out.append(self.alias(key))
+                out.append("e" if key == EULER_KEY and self.euler else self.alias(key))
                 i = self._product_guard(toks, i, out)
                 continue
             if t[0].isdigit() or (t[0] == "." and len(t) > 1):
@@ -429,6 +461,82 @@ class Aliaser:
             out.append(t)
             i += 1
         return out
+
+    @staticmethod
+    def _degrees(toks: list[str], j: int, out: list[str]) -> int:
+        r"""An angle in degrees (``60^{\circ}``, ``(90 - \theta)^\circ``) as radians: the number or bracket times pi/180.
+
+        Returns the index after the degree sign at ``toks[j - 1]``.
+
+        Raises:
+            LatexError: degrees of something that is no number or bracket, or a temperature (``25^\circ C``).
+        """
+        nxt = toks[j + 2] if j + 2 < len(toks) and toks[j] in _TEXT_MACROS and toks[j + 1] == "{" else (toks[j] if j < len(toks) else "")
+        if nxt in ("C", "F"):
+            raise LatexError("a temperature in degrees")
+        if out and _NUMBER_RE.fullmatch(out[-1]):
+            k = len(out) - 1
+        elif out and out[-1] == ")":
+            depth = 0
+            k = len(out) - 1
+            while k >= 0:
+                depth += out[k] == ")"
+                depth -= out[k] == "("
+                if depth == 0:
+                    break
+                k -= 1
+            if k < 0:
+                raise LatexError("unbalanced brackets before a degree sign")
+        else:
+            raise LatexError("a degree sign after no number")
+        out[k:] = ["(", *out[k:], "\\cdot", "\\frac", "{", "\\pi", "}", "{", "180", "}", ")"]
+        return j
+
+    def _d_end(self, toks: list[str], i: int) -> int | None:
+        r"""Index after a differential's ``d`` at ``toks[i]`` (``d``, ``\partial``, ``\mathrm{d}``), else ``None``."""
+        if i >= len(toks):
+            return None
+        j = i + 1 if toks[i] in ("d", "\\partial") else (self._is_upright_d(toks, i) if toks[i] != "d" else None)
+        if j is None or (j < len(toks) and toks[j] in ("_", "'")):
+            return None
+        return j
+
+    def _slash_derivative(self, toks: list[str], i: int) -> tuple[list[str], int] | None:
+        r"""``dI/dx`` (also ``\mathrm{d}``, ``\partial``, ``d^2x/dt^2``) at ``toks[i]``: the derivative ``\frac{dI}{dx}``.
+
+        Only at the start of a term (after nothing, an operator, a relation or an opening bracket), so
+        that ``a\,d/d\,t`` stays a product; one symbol over one symbol.
+        """
+        if i > 0 and toks[i - 1] not in _TERM_START and toks[i - 1] not in _SPACE_SYMS:
+            return None
+        j = self._d_end(toks, i)
+        if j is None:
+            return None
+        order = "1"
+        if j + 1 < len(toks) and toks[j] == "^":
+            g, j = self.group(toks, j + 1)
+            if len(g) != 1 or not g[0].isdigit():
+                return None
+            order = g[0]
+        try:
+            top = self.atom_at(toks, j)
+            if top is None or top[1] >= len(toks) or toks[top[1]] != "/":
+                return None
+            k = self._d_end(toks, top[1] + 1)
+            bottom = self.atom_at(toks, k) if k is not None else None
+        except LatexError:
+            return None
+        if bottom is None:
+            return None
+        end, var = bottom[1], bottom[0]
+        if order != "1":
+            if end >= len(toks) or toks[end] != "^":
+                return None
+            g, end = self.group(toks, end + 1)
+            if g != [order]:
+                return None
+            var = _key(" ".join(toks[k:end]))  # dt^2, keyed as in \frac{d^2x}{dt^2}
+        return [self.alias(f"deriv{order}({top[0]}|{var})")], end
 
     def _diff_mark(self, g: list[str]) -> tuple[str, list[str]] | None:
         r"""Split ``d X`` / ``\mathrm{d} X`` / ``\partial X`` / ``d^2 X`` into (order, X).
@@ -599,6 +707,33 @@ class Aliaser:
         return i
 
 
+_TERM_START = {"=", "+", "-", "(", "[", "{", ",", "<", ">", "\\cdot", "\\times", "\\left", "\\approx", "\\pm", "\\mp"}
+_TEXT_MACROS = {"\\mathrm", "\\text", "\\textrm", "\\rm", "\\mbox"}
+_NUMBER_RE = re.compile(r"\d+(?:\.\d*)?|\.\d+|\(\d[\d.]*\\times 10\^\{-?\d+\}\)")
+
+
+def _degree_sign(toks: list[str], i: int) -> int | None:
+    r"""The index after a degree sign at ``toks[i]`` (``^{\circ}``, ``^\circ``, ``°``, ``\degree``), else ``None``."""
+    t = toks[i]
+    if t in ("\u00b0", "\\degree"):
+        return i + 1
+    if t != "^" or i + 1 >= len(toks):
+        return None
+    if toks[i + 1] == "\\circ":
+        return i + 2
+    if toks[i + 1 : i + 4] == ["{", "\\circ", "}"]:
+        return i + 4
+    return None
+
+
+def _symbolic_exponent(g: list[str]) -> bool:
+    r"""Whether an exponent holds a symbol (``-t/\tau``, ``i k x``), not only numbers (``2``, ``-1/2``, ``\pi``)."""
+    return any(
+        (len(x) == 1 and x.isalpha()) or (x.startswith("\\") and x[1:].isalpha() and x not in _NUMERIC_EXPONENT_MACROS)
+        for x in g
+    )
+
+
 def _numeric_argument(inner: list[str]) -> bool:
     """A bracket holding one number (``(0)``, ``[2]``, ``(-1)``, ``(0.5)``)."""
     body = inner[1:] if inner[:1] == ["-"] else inner
@@ -620,14 +755,15 @@ def _number(t: str) -> str:
     return f"({mant}\\times 10^{{{int(exp)}}})"
 
 
-def new_aliases(*texts: str) -> Aliaser:
+def new_aliases(*texts: str, euler: bool = False) -> Aliaser:
     r"""A fresh alias table to share between the two sides of one comparison.
 
     Args:
         *texts: both sides' LaTeX. When either writes an upright differential (``\mathrm{d}x``) or an
             integral, a bare ``dx`` on the other side is read as a differential too.
+        euler: read ``e`` as Euler's number everywhere (:class:`Aliaser`), for both sides.
 
     Returns:
         An empty :class:`Aliaser`.
     """
-    return Aliaser(diff_d=any(isinstance(t, str) and _UPRIGHT_D.search(t) is not None for t in texts))
+    return Aliaser(diff_d=any(isinstance(t, str) and _UPRIGHT_D.search(t) is not None for t in texts), euler=euler)

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from studybench.verify.reading import fastparse
-from studybench.verify.reading.aliasing import UPRIGHT_FUNCS, Aliaser, new_aliases
+from studybench.verify.reading.aliasing import SPACE_MARK, UPRIGHT_FUNCS, Aliaser, new_aliases
 from studybench.verify.reading.l2s_parse import parse_plain, parse_sll
 from studybench.verify.reading.latex import (
     LatexError,
@@ -91,12 +91,57 @@ def _factor_end(conv: list[str], i: int) -> int | None:
     return j
 
 
+def _argument_ends(r: list[str], j: int) -> list[int]:
+    r"""Ends of the factors a brace-less argument starting at ``r[j]`` may take (at most four).
+
+    A written space ends the argument (``\sin\phi_0\,e^{-t/\tau}``) unless only numbers precede it
+    (``\sin 2\,\theta``).
+    """
+    ends: list[int] = []
+    k = j
+    while len(ends) < 4:
+        e2 = _factor_end(r, k)
+        if e2 is None:
+            if k < len(r) and r[k] == SPACE_MARK and ends and all(_NUMBER_TOKEN.fullmatch(t) or t == SPACE_MARK for t in r[j:k]):
+                k += 1
+                continue
+            break
+        ends.append(e2)
+        k = e2
+    return ends
+
+
+def _conventional_stop(r: list[str], e: int) -> bool:
+    r"""Whether the factor at ``r[e]`` conventionally starts after a brace-less argument.
+
+    An exponential (``\sin\theta\, e^{i\phi}``), a root or a fraction after the argument's first
+    factor is a new factor (``\cos\theta\sqrt{2gh}``, ``\sin\theta\frac{a}{b}``).
+    """
+    return (r[e] == "e" and e + 1 < len(r) and r[e + 1] == "^") or r[e] in ("\\sqrt", "\\frac")
+
+
+def _braced_argument(r: list[str], j: int) -> list[str] | None:
+    r"""``\sin{x y}``: the braced group at ``r[j]`` as the bracketed argument ``\sin(x y)``; ``None`` when unbalanced.
+
+    latex2sympy would read ``\sin{(x)} \cdot \sin{(y)}`` as ``sin(x sin(y))``.
+    """
+    depth = 0
+    for k in range(j, len(r)):
+        depth += r[k] == "{"
+        depth -= r[k] == "}"
+        if depth == 0:
+            return [*r[:j], "(", *r[j + 1 : k], ")", *r[k + 1 :]]
+    return None
+
+
 def _function_readings(conv: list[str], gold: bool = False, stops: frozenset[str] = frozenset()) -> list[list[str]]:
     r"""Readings of brace-less function arguments.
 
     ``\sin \theta e_\theta`` may mean ``\sin(\theta) e_\theta`` or ``\sin(\theta e_\theta)``; each
-    reading makes every argument explicit. The first reading is the greedy one (latex2sympy's). At
-    most :data:`_MAX_READINGS`.
+    reading makes every argument explicit. A braced argument is the whole argument (``\sin{x}\cdot y``),
+    a written space ends one (:func:`_argument_ends`). The first reading is the greedy one
+    (latex2sympy's); a gold is read only the conventional way (:func:`_conventional_stop`). The space
+    marks are dropped from the result. At most :data:`_MAX_READINGS`.
     """
     out: list[list[str]] = []
 
@@ -112,32 +157,32 @@ def _function_readings(conv: list[str], gold: bool = False, stops: frozenset[str
                 if e is None:
                     continue
                 j = j + e - 1
-            if j >= len(r) or r[j] in ("(", "[", "{"):
+            while j < len(r) and r[j] == SPACE_MARK:
+                j += 1
+            if j < len(r) and r[j] == "{":
+                braced = _braced_argument(r, j)
+                if braced is not None:
+                    r = braced
+            if j >= len(r) or r[j] in ("(", "["):
                 continue
-            ends = []
-            k = j
-            while len(ends) < 4:
-                e2 = _factor_end(r, k)
-                if e2 is None:
-                    break
-                ends.append(e2)
-                k = e2
+            ends = _argument_ends(r, j)
             if not ends:
                 continue
             choices = list(reversed(ends))
             if gold:
-                # a gold is read the conventional way: the argument takes the juxtaposed factors,
-                # stopping only before a vector or a subscripted symbol (\sin\theta\,\hat{e}_r,
-                # \sin\frac{\pi}{R} r\, Y_{00}); never \cos(\omega) t
-                stop = next((e for e, nxt in zip(ends, [*ends[1:], None], strict=True) if nxt is not None and r[e] in stops), None)
-                choices = [ends[-1]] + ([stop] if stop is not None and stop != ends[-1] else [])
+                # a gold is read the conventional way: the argument takes the juxtaposed factors up to
+                # an exponential, a root or a fraction, and also stops before a vector or a subscripted
+                # symbol (\sin\theta\,\hat{e}_r, \sin\frac{\pi}{R} r\, Y_{00}); never \cos(\omega) t
+                conventional = next((e for e in ends[:-1] if _conventional_stop(r, e)), ends[-1])
+                stop = next((e for e in ends if e < conventional and r[e] in stops), None)
+                choices = [conventional] + ([stop] if stop is not None else [])
             for e2 in choices:
                 expand(r[:j] + ["("] + r[j:e2] + [")"] + r[e2:], idx + 1)
             return
-        out.append(r)
+        out.append([t for t in r if t != SPACE_MARK])
 
     expand(conv, 0)
-    readings = out[:_MAX_READINGS] or [conv]
+    readings = out[:_MAX_READINGS] or [[t for t in conv if t != SPACE_MARK]]
     tight = None if gold else _tight_division(readings[0])
     if tight is not None and len(readings) < _MAX_READINGS:
         readings.append(tight)
@@ -264,7 +309,7 @@ def _convert(latex: str, aliases: Aliaser | None) -> tuple[Aliaser, list[str]]:
     if len(latex) > MAX_SYMBOLIC_LEN:
         raise LatexError("input too long for symbolic comparison")
     # a doubled backslash before a command name is an escaping slip (\\frac), not a line break
-    latex = latex.strip().rstrip(".,;")
+    latex = _trim_edges(latex)
     text0 = re.sub(r"\\\\(?=(?:frac|dfrac|sqrt|cdot|times|pi|left|right)(?![A-Za-z]))", r"\\", latex.replace("$", " "))
     text0 = join_digit_groups(text0)
     toks = tokenize(strip_text_remarks(expand_braceless(text0)))
@@ -272,13 +317,28 @@ def _convert(latex: str, aliases: Aliaser | None) -> tuple[Aliaser, list[str]]:
         raise LatexError("exponent tower too deep")
     al = aliases if aliases is not None else new_aliases(latex)
     conv = al.convert(toks)
-    for x, y in zip(conv, conv[1:], strict=False):
+    plain = [t for t in conv if t != SPACE_MARK]
+    for x, y in zip(plain, plain[1:], strict=False):
         if _NUMBER_TOKEN.fullmatch(x) and _NUMBER_TOKEN.fullmatch(y):
             # "2 3" (latex2sympy would add them) or "2 \text{ or } 3": not one expression
             raise LatexError("juxtaposed numbers")
-    if not conv:
+    if not plain:
         raise LatexError("nothing to convert")
     return al, conv
+
+
+_EDGE = r"(?:\s|(?<!\\)\\[,;:! >]|\\q?quad(?![A-Za-z])|~|\\displaystyle(?![A-Za-z]))"
+_LEADING = re.compile(rf"^{_EDGE}+")
+_TRAILING = re.compile(rf"(?:{_EDGE}|(?<!\\)[.,;]|(?<!\\)\\\\)+$")
+
+
+def _trim_edges(latex: str) -> str:
+    r"""``latex`` without spacing commands, whitespace, ``\displaystyle`` and trailing punctuation at its ends.
+
+    ``\tau \,`` (the left side of ``\tau \,= x``) is ``\tau``; the comma of a trailing ``\,`` is no
+    punctuation (dropping it alone would leave a lone backslash).
+    """
+    return _TRAILING.sub("", _LEADING.sub("", latex))
 
 
 def _l2s(conv: list[str]) -> Any:
@@ -369,7 +429,7 @@ def warm_up_parser() -> None:
 
 
 def to_sympy(latex: str, aliases: Aliaser | None = None) -> Any:
-    """Convert LaTeX to a SymPy object (expression, Equality, relational, set, matrix).
+    r"""Convert LaTeX to a SymPy object (expression, Equality, relational, set, matrix).
 
     Args:
         latex: one box's content or a part of it (untrusted).
@@ -377,30 +437,35 @@ def to_sympy(latex: str, aliases: Aliaser | None = None) -> Any:
             other map the same symbol to the same SymPy symbol; a fresh one when ``None``.
 
     Returns:
-        The SymPy object built by ``latex2sympy2_extended`` from the aliased LaTeX (the greedy
-        reading of brace-less function arguments; see :func:`to_sympy_readings`).
+        The SymPy object built by ``latex2sympy2_extended`` from the aliased LaTeX, in the conventional
+        reading of brace-less function arguments (the first of :func:`to_sympy_readings` with
+        ``gold=True``: ``\cos\omega t`` is ``cos(omega t)``, ``\sin\phi\, e^{-t/\tau}`` is
+        ``sin(phi) e^{-t/tau}``).
 
     Raises:
         LatexError: input too long, exponent towers, over-long numbers, unsupported constructs, or
             anything latex2sympy cannot parse.
     """
-    return to_sympy_readings(latex, aliases)[0]
+    return to_sympy_readings(latex, aliases, gold=True, first=True)[0]
 
 
-def to_sympy_readings(latex: str, aliases: Aliaser | None = None, gold: bool = False) -> list[Any]:
+def to_sympy_readings(latex: str, aliases: Aliaser | None = None, gold: bool = False, first: bool = False) -> list[Any]:
     r"""Every reading of ``latex`` that parses.
 
     ``\sin \theta\, e_\theta`` is read both as ``sin(theta) e_theta`` and as ``sin(theta e_theta)``
     (brace-less function arguments are ambiguous in LaTeX); the first element is latex2sympy's greedy
-    reading when it parses. At most six readings.
+    reading when it parses. A written space always ends an argument, a braced group always is the whole
+    argument. At most six readings.
 
     Args:
         latex: one box's content or a part of it (untrusted).
         aliases: the shared alias table of the comparison (:func:`studybench.verify.reading.aliasing.new_aliases`);
             a fresh one when ``None``.
-        gold: read the text only the conventional way (greedy, or stopping before a vector or
-            subscripted symbol) and never with the tight-slash reading, so that a prediction cannot
-            match an unintended reading of the gold.
+        gold: read the text only the conventional way (the argument stops before an exponential, a
+            root or a fraction, and also, as a second reading, before a vector or subscripted symbol)
+            and never with the tight-slash reading, so that a prediction cannot match an unintended
+            reading of the gold.
+        first: stop at the first reading that parses.
 
     Returns:
         The SymPy objects, one per reading that parses.
@@ -417,6 +482,9 @@ def to_sympy_readings(latex: str, aliases: Aliaser | None = None, gold: bool = F
             out.append(_l2s(r))
         except LatexError as e:
             err = err or e
+            continue
+        if first:
+            break
     if not out:
         raise err or LatexError("unparsable LaTeX")
     return out
