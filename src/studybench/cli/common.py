@@ -85,8 +85,8 @@ class SafeConsole(Console):
 console = SafeConsole(stderr=True, soft_wrap=True)
 """Messages, warnings, progress (stderr). A message is never broken at the terminal width (the terminal
 wraps it), so a path or a command in it stays whole for copying and for grep."""
-out_console = SafeConsole()
-"""Results (stdout)."""
+out_console = SafeConsole(soft_wrap=True)
+"""Results (stdout): tables at the terminal width; lines of text never broken (as for :data:`console`)."""
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:
