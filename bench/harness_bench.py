@@ -86,6 +86,8 @@ from studybench.testing import Script, StubServer, start_stub_server
 from studybench.testing.router import RouterStartError, start_vllm_router
 
 REPLY = "<think>Some private reasoning.</think>\nUsing energy conservation we get the result.\n\nFinal Answer: \\boxed{{turn1}}"
+JUDGED_REPLY = REPLY.replace("the result.", "the result (request seed {seed}).")
+"""The replies the judge pass judges: one text per request, so every rule rejection needs a judgement of its own."""
 JUDGE_REPLY = "## Justification\nThe student's value differs from the reference.\n## Verdict\nFALSE\n"
 KEY_ENV = "STUDYBENCH_BENCH_API_KEY"
 """The bench's API key variable: a random key, so that every reply is redacted of it (base64 forms included)."""
@@ -520,7 +522,8 @@ def main() -> int:  # noqa: C901 - a bench's main
                     stack.enter_context(router(jstubs, args.policy, tmp / "judge-router.log", tuple(args.router_arg))))
             jname = "direct (1 stub judge)" if args.no_router else f"router ({n} stub judges, {args.policy})"
             print(f"judge pass: generating and rule-verifying k={args.judge_k} (not timed) ...", flush=True)
-            work = judge_workload(ds, stubs[0].base_url, args.judge_k, tmp)
+            gen_stub = stack.enter_context(start_stub_server(Script(default=JUDGED_REPLY), subprocess=True, record=False))
+            work = judge_workload(ds, gen_stub.base_url, args.judge_k, tmp)
             for c in args.concurrency:
                 setting = {cl: Row("judge", jname, c, cl, [], [], []) for cl in clients}
                 ceils = []
