@@ -561,8 +561,6 @@ class OpenAIBackend:
         if live and hung.done():  # type: ignore[union-attr]
             raise _NoAnswer(self.health.hung or "the server is not answering")
         if self.http_client == "lean":
-            if state.refusal is not None:
-                raise ValueError(state.refusal)
             # a hung server ends this request through Http11Pool.abort (no task of its own)
             response = await state.clients[shard].request("POST", "/chat/completions", dumps_body(payload),
                                                           timeout=self.request_timeout)
@@ -621,7 +619,10 @@ class OpenAIBackend:
 
         Raises:
             _BadResponse: a 2xx body without choices; and whatever :meth:`_post` raises.
+            ValueError: the lean client cannot send at all (a header it cannot carry).
         """
+        if state.refusal is not None:
+            raise ValueError(state.refusal)
         async with state.semaphore:
             if not started:
                 started.append(time.monotonic())
