@@ -216,20 +216,19 @@ def _parse_head(head: bytes) -> tuple[int, str, dict[str, str], bool]:
     Raises:
         RemoteProtocolError: not an HTTP/1.x status line or a malformed header line.
     """
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(b" ", 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
         raise RemoteProtocolError(f"malformed status line {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     for line in lines[1:]:
-        name, sep, value = line.partition(b":")
+        name, sep, value = line.partition(":")
         if not sep or not name or name != name.strip():
             raise RemoteProtocolError(f"malformed header line {line[:80]!r}")
-        key = name.decode("latin-1").lower()
-        text = value.strip().decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    reason = parts[2].decode("latin-1") if len(parts) > 2 else ""
-    return int(parts[1]), reason, headers, parts[0] != b"HTTP/1.0"
+        key = name.lower()
+        value = value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return int(parts[1]), parts[2] if len(parts) > 2 else "", headers, parts[0] != "HTTP/1.0"
 
 
 class _Connection(asyncio.Protocol):
