@@ -297,6 +297,24 @@ def test_abort_and_cancel_end_requests_in_flight_and_close_their_connections() -
         with pytest.raises(asyncio.CancelledError):
             await task
         assert pool.describe()["open"] == 0
+        # a request still opening its connection when the abort comes ends as soon as it has one
+        loop = asyncio.get_running_loop()
+        real = loop.create_connection
+
+        async def slow_connect(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0.2)
+            return await real(*args, **kwargs)
+
+        loop.create_connection = slow_connect  # type: ignore[method-assign]
+        try:
+            task = asyncio.ensure_future(pool.request("GET", "/m", None, timeout=30))
+            await asyncio.sleep(0.05)
+            assert pool.abort(lambda: Hung("no answer")) == 0  # nothing in flight yet
+            with pytest.raises(Hung):
+                await task
+        finally:
+            loop.create_connection = real  # type: ignore[method-assign]
+        assert len(state["requests"]) == 4  # it was never sent
 
     asyncio.run(_serve(_hang, body))
 
@@ -340,3 +358,41 @@ def test_proxy_for_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     assert proxy_for("https://api.example/v1") is None
     monkeypatch.setenv("NO_PROXY", "10.0.0.1")
     assert proxy_for("http://10.0.0.1:8000/v1") is None
+
+
+def test_https_with_the_callers_tls_context(tmp_path: Any) -> None:
+    """TLS: the server's certificate is checked against the context given (an untrusted one is a ConnectError)."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed (it makes the test certificate)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    trusted = ssl.create_default_context(cafile=str(cert))
+    handler = _replies(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+    async def go() -> tuple[Any, ...]:
+        state: dict[str, Any] = {"connections": 0, "requests": [], "open": 0, "max_open": 0}
+        server = await asyncio.start_server(lambda r, w: handler(r, w, state), "127.0.0.1", 0, ssl=server_ctx)
+        port = server.sockets[0].getsockname()[1]
+        good = Http11Pool(f"https://127.0.0.1:{port}/v1", max_connections=2, ssl_context=trusted)
+        bad = Http11Pool(f"https://127.0.0.1:{port}/v1", max_connections=2, ssl_context=ssl.create_default_context())
+        try:
+            first = await good.request("POST", "/chat/completions", b"{}", timeout=20)
+            second = await good.request("POST", "/chat/completions", b"{}", timeout=20)
+            reused = good.describe()["open"]
+            with pytest.raises(ConnectError):
+                await bad.request("POST", "/chat/completions", b"{}", timeout=20)
+        finally:
+            await good.aclose()
+            await bad.aclose()
+            server.close()
+        return first.body, second.body, reused, len(state["requests"])
+
+    assert asyncio.run(go()) == (b"{}", b"{}", 1, 2)  # two requests over one TLS connection

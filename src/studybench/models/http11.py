@@ -478,6 +478,8 @@ class Http11Pool:
         self._open = 0
         self._waiters: list[asyncio.Future[None]] = []
         self._closed = False
+        self._aborts = 0  # abort() calls so far
+        self._abort_error: Callable[[], BaseException] | None = None
 
     # -- connections -----------------------------------------------------------------------------------
 
@@ -569,7 +571,13 @@ class Http11Pool:
             raise RuntimeError("the HTTP pool is closed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        aborts = self._aborts
         conn = await self._connection(deadline)
+        if self._aborts != aborts and self._abort_error is not None:  # aborted while it waited for a connection
+            conn.idle_since = loop.time()
+            self._idle.append(conn)
+            self._wake()
+            raise self._abort_error()
         head = f"{method} {self.prefix}{path}{self.query} HTTP/1.1\r\n".encode("latin-1") + self._fixed
         if body is not None:
             data = head + f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1") + body
@@ -607,8 +615,10 @@ class Http11Pool:
             error: makes the exception each request raises.
 
         Returns:
-            The number of requests ended.
+            The number of requests ended (a request still waiting for its connection ends too, once it has one).
         """
+        self._aborts += 1
+        self._abort_error = error
         n = 0
         for conn in list(self._busy):
             future = conn.future
