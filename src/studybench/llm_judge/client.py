@@ -50,6 +50,7 @@ from studybench.llm_judge.cache import CACHED_VERDICTS, LLMVerdictCache, cache_k
 from studybench.llm_judge.parse import MalformedReply, strip_judge_reasoning
 from studybench.llm_judge.prompt import PLACEHOLDERS, LLMJudgeTemplate, LLMJudgeTemplateError
 from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
+from studybench.models.slots import Slots
 from studybench.store.rows import FINAL_LLM_VERDICTS
 
 __all__ = ["FINAL_VERDICTS", "JudgeBudgetExceeded", "LLMJudgeConfigError", "LLMJudgeInputs", "LLMJudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
@@ -298,14 +299,14 @@ class LLMJudge:
         self.stats = LLMJudgeStats()
         self.budget = budget
         self._inflight: dict[str, asyncio.Future[LLMVerdict]] = {}
-        self._gate: asyncio.Semaphore | None = None
+        self._gate: Slots | None = None
         self._gate_loop: asyncio.AbstractEventLoop | None = None
 
-    def _budget_gate(self) -> asyncio.Semaphore:
+    def _budget_gate(self) -> Slots:
         """Bounds judgements being asked under a budget, so the budget is checked when one can start."""
         loop = asyncio.get_running_loop()
         if self._gate is None or self._gate_loop is not loop:
-            self._gate, self._gate_loop = asyncio.Semaphore(self.backend.concurrency), loop
+            self._gate, self._gate_loop = Slots(self.backend.concurrency), loop
         return self._gate
 
     @property

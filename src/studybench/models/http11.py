@@ -37,7 +37,7 @@ import ssl
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 from urllib.request import getproxies_environment, proxy_bypass_environment
 
 import orjson
@@ -58,6 +58,7 @@ __all__ = [
     "dumps_body",
     "loads_body",
     "proxy_for",
+    "split_query",
 ]
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -190,6 +191,25 @@ def dumps_body(payload: dict[str, Any]) -> bytes:
         return orjson.dumps(payload)
     except (orjson.JSONEncodeError, TypeError):
         return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def split_query(base_url: str | None) -> tuple[str | None, dict[str, str]]:
+    """A base URL without its query string, and the query's parameters.
+
+    ``http://h/v1?api_key=K`` must not reach the client as its base URL (paths are appended after
+    the query: ``/v1?api_key=Kchat/completions``); its parameters go with every request instead.
+
+    Args:
+        base_url: the endpoint as given (``None``: the client's default).
+
+    Returns:
+        ``(url, params)``; ``(base_url, {})`` when there is no query string.
+    """
+    if not base_url or "?" not in base_url:
+        return base_url, {}
+    url, _, query = base_url.partition("?")
+    query = query.split("#", 1)[0]
+    return url, dict(parse_qsl(query, keep_blank_values=True))
 
 
 def proxy_for(url: str) -> str | None:

@@ -58,7 +58,6 @@ import math
 import os
 import random
 import time
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +87,9 @@ from studybench.models.http11 import (
     dumps_body,
     loads_body,
     proxy_for,
+    split_query,
 )
+from studybench.models.slots import Slots
 from studybench.secrets import (
     Redactor,
     known_secrets,
@@ -129,25 +130,6 @@ class _BadResponse(Exception):
 
 class _NoAnswer(Exception):
     """The server is hung: neither this request nor the liveness probe got an answer (not retried)."""
-
-
-def split_query(base_url: str | None) -> tuple[str | None, dict[str, str]]:
-    """A base URL without its query string, and the query's parameters.
-
-    ``http://h/v1?api_key=K`` must not reach the client as its base URL (paths are appended after
-    the query: ``/v1?api_key=Kchat/completions``); its parameters go with every request instead.
-
-    Args:
-        base_url: the endpoint as given (``None``: the client's default).
-
-    Returns:
-        ``(url, params)``; ``(base_url, {})`` when there is no query string.
-    """
-    if not base_url or "?" not in base_url:
-        return base_url, {}
-    url, _, query = base_url.partition("?")
-    query = query.split("#", 1)[0]
-    return url, dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -200,7 +182,7 @@ class _LoopState:
     loop: asyncio.AbstractEventLoop
     clients: list[Any]  # openai.AsyncOpenAI (http_client "sdk") or Http11Pool ("lean")
     load: list[int]
-    semaphore: asyncio.Semaphore
+    semaphore: Slots
     tls: Any = None
     hung: asyncio.Future[None] | None = None  # done once the server counts as hung
     watcher: asyncio.Task[None] | None = None  # the liveness probe loop, while requests are in flight
@@ -216,7 +198,7 @@ class OpenAIBackend:
             (``OPENAI_BASE_URL``, else the OpenAI API).
         sampling: sampling parameters (PROTOCOL.md section 2; e.g. ``PRESETS["paper"]``); ``None``
             sends none.
-        concurrency: most requests in flight at once (an :class:`asyncio.Semaphore`, held per
+        concurrency: most requests in flight at once (:class:`~studybench.models.slots.Slots`, held per
             attempt, not during backoff).
         request_timeout: seconds allowed per HTTP attempt.
         max_retries: retries after the first attempt (so at most ``max_retries + 1`` attempts).
@@ -479,7 +461,7 @@ class OpenAIBackend:
                     )
                     for _ in range(self._shards)
                 ]
-            state = _LoopState(loop, clients, [0] * len(clients), asyncio.Semaphore(self.concurrency), tls,
+            state = _LoopState(loop, clients, [0] * len(clients), Slots(self.concurrency), tls,
                                loop.create_future(), refusal=refusal)
             if self.http_client == "lean":  # a hung server ends every request in flight at once
                 assert state.hung is not None
