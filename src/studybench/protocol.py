@@ -436,14 +436,25 @@ def messages_digest(messages: list[dict[str, str]]) -> str:
     in code-point order; ``tests/test_harness_speed.py`` checks every code point) several times
     faster, and is used; anything else (lone surrogates, other values) takes the reference path.
     """
-    if type(messages) is list and all(
-        type(m) is dict and all(type(k) is str and type(v) is str for k, v in m.items()) for m in messages
-    ):
+    if _all_text(messages):
         try:
             return hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).hexdigest()
         except orjson.JSONEncodeError:  # a lone surrogate
             pass
     return reference_messages_digest(messages)
+
+
+def _all_text(messages: Any) -> bool:
+    """Whether ``messages`` is a list of dicts whose keys and values are all ``str``."""
+    if type(messages) is not list:
+        return False
+    for m in messages:
+        if type(m) is not dict:
+            return False
+        for k, v in m.items():
+            if type(k) is not str or type(v) is not str:
+                return False
+    return True
 
 
 def reference_messages_digest(messages: list[dict[str, Any]]) -> str:
