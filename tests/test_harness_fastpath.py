@@ -395,3 +395,15 @@ def test_slots_bound_fifo_and_cancellation_and_cost_does_not_grow_with_waiters()
             assert Counting.checks <= 3 * n, (n, Counting.checks)  # linear in the waiters, not quadratic
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("url", ["ftp://[::1", "http://[::1", "http://h:abc/v1", "http://h:99999/v1", "ftp://h/v1",
+                                 "h:8000/v1", "http:///v1", "://", "http://[::1]:8000/v1"])
+def test_a_url_the_lean_client_cannot_take_is_left_to_the_sdk_never_an_exception(url: str) -> None:
+    """Before the fix (in this branch): ``ftp://[::1`` raised ValueError from the proxy check when the backend was built."""
+    from studybench.models.http11 import proxy_for, sendable
+
+    proxy_for(url)
+    be = OpenAIBackend("m", url)
+    assert be.http_client == ("lean" if url == "http://[::1]:8000/v1" else "sdk")
+    assert sendable(url) == (be.http_client == "lean")

@@ -58,6 +58,7 @@ __all__ = [
     "dumps_body",
     "loads_body",
     "proxy_for",
+    "sendable",
     "split_query",
 ]
 
@@ -212,6 +213,23 @@ def split_query(base_url: str | None) -> tuple[str | None, dict[str, str]]:
     return url, dict(parse_qsl(query, keep_blank_values=True))
 
 
+def sendable(url: str) -> bool:
+    """Whether :class:`Http11Pool` can send to ``url``: ``http`` or ``https`` with a host and a valid port.
+
+    Args:
+        url: a base URL.
+
+    Returns:
+        ``False`` for anything else (malformed URLs included; never raises).
+    """
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises for a port that is not a number in range
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def proxy_for(url: str) -> str | None:
     """The proxy the environment sets for ``url`` (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
     less ``NO_PROXY``), or ``None``.
@@ -222,7 +240,10 @@ def proxy_for(url: str) -> str | None:
     Returns:
         The proxy URL, or ``None`` when the request goes straight to the host.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL a request could go to
+        return None
     proxies = getproxies_environment()
     proxy = proxies.get(parts.scheme) or proxies.get("all")
     if not proxy or proxy_bypass_environment(parts.hostname or "", proxies):

@@ -87,6 +87,7 @@ from studybench.models.http11 import (
     dumps_body,
     loads_body,
     proxy_for,
+    sendable,
     split_query,
 )
 from studybench.models.slots import Slots
@@ -277,7 +278,7 @@ class OpenAIBackend:
         )
         self._redactor = Redactor(self._secrets)
         self._endpoint = self.url_without_query or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        if client == "lean" and (proxy_for(self._endpoint) is not None or not self._endpoint.startswith(("http://", "https://"))):
+        if client == "lean" and (not sendable(self._endpoint) or proxy_for(self._endpoint) is not None):
             client = "sdk"  # the SDK honours the environment's proxy (and reports an unusable URL its way)
         self.http_client = client
         """The HTTP client in use: ``"lean"`` or ``"sdk"`` (see the class's arguments)."""
