@@ -100,7 +100,7 @@ def minhash_signatures(
 
     Returns:
         A numpy array ``(len(sets), num_perm)``: row ``k`` equals ``datasketch.MinHash(num_perm=num_perm,
-        seed=seed)`` updated with the ids of ``sets[k]`` (its ``hashvalues``); an empty set gets
+        seed=seed, scheme=scheme)`` updated with the ids of ``sets[k]`` (its ``hashvalues``); an empty set gets
         datasketch's empty signature (every value the maximum hash).
 
     Raises:
@@ -179,13 +179,15 @@ def lsh_candidates(
         shared = ev_groups & tr_groups
         if not shared.any():
             continue
+        tg = group[~is_eval]
+        keep = shared[tg]
         members: dict[int, list[int]] = {}
-        for g, k in zip(group[~is_eval].tolist(), tr.tolist(), strict=True):
-            if shared[g]:
-                members.setdefault(g, []).append(k)
-        for g, j in zip(group[is_eval].tolist(), ev.tolist(), strict=True):
-            if shared[g]:
-                out[j].update(members[g])
+        for g, k in zip(tg[keep].tolist(), tr[keep].tolist(), strict=True):
+            members.setdefault(g, []).append(k)
+        eg = group[is_eval]
+        keep = shared[eg]
+        for g, j in zip(eg[keep].tolist(), ev[keep].tolist(), strict=True):
+            out[j].update(members[g])
     return out
 
 
