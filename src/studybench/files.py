@@ -52,6 +52,7 @@ __all__ = [
     "InputFileError",
     "JsonlLog",
     "append_text",
+    "atomic_write_bytes",
     "atomic_write_lines",
     "atomic_write_text",
     "decode_utf8",
@@ -467,6 +468,29 @@ def atomic_write_lines(path: Path, chunks: Iterable[str]) -> None:
             with open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
                 for chunk in chunks:
                     f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as :func:`atomic_write_text` writes text (temporary file, fsync, ``os.replace``).
+
+    Raises:
+        OSError: the file cannot be written; ``filename`` is ``path``.
+    """
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with _naming(path, tmp):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
