@@ -21,7 +21,15 @@ from typing import Any
 
 import pytest
 
-from studybench.testing.pairgen import GENERAL_KINDS, Gold, general_golds, generate_pairs, judge_pairs, load_golds, score
+from studybench.testing.pairgen import (
+    GENERAL_KINDS,
+    Gold,
+    general_golds,
+    generate_pairs,
+    judge_pairs,
+    load_golds,
+    score,
+)
 from studybench.testing.pairgen.forms import FORMS
 from studybench.verify import Verifier
 from studybench.verify.comparison.forms import expand_pm, interval_like, list_items, read_set, read_tuple

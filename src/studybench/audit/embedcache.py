@@ -93,7 +93,7 @@ def model_id(model: Any) -> str | None:
     h = hashlib.sha256()
     device = str(getattr(model, "device", "cpu")).split(":")[0]
     meta = [type(model).__qualname__, repr(model), getattr(model, "max_seq_length", None), device]
-    h.update(json.dumps(meta, ensure_ascii=True, default=str).encode("ascii"))
+    h.update(json.dumps(meta, ensure_ascii=True, default=str, allow_nan=False).encode("ascii"))
     for name, tensor in state_dict().items():
         if not isinstance(tensor, torch.Tensor):
             continue
@@ -105,7 +105,7 @@ def model_id(model: Any) -> str | None:
 
 def embedding_key(model: str, text: str) -> bytes:
     """The raw 32-byte key of one text's embedding under one :func:`model_id`."""
-    blob = json.dumps([model, text], ensure_ascii=True)  # lone surrogates escaped, never an error
+    blob = json.dumps([model, text], ensure_ascii=True, allow_nan=False)  # lone surrogates escaped, never an error
     return hashlib.sha256(blob.encode("ascii")).digest()
 
 
