@@ -98,7 +98,7 @@ def model_id(model: Any) -> str | None:
         if not isinstance(tensor, torch.Tensor):
             continue
         t = tensor.detach().to("cpu").contiguous()
-        h.update(json.dumps([name, str(t.dtype), list(t.shape)]).encode("ascii"))
+        h.update(json.dumps([name, str(t.dtype), list(t.shape)], allow_nan=False).encode("ascii"))
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
