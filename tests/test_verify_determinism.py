@@ -130,9 +130,9 @@ def test_same_solution_sets_tries_every_symbol_whatever_the_clock() -> None:
     calls: list[Any] = []
     real = equation_forms._compare_for
 
-    def spy(dg: Any, dp: Any, x: Any, tol: float) -> Any:
+    def spy(dg: Any, dp: Any, x: Any, tol: float, *rest: Any) -> Any:
         calls.append(x)
-        return real(dg, dp, x, tol)
+        return real(dg, dp, x, tol, *rest)
 
     gold = (a, b * c / (b**2 + 1))
     pred = (a**2, (b * c / (b**2 + 1)) ** 2)

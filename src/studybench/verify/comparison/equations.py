@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from studybench.answers import match_brace
@@ -236,6 +237,9 @@ _SOLVE_AFTER = frozenset({
 # ---------------------------------------------------------------------------------------------
 # equations ending in a value
 
+_PI = re.compile(r"\\pi(?![A-Za-z])")
+
+
 def _pred_value(p: str) -> Quantity | None:
     """The one value a predicted side states: a plain quantity, or a closed form's value."""
     pq = quantity_candidates(p, EQ_ONLY)
@@ -281,6 +285,8 @@ def _eq_valued(gsegs: list[str], psegs: list[str], definitions: Definitions | No
     pq = _pred_value(psegs[-1])
     if pq is None:
         return False, "no value on the right side"
+    if gq.degrees and not pq.unit and _PI.search(psegs[-1]):
+        pq = replace(pq, unit="rad")  # \beta = \pi/3 against \beta = 60^\circ: a closed form with pi is in radians
     ok, why = compare_quantities(gq, pq)
     if not ok:
         return False, why

@@ -75,28 +75,32 @@ class Aliaser:
     r"""Rewrite LaTeX symbols to ``\mathrm{vN}`` aliases; one table per comparison.
 
     The letter ``e`` follows one rule, the same for both sides of a comparison: raised to a power that
-    holds a symbol (``e^{-t/\tau}``, ``e^{i k x}``) it is Euler's number, an exponential; anywhere else
-    (bare ``e``, ``e^{2}``, ``\sqrt{e}``) it is the symbol ``e`` (the elementary charge: ``\frac{e^2}{4\pi
-    \epsilon_0 r}``), or Euler's number everywhere when ``euler`` is set. An upright ``\mathrm{e}`` is
-    always Euler's number, ``e_r`` always a symbol.
+    holds a symbol (``e^{-t/\tau}``, ``e^{i k x}``) it is Euler's number, an exponential; a bare ``e`` is
+    the symbol ``e`` (the elementary charge); ``e`` to a numeric power (``e^{2}``) is that symbol too when
+    the comparison also writes a bare ``e`` (``symbol_e``: ``\frac{eE}{m}`` against ``\frac{e^{2}E^{2}}{meE}``),
+    else Euler's number (``1 - e^{-1}``). Every ``e`` is Euler's number when ``euler`` is set. An upright
+    ``\mathrm{e}`` is always Euler's number, ``e_r`` always a symbol.
 
     Args:
         diff_d: read a bare ``d`` directly before a symbol as a differential (``dx``); set when either
             side of the comparison writes an upright ``\mathrm{d}`` or an integral (:func:`new_aliases`).
         euler: read every ``e`` (bare, or to a numeric power) as Euler's number.
+        symbol_e: the comparison writes a bare ``e`` (:func:`new_aliases`): ``e^{2}`` is then that symbol squared.
 
     Attributes:
         table: symbol key (``k_{B}``) -> alias name (``v3``).
         diff_d: as above; an integral turns it on while converting.
         euler: as above.
+        symbol_e: as above.
         vectors: the aliases (``\mathrm{v3}``) of symbols written with vector or unit-vector markup.
     """
 
-    def __init__(self, diff_d: bool = False, euler: bool = False) -> None:
+    def __init__(self, diff_d: bool = False, euler: bool = False, symbol_e: bool = False) -> None:
         """Start an empty alias table (see the class docstring)."""
         self.table: dict[str, str] = {}
         self.diff_d = diff_d
         self.euler = euler
+        self.symbol_e = symbol_e and not euler
         self.vectors: set[str] = set()  # alias strings of symbols written with vector markup
 
     def alias(self, key: str) -> str:
@@ -444,7 +448,7 @@ class Aliaser:
                 i += 1
                 continue
             if len(t) == 1 and t.isalpha():
-                if t == "e" and i + 1 < n and toks[i + 1] == "^" and (self.euler or _symbolic_exponent(self.group(toks, i + 2)[0])):
+                if t == "e" and i + 1 < n and toks[i + 1] == "^" and (not self.symbol_e or _symbolic_exponent(self.group(toks, i + 2)[0])):
                     out.append("e")  # an exponential
                     i += 1
                     continue
@@ -469,11 +473,15 @@ class Aliaser:
         Returns the index after the degree sign at ``toks[j - 1]``.
 
         Raises:
-            LatexError: degrees of something that is no number or bracket, or a temperature (``25^\circ C``).
+            LatexError: degrees of something that is no number or bracket, a temperature (``25^\circ C``),
+                or degrees and minutes (``7^\circ 20'``: not a product).
         """
         nxt = toks[j + 2] if j + 2 < len(toks) and toks[j] in _TEXT_MACROS and toks[j + 1] == "{" else (toks[j] if j < len(toks) else "")
         if nxt in ("C", "F"):
             raise LatexError("a temperature in degrees")
+        after = next((t for t in toks[j:] if t not in _SPACE_SYMS), "")
+        if after[:1].isdigit() or (after[:1] == "." and after[1:2].isdigit()):
+            raise LatexError("degrees and minutes")
         if out and _NUMBER_RE.fullmatch(out[-1]):
             k = len(out) - 1
         elif out and out[-1] == ")":
@@ -764,6 +772,25 @@ def new_aliases(*texts: str, euler: bool = False) -> Aliaser:
         euler: read ``e`` as Euler's number everywhere (:class:`Aliaser`), for both sides.
 
     Returns:
-        An empty :class:`Aliaser`.
+        An empty :class:`Aliaser`; ``e`` to a numeric power is the symbol ``e`` when any text writes a
+        bare ``e`` (:func:`_writes_bare_e`).
     """
-    return Aliaser(diff_d=any(isinstance(t, str) and _UPRIGHT_D.search(t) is not None for t in texts), euler=euler)
+    strs = [t for t in texts if isinstance(t, str)]
+    return Aliaser(
+        diff_d=any(_UPRIGHT_D.search(t) is not None for t in strs),
+        euler=euler,
+        symbol_e=any(_writes_bare_e(t) for t in strs),
+    )
+
+
+_UPRIGHT_GROUP = re.compile(r"\\(?:mathrm|text|textrm|rm|operatorname|mbox|mathit|mathbf)\s*\{[^{}]*\}")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_BARE_E = re.compile(r"e(?!\s*[_^]|[-+]?\d)")  # math letters are single symbols (eE, me); not 1.5e-3
+
+
+def _writes_bare_e(text: str) -> bool:
+    r"""Whether ``text`` writes the letter ``e`` alone, not raised to a power nor subscripted (``eE``, ``\frac{e}{m}``).
+
+    Upright groups (``\mathrm{e}``, ``\text{the}``) and command names (``\beta``) do not count.
+    """
+    return _BARE_E.search(_COMMAND.sub(" ", _UPRIGHT_GROUP.sub(" ", text))) is not None

@@ -329,14 +329,15 @@ def _convert(latex: str, aliases: Aliaser | None) -> tuple[Aliaser, list[str]]:
 
 _EDGE = r"(?:\s|(?<!\\)\\[,;:! >]|\\q?quad(?![A-Za-z])|~|\\displaystyle(?![A-Za-z]))"
 _LEADING = re.compile(rf"^{_EDGE}+")
-_TRAILING = re.compile(rf"(?:{_EDGE}|(?<!\\)[.,;]|(?<!\\)\\\\)+$")
+_TRAILING = re.compile(rf"(?:{_EDGE}|(?<!\\)[.,;]|(?<!\\)\\\\|(?<!\\)\\(?=\s*$))+$")
 
 
 def _trim_edges(latex: str) -> str:
     r"""``latex`` without spacing commands, whitespace, ``\displaystyle`` and trailing punctuation at its ends.
 
     ``\tau \,`` (the left side of ``\tau \,= x``) is ``\tau``; the comma of a trailing ``\,`` is no
-    punctuation (dropping it alone would leave a lone backslash).
+    punctuation (dropping it alone would leave a lone backslash); a lone trailing backslash is a
+    control space whose space was stripped (``\tau \ = x`` split at ``=``).
     """
     return _TRAILING.sub("", _LEADING.sub("", latex))
 
