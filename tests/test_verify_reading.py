@@ -48,6 +48,11 @@ def _scope_cases() -> list[Case]:
             out.append(("EX", gold, rf"A {plain} {f}(\phi_0)", True, f"{f} then {plain}: a separate factor"))
             out.append(("EX", gold, rf"A {f}\left(\phi_0 {plain}\right)", False, f"{f} swallowing {plain}"))
             out.append(("EX", gold, rf"2A {plain} {f}(\phi_0)", False, f"{f} then {plain}, factor 2"))
+        # only numbers and pi before a fraction or a root: they are the argument's coefficient
+        out.append(("EX", rf"{f} 2\pi\frac{{x}}{{\lambda}}", rf"{f}\left(\frac{{2\pi x}}{{\lambda}}\right)", True, f"{f} 2 pi x/lambda"))
+        out.append(("EX", rf"{f} 2\pi\frac{{x}}{{\lambda}}", rf"{f}\left(\frac{{\pi x}}{{\lambda}}\right)", False, f"{f} 2 pi x/lambda, 2 lost"))
+        out.append(("EX", rf"{f} 3\sqrt{{x}}", rf"{f}\left(3\sqrt{{x}}\right)", True, f"{f} 3 sqrt x"))
+        out.append(("EX", rf"{f} 3\sqrt{{x}}", rf"\sqrt{{x}}\,{f}(3)", False, f"{f} 3 sqrt x, root outside"))
     return out
 
 
@@ -127,6 +132,9 @@ def _derivative_cases() -> list[Case]:
         out.append(("EQ", rf"{frac}=-n_0 s", rf"{slash}=n_0 s", False, f"{d}I/{d}x, sign flipped"))
     out.append(("EQ", r"\frac{d^2x}{dt^2}=-\omega^2 x", r"d^2x/dt^2=-\omega^2 x", True, "second derivative with a slash"))
     out.append(("EQ", r"\frac{d^2x}{dt^2}=-\omega^2 x", r"d^2x/dt=-\omega^2 x", False, "second derivative, order lost"))
+    at = r"B=-\frac{1}{2}\left(\frac{V_0}{R_0}+\left.\frac{dV}{dR}\right|_{R=R_0}\right)"
+    out.append(("EQ", at, r"B=-\left(1/2\right)\left(V_0/R_0+\left.dV/dR\right|_{R=R_0}\right)", True, "slash derivative after left."))
+    out.append(("EQ", at, r"B=-\left(1/2\right)\left(V_0/R_0+\left.dR/dV\right|_{R=R_0}\right)", False, "inverted after left."))
     return out
 
 

@@ -512,10 +512,10 @@ class Aliaser:
     def _slash_derivative(self, toks: list[str], i: int) -> tuple[list[str], int] | None:
         r"""``dI/dx`` (also ``\mathrm{d}``, ``\partial``, ``d^2x/dt^2``) at ``toks[i]``: the derivative ``\frac{dI}{dx}``.
 
-        Only at the start of a term (after nothing, an operator, a relation or an opening bracket), so
-        that ``a\,d/d\,t`` stays a product; one symbol over one symbol.
+        Only at the start of a term (after nothing, an operator, a relation, an opening bracket or
+        ``\left.``), so that ``a\,d/d\,t`` stays a product; one symbol over one symbol.
         """
-        if i > 0 and toks[i - 1] not in _TERM_START and toks[i - 1] not in _SPACE_SYMS:
+        if i > 0 and toks[i - 1] not in _TERM_START and toks[i - 1] not in _SPACE_SYMS and toks[max(0, i - 2) : i] != ["\\left", "."]:
             return None
         j = self._d_end(toks, i)
         if j is None:

@@ -111,12 +111,15 @@ def _argument_ends(r: list[str], j: int) -> list[int]:
     return ends
 
 
-def _conventional_stop(r: list[str], e: int) -> bool:
-    r"""Whether the factor at ``r[e]`` conventionally starts after a brace-less argument.
+def _conventional_stop(r: list[str], j: int, e: int) -> bool:
+    r"""Whether the factor at ``r[e]`` conventionally starts after a brace-less argument starting at ``r[j]``.
 
     An exponential (``\sin\theta\, e^{i\phi}``), a root or a fraction after the argument's first
-    factor is a new factor (``\cos\theta\sqrt{2gh}``, ``\sin\theta\frac{a}{b}``).
+    factor is a new factor (``\cos\theta\sqrt{2gh}``, ``\sin\theta\frac{a}{b}``), unless only numbers
+    and ``\pi`` precede it (``\sin 2\pi\frac{x}{\lambda}`` is ``\sin(2\pi x/\lambda)``).
     """
+    if all(_NUMBER_TOKEN.fullmatch(t) or t in ("\\pi", "\\cdot", SPACE_MARK) for t in r[j:e]):
+        return False
     return (r[e] == "e" and e + 1 < len(r) and r[e + 1] == "^") or r[e] in ("\\sqrt", "\\frac")
 
 
@@ -173,7 +176,7 @@ def _function_readings(conv: list[str], gold: bool = False, stops: frozenset[str
                 # a gold is read the conventional way: the argument takes the juxtaposed factors up to
                 # an exponential, a root or a fraction, and also stops before a vector or a subscripted
                 # symbol (\sin\theta\,\hat{e}_r, \sin\frac{\pi}{R} r\, Y_{00}); never \cos(\omega) t
-                conventional = next((e for e in ends[:-1] if _conventional_stop(r, e)), ends[-1])
+                conventional = next((e for e in ends[:-1] if _conventional_stop(r, j, e)), ends[-1])
                 stop = next((e for e in ends if e < conventional and r[e] in stops), None)
                 choices = [conventional] + ([stop] if stop is not None else [])
             for e2 in choices:
