@@ -41,7 +41,7 @@ from studybench.verify import Verifier
 REPLY = "<think>Some private reasoning.</think>\nUsing energy conservation we get the result.\n\nFinal Answer: \\boxed{{{turn1}}}"
 
 
-async def _peer(parents: list, base_url: str, k: int, concurrency: int) -> tuple[int, float]:
+async def peer_loop(parents: list, base_url: str, k: int, concurrency: int) -> tuple[int, float]:
     """Plain SDK loop: same conversations (turn i sees earlier replies), same concurrency."""
     from openai import AsyncOpenAI
 
@@ -99,7 +99,7 @@ def main() -> int:
         rep = write_report(store)
         store.close()
 
-        n_peer, dt_peer = asyncio.run(_peer(parents, srv.base_url, args.k, args.concurrency))
+        n_peer, dt_peer = asyncio.run(peer_loop(parents, srv.base_url, args.k, args.concurrency))
 
     gen_rate = g.generated / g.seconds
     peer_rate = n_peer / dt_peer

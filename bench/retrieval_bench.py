@@ -17,12 +17,23 @@ Transfer Set's own ``knowledge_points`` (``--split``), so no LLM is involved.
 
     python bench/retrieval_bench.py --work DIR [--split transfer] [--labels bench/data/retrieval_labels.jsonl]
         [--tokens 6000000] [--queries 200] [--sample 50 --seed 15 --dump FILE] [--out bench.json]
-        [--torch-threads N]
+        [--torch-threads N] [--batch N ...] [--int8]
 
 ``--torch-threads N`` sets torch's intra-op threads before anything is embedded (default: torch's own,
 one per core). On a loaded 2-core machine two threads made one query's embedding ~20x slower than one
 thread (OpenMP threads waiting on a busy core) while batch throughput was about the same; the report
 records the count used.
+
+**Batched queries** (issue 27): the same queries served in batches of ``--batch N`` (repeatable; default
+8, 32 and all of them) through :meth:`HybridIndex.search_many` (one embedding call per batch); reported
+as milliseconds per query (the batch's time over its size) with the ratio to one query at a time measured
+in the same run, and the share of queries whose top ``top_n`` is the same as one at a time.
+
+**int8** (``--int8``): the same with the model's linear layers dynamically quantised to int8
+(``load_embedder(quantize="int8")``, torch, offline): the fragments are embedded again with it (cached
+apart), latencies and their ratio to float32 in the same run, and the agreement of its rankings with
+float32's on the bench's queries (overlap of the dense and fused top 10, same first fragment), also with
+float32 fragment embeddings and int8 query embeddings; with ``--labels``, its recall@10 beside float32's.
 
 ``--dump FILE`` writes, for a seeded sample of ``--sample`` KPs, the union of the three rankings' top 10
 (fragment id, section, first characters) for labelling by hand.
@@ -79,8 +90,108 @@ def time_queries(ix: HybridIndex, queries: list[str]) -> list[float]:
     return out
 
 
+def time_batched(ix: HybridIndex, queries: list[str], n: int) -> tuple[float, list[list[str]]]:
+    """(milliseconds per query, the candidates' fragment ids) serving ``queries`` in batches of ``n``."""
+    total = 0.0
+    found: list[list[str]] = []
+    for start in range(0, len(queries), n):
+        chunk = queries[start : start + n]
+        t0 = time.perf_counter()
+        rows = ix.search_many(chunk)
+        total += time.perf_counter() - t0
+        found += [[c["fragment"] for c in r] for r in rows]
+    return total * 1000 / len(queries), found
+
+
+def batched(ix: HybridIndex, queries: list[str], sizes: list[int], res: dict[str, Any], prefix: str = "") -> None:
+    """One query at a time, then in batches of each size, in the same run: ms per query and ratios."""
+    single = []
+    lat = []
+    for q in queries:
+        t0 = time.perf_counter()
+        single.append([c["fragment"] for c in ix.search(q)])
+        lat.append((time.perf_counter() - t0) * 1000)
+    res[f"{prefix}single_query_ms_mean"] = round(statistics.fmean(lat), 2)
+    res[f"{prefix}single_query_ms_median"] = round(statistics.median(lat), 2)
+    for n in sizes:
+        n = min(n, len(queries))
+        ms, found = time_batched(ix, queries, n)
+        res[f"{prefix}batch{n}_query_ms"] = round(ms, 2)
+        res[f"{prefix}batch{n}_ratio_to_single_mean"] = round(statistics.fmean(lat) / ms, 2)
+        res[f"{prefix}batch{n}_same_candidates"] = round(sum(a == b for a, b in zip(single, found, strict=True)) / len(queries), 3)
+
+
+def overlap(a: list[str], b: list[str]) -> float:
+    return len(set(a) & set(b)) / max(len(a), 1)
+
+
+def agreement(ref: HybridIndex, other: HybridIndex, queries: list[str]) -> dict[str, float]:
+    """Mean top-10 overlap of the dense and fused rankings, and the share with the same first fragment."""
+    dense, fused, top1 = [], [], []
+    for q in queries:
+        a, b = rankings(ref, q), rankings(other, q)
+        dense.append(overlap(a["dense"], b["dense"]))
+        fused.append(overlap(a["fused"], b["fused"]))
+        top1.append(a["fused"][:1] == b["fused"][:1])
+    return {"dense_top10_overlap": round(statistics.fmean(dense), 3), "fused_top10_overlap": round(statistics.fmean(fused), 3),
+            "fused_same_first": round(statistics.fmean(top1), 3)}
+
+
+def recall_at_10(ix: HybridIndex, kps: list[Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recall@10 of a hand-judged relevant fragment, per ranking (BM25, dense, fused)."""
+    by_kp = {k.id: k for k in kps}
+    hits = {"bm25": 0, "dense": 0, "fused": 0}
+    n = 0
+    for lab in labels:
+        if "kp" not in lab:  # the file's _meta line
+            continue
+        kp = by_kp.get(lab["kp"])
+        if kp is None or not lab["relevant"]:  # recall over KPs with a relevant fragment in the pool
+            continue
+        n += 1
+        r = rankings(ix, kp_query(kp))
+        rel = set(lab["relevant"])
+        for m in hits:
+            hits[m] += bool(rel & set(r[m]))
+    return {m: round(h / n, 3) for m, h in hits.items()} | {"kps": n, "labelled": sum("kp" in lab for lab in labels)}
+
+
+def int8_report(frags: list[dict[str, Any]], digest: str, work: Path, queries: list[str], ix: HybridIndex,
+                sizes: list[int], kps: list[Any], labels: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """float32 and int8 in the same run: latencies, ratios, agreement of rankings, recall@10."""
+    embed8 = load_embedder(None, quantize="int8")
+    res: dict[str, Any] = {"load_avg_start": load_avg()}
+    t0 = time.perf_counter()
+    ix8 = HybridIndex(frags, digest, RetrieveSettings(quantize="int8"), cache_dir=work / "cache", embed=embed8)
+    res["int8_index_s"] = round(time.perf_counter() - t0, 2)
+    res["int8_embeddings_cached"] = ix8.cache_hit
+    ix8.search(queries[0])  # warm-up (model load)
+    assert ix.embed is not None
+    for name, fn in (("float32", ix.embed), ("int8", embed8)):
+        ms = []
+        for q in queries:
+            t0 = time.perf_counter()
+            fn([q])
+            ms.append((time.perf_counter() - t0) * 1000)
+        res[f"{name}_query_embed_ms_median"] = round(statistics.median(ms), 2)
+    batched(ix, queries, sizes, res, "float32_")
+    batched(ix8, queries, sizes, res, "int8_")
+    res["int8_single_speedup_mean"] = round(res["float32_single_query_ms_mean"] / res["int8_single_query_ms_mean"], 2)
+    res["agreement_int8_vs_float32"] = agreement(ix, ix8, queries)
+    mixed = HybridIndex.__new__(HybridIndex)  # float32 fragment embeddings, int8 query embeddings
+    mixed.__dict__.update(ix.__dict__)
+    mixed.embed = embed8
+    res["agreement_int8_queries_float32_index"] = agreement(ix, mixed, queries)
+    if labels is not None:
+        res["recall_at_10_float32"] = recall_at_10(ix, kps, labels)
+        res["recall_at_10_int8"] = recall_at_10(ix8, kps, labels)
+        res["recall_at_10_int8_queries_float32_index"] = recall_at_10(mixed, kps, labels)
+    res["load_avg_end"] = load_avg()
+    return res
+
+
 def speed(frags: list[dict[str, Any]], digest: str, work: Path, queries: list[str], tokens_target: int,
-          embed: Any) -> dict[str, Any]:
+          embed: Any, sizes: list[int]) -> dict[str, Any]:
     res: dict[str, Any] = {"load_avg_start": load_avg(), "fragments": len(frags)}
     n_tok = estimate_tokens(frags)
     res["tokens"] = n_tok
@@ -103,6 +214,7 @@ def speed(frags: list[dict[str, Any]], digest: str, work: Path, queries: list[st
     res["query_embed_ms_median"] = round(statistics.median(emb_ms), 2)
     lat = time_queries(ix, queries)
     res["query_ms_median"] = round(statistics.median(lat), 2)
+    batched(ix, queries, sizes, res)  # one at a time and in batches, in the same run
     # the same with the query vectors computed beforehand: BM25 + cosine + top-k + fusion only
     vecs = dict(zip(queries, embed(queries), strict=True))
     ix.embed = lambda texts: np.stack([vecs[t] for t in texts])
@@ -156,7 +268,13 @@ def main() -> None:
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--torch-threads", type=int, help="torch intra-op threads (default: torch's own)")
+    ap.add_argument("--batch", type=int, action="append", help="queries per batch for the batched path "
+                    "(repeatable; default 8, 32 and all the queries)")
+    ap.add_argument("--int8", action="store_true", help="also measure int8 dynamic quantisation against float32")
     a = ap.parse_args()
+    sizes = a.batch or [8, 32, a.queries]
+    if min(sizes) < 1:
+        ap.error("--batch must be >= 1")
     if a.torch_threads is not None and a.torch_threads < 1:
         ap.error("--torch-threads must be >= 1")
 
@@ -171,7 +289,7 @@ def main() -> None:
     report["torch_threads"] = torch.get_num_threads()
     queries = [kp_query(k) for k in random.Random(a.seed).sample(kps, min(a.queries, len(kps)))]
     if not a.no_speed:
-        report["speed"] = speed(frags, digest, a.work, queries, a.tokens, embed)
+        report["speed"] = speed(frags, digest, a.work, queries, a.tokens, embed, sizes)
         print(json.dumps(report["speed"], indent=1))
     ix = HybridIndex(frags, digest, RetrieveSettings(), cache_dir=a.work / "cache", embed=embed)
     if a.dump:
@@ -186,25 +304,14 @@ def main() -> None:
                                           "head": " ".join(by_id[c]["text"].split())[:400]} for c in cands]})
         atomic_write_text(a.dump, "".join(dumps_json(x, indent=None) + "\n" for x in lines))
         print(f"wrote {len(lines)} KPs to {a.dump}")
+    labels = None
     if a.labels:
         labels = [json.loads(x) for x in a.labels.read_text(encoding="utf-8").splitlines() if x.strip()]
-        by_kp = {k.id: k for k in kps}
-        hits = {"bm25": 0, "dense": 0, "fused": 0}
-        n = 0
-        for lab in labels:
-            if "kp" not in lab:  # the file's _meta line
-                continue
-            kp = by_kp.get(lab["kp"])
-            if kp is None or not lab["relevant"]:  # recall over KPs with a relevant fragment in the pool
-                continue
-            n += 1
-            r = rankings(ix, kp_query(kp))
-            rel = set(lab["relevant"])
-            for m in hits:
-                hits[m] += bool(rel & set(r[m]))
-        report["recall_at_10"] = {m: round(h / n, 3) for m, h in hits.items()} | {"kps": n,
-                                  "labelled": sum("kp" in lab for lab in labels)}
+        report["recall_at_10"] = recall_at_10(ix, kps, labels)
         print(json.dumps(report["recall_at_10"], indent=1))
+    if a.int8:
+        report["int8"] = int8_report(frags, digest, a.work, queries, ix, sizes, kps, labels)
+        print(json.dumps(report["int8"], indent=1))
     if a.out:
         atomic_write_text(a.out, dumps_json(report) + "\n")
 

@@ -8,13 +8,22 @@ when the files are absent.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # verifier workers skip the ANTLR warm-up (about a second per worker start; tests start and kill many workers)
 os.environ.setdefault("STUDYBENCH_VERIFY_WARM", "0")
+# one LLM-verdict cache per test session (per pytest-xdist worker too), never the user's: a verdict cached by
+# one test must not answer another test's judge requests (their request counts are asserted)
+if "STUDYBENCH_JUDGE_CACHE" not in os.environ:
+    _judge_cache = tempfile.mkdtemp(prefix="studybench-test-judge-cache-")
+    os.environ["STUDYBENCH_JUDGE_CACHE"] = _judge_cache
+    atexit.register(shutil.rmtree, _judge_cache, ignore_errors=True)
 
 
 def _real_data_dir() -> Path | None:

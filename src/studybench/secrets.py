@@ -44,6 +44,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "PLACEHOLDER_KEYS",
     "SENSITIVE_QUERY_PARAMS",
+    "Redactor",
     "env_name_problem",
     "encoded_forms",
     "env_secrets",
@@ -223,6 +224,23 @@ def _mask_encoded(text: str, form: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=64)
+def _steps(secrets: tuple[Any, ...]) -> tuple[tuple[str, bool], ...]:
+    """What :func:`redact` looks for, in order: ``(form, base64-encoded)`` of every secret, longest secret first."""
+    steps: list[tuple[str, bool]] = []
+    for secret in known_secrets(secrets):
+        steps += [(form, False) for form in _forms(secret)]
+        steps += [(form, True) for form in encoded_forms(secret)]
+    return tuple(steps)
+
+
+def _apply(text: str, steps: tuple[tuple[str, bool], ...]) -> str:
+    for form, encoded in steps:
+        if form in text:
+            text = _mask_encoded(text, form) if encoded else text.replace(form, MASK)
+    return text
+
+
 def redact(text: str, secrets: Sequence[str]) -> str:
     """``text`` with every configured secret (plain, URL-encoded or base64-encoded) replaced by ``***``.
 
@@ -237,14 +255,11 @@ def redact(text: str, secrets: Sequence[str]) -> str:
     """
     if not secrets or not isinstance(text, str) or not text:
         return text
-    for secret in known_secrets(secrets):
-        for form in _forms(secret):
-            if form in text:
-                text = text.replace(form, MASK)
-        for form in encoded_forms(secret):
-            if form in text:
-                text = _mask_encoded(text, form)
-    return text
+    try:
+        steps = _steps(tuple(secrets))
+    except TypeError:  # an unhashable value among them: not a secret, but do not fail over it
+        steps = _steps(tuple(x for x in secrets if isinstance(x, str)))
+    return _apply(text, steps)
 
 
 def redact_model_text(text: str, secrets: Sequence[str]) -> str:
@@ -318,6 +333,63 @@ def redact_obj(obj: Any, secrets: Sequence[str], *, shapes: bool = False) -> Any
     if isinstance(obj, (list, tuple)):
         return type(obj)(redact_obj(v, secrets, shapes=shapes) for v in obj)
     return obj
+
+
+class Redactor:
+    """The redactions of one set of configured secrets, worked out once (a backend's, per reply).
+
+    Each method gives exactly what the function of the same purpose gives with these secrets:
+    :meth:`redact` as :func:`redact`, :meth:`model_text` as :func:`redact_model_text`, :meth:`text`
+    as :func:`redact_text`, :meth:`obj` as :func:`redact_obj`; only the forms to look for (plain,
+    URL-encoded, base64 at each byte offset: :func:`encoded_forms`) are computed here once instead
+    of on every call.
+
+    The redacted forms of short strings that recur (finish reasons, usage keys) are remembered.
+
+    Args:
+        secrets: the configured secret values (filtered by :func:`known_secrets`).
+    """
+
+    _CACHED_LENGTH = 64
+    _CACHE_SIZE = 4096
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        self.secrets = known_secrets(secrets)
+        self._all = _steps(self.secrets)
+        self._model = _steps(tuple(x for x in self.secrets if len(x) >= MIN_MODEL_TEXT_SECRET_LENGTH))
+        self._texts: dict[str, str] = {}
+
+    def redact(self, text: str) -> str:
+        """:func:`redact` with these secrets."""
+        if not self._all or not isinstance(text, str) or not text:
+            return text
+        return _apply(text, self._all)
+
+    def model_text(self, text: str) -> str:
+        """:func:`redact_model_text` with these secrets."""
+        if not self._model or not isinstance(text, str) or not text:
+            return text
+        return _apply(text, self._model)
+
+    def text(self, text: str) -> str:
+        """:func:`redact_text` with these secrets."""
+        done = self._texts.get(text) if type(text) is str else None
+        if done is not None:
+            return done
+        out = redact_token_shapes(self.redact(text))
+        if type(text) is str and len(text) <= self._CACHED_LENGTH and len(self._texts) < self._CACHE_SIZE:
+            self._texts[text] = out
+        return out
+
+    def obj(self, obj: Any, *, shapes: bool = False) -> Any:
+        """:func:`redact_obj` with these secrets."""
+        if isinstance(obj, str):
+            return self.text(obj) if shapes else self.redact(obj)
+        if isinstance(obj, dict):
+            return {self.obj(k, shapes=shapes): self.obj(v, shapes=shapes) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.obj(v, shapes=shapes) for v in obj)
+        return obj
 
 
 def _scrub_params(part: str) -> str:

@@ -2,8 +2,10 @@
 
 Three stages, each narrowing the candidates of the previous one:
 
-1. word n-gram Jaccard (MinHash LSH candidate search, then the exact Jaccard) and containment, :mod:`.ngrams`;
-2. embedding cosine (sentence-transformers, the ``audit`` extra), :mod:`.embeddings`;
+1. word n-gram Jaccard (MinHash LSH candidate search, :mod:`.minhash`, then the exact Jaccard) and
+   containment, :mod:`.ngrams`;
+2. embedding cosine (sentence-transformers, the ``audit`` extra), :mod:`.embeddings`, with the
+   embeddings cached on disk by content, :mod:`.embedcache`;
 3. an optional LLM judge on the union of the stage-1 and stage-2 candidates: the LLM judge's client
    (:class:`studybench.llm_judge.LLMJudge`) with the duplicate task (:data:`.duplicates.DUPLICATE_TASK`),
    so it retries, re-asks malformed replies and caches verdicts like ``studybench judge``.

@@ -29,9 +29,10 @@ from typing import Any
 
 from studybench.audit.common import ProgressFn
 from studybench.audit.duplicates import judge_pairs
+from studybench.audit.embedcache import EmbeddingCache
 from studybench.audit.embeddings import (
     Stage2Result,
-    embed_non_empty,
+    embed_corpus,
     load_embedding_model,
     resolve_dtype,
     stage2_cosine,
@@ -84,6 +85,9 @@ class AuditConfig:
         judge_cache: stage-3 verdict cache directory (default ``None``:
             :func:`studybench.llm_judge.default_cache_root`, shared with ``studybench judge``).
         judge_use_cache: read and write the verdict cache (``--no-judge-cache`` sets it False).
+        embedding_cache: stage-2 embedding cache directory (default ``None``:
+            :func:`studybench.audit.embedcache.default_embedding_cache_root`).
+        embedding_use_cache: read and write the embedding cache (``--no-embedding-cache`` sets it False).
     """
 
     ngram: int = 5
@@ -108,6 +112,8 @@ class AuditConfig:
     judge_max_tokens: int | None = None
     judge_cache: str | None = None
     judge_use_cache: bool = True
+    embedding_cache: str | None = None
+    embedding_use_cache: bool = True
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad parameter."""
@@ -134,6 +140,10 @@ class AuditConfig:
     def judge_verdict_cache(self) -> LLMVerdictCache | None:
         """The stage-3 verdict cache: ``None`` when ``judge_use_cache`` is off."""
         return LLMVerdictCache(self.judge_cache) if self.judge_use_cache else None
+
+    def embedding_vector_cache(self) -> EmbeddingCache | None:
+        """The stage-2 embedding cache: ``None`` when ``embedding_use_cache`` is off."""
+        return EmbeddingCache(self.embedding_cache) if self.embedding_use_cache else None
 
     def to_dict(self) -> dict[str, Any]:
         """The parameters as recorded in ``report.json`` (the judge URL without credentials)."""
@@ -255,11 +265,13 @@ def run_audit(
         load_s = time.perf_counter() - t_load
         t_emb = time.perf_counter()
         texts = [r.text for r in train] + [r.text for r in evals]
-        emb = embed_non_empty(model, texts, cfg.batch_size, progress)
+        emb, counts = embed_corpus(
+            model, texts, batch_size=cfg.batch_size, cache=cfg.embedding_vector_cache(), progress=progress
+        )
         embed_s = time.perf_counter() - t_emb
         train_emb, eval_emb = emb[: len(train)], emb[len(train) :]
         scores, sweep = stage2_cosine(train_emb, eval_emb, cfg.cosine_threshold)
-        s2 = Stage2Result(scores, sweep, time.perf_counter() - t_emb, load_s, embed_s, train_emb, eval_emb)
+        s2 = Stage2Result(scores, sweep, time.perf_counter() - t_emb, load_s, embed_s, train_emb, eval_emb, counts)
 
     keys = {k for k, v in s1.scores.items() if v >= cfg.jaccard_threshold} | set(contained)
     if s2 is not None:

@@ -9,23 +9,29 @@ are stage-2 candidates. The counts at 0.80, 0.85, 0.90 and 0.95 are kept for the
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from studybench.audit.common import ProgressFn, require_extra
+from studybench.audit.embedcache import EmbeddingCache, embedding_key, model_id
 
 __all__ = [
     "COSINE_SWEEP",
     "Stage2Result",
+    "EmbedCounts",
     "cpu_has_bf16",
+    "embed_corpus",
     "embed_non_empty",
     "embed_texts",
     "load_embedding_model",
     "resolve_dtype",
     "stage2_cosine",
 ]
+
+log = logging.getLogger(__name__)
 
 COSINE_SWEEP = (0.80, 0.85, 0.90, 0.95)
 """Cosine thresholds of the report's sweep."""
@@ -130,7 +136,9 @@ class Stage2Result:
         sweep: number of pairs with cosine >= t for each t of :data:`COSINE_SWEEP` (exact counts).
         seconds: wall-clock seconds of embedding + similarity (model loading excluded).
         load_seconds: wall-clock seconds spent loading the model.
-        embed_seconds: of ``seconds``, those spent embedding.
+        embed_seconds: of ``seconds``, those spent embedding (cache look-ups included).
+        train_emb, eval_emb: the embeddings, ``(N_train, dim)`` and ``(N_eval, dim)``.
+        counts: texts read from the embedding cache and embedded (:class:`EmbedCounts`).
     """
 
     scores: dict[tuple[int, int], float]
@@ -140,6 +148,7 @@ class Stage2Result:
     embed_seconds: float = 0.0
     train_emb: Any = field(default=None, repr=False)
     eval_emb: Any = field(default=None, repr=False)
+    counts: EmbedCounts | None = None
 
 
 def stage2_cosine(
@@ -187,3 +196,87 @@ def embed_non_empty(model: Any, texts: list[str], batch_size: int, progress: Pro
     if not idx and progress:
         progress("stage 2: embedding", 0, 0)
     return out
+
+
+@dataclass
+class EmbedCounts:
+    """What :func:`embed_corpus` did.
+
+    Attributes:
+        texts: texts asked for (blank ones included).
+        distinct: distinct non-blank texts among them.
+        cached: of the distinct texts, those read from the cache.
+        embedded: texts sent to the model (every occurrence of a text not cached).
+        cache_rejected: cache files skipped as untrustworthy (their vectors computed again).
+        cache_error: why the new vectors could not be written to the cache (``None``: written, or no cache).
+    """
+
+    texts: int = 0
+    distinct: int = 0
+    cached: int = 0
+    embedded: int = 0
+    cache_rejected: int = 0
+    cache_error: str | None = None
+
+
+def embed_corpus(
+    model: Any,
+    texts: list[str],
+    *,
+    batch_size: int = 64,
+    cache: EmbeddingCache | None = None,
+    progress: ProgressFn | None = None,
+) -> tuple[Any, EmbedCounts]:
+    """Embeddings of ``texts`` as :func:`embed_non_empty` gives them, reading those already computed from
+    the embedding cache (:mod:`studybench.audit.embedcache`) and embedding only the others.
+
+    The texts not cached are embedded exactly as :func:`embed_non_empty` embeds them (the same batches),
+    so an audit with an empty cache gives the vectors of an audit without one, bit for bit; a text
+    that occurs more than once then gets the vector of its first occurrence everywhere (the one the
+    cache keeps), so a second audit gives the first one's vectors bit for bit too. (A text's vector
+    depends on the texts batched with it in the last bits, about 1e-7.)
+
+    Args:
+        model: a loaded sentence-transformers model.
+        texts: the texts (blank texts get zero rows and are never embedded).
+        batch_size: texts per forward pass.
+        cache: the embedding cache, or ``None``: every text is embedded (:func:`embed_non_empty`). A
+            model that is not a torch module cannot be identified and is not cached.
+        progress: optional ``(label, done, total)`` callback (over the texts embedded).
+
+    Returns:
+        ``(embeddings, counts)``: a float32 array ``(len(texts), dim)`` of L2-normalised rows and
+        :class:`EmbedCounts`. A cache that cannot be written is not an error: the vectors are
+        returned and ``counts.cache_error`` says why.
+    """
+    counts = EmbedCounts(texts=len(texts))
+    present = [k for k, t in enumerate(texts) if t.strip()]
+    counts.distinct = len({texts[k] for k in present})
+    mid = model_id(model) if cache is not None else None
+    if cache is None or mid is None:
+        counts.embedded = len(present)
+        return embed_non_empty(model, texts, batch_size, progress), counts
+    keys = {texts[k]: embedding_key(mid, texts[k]) for k in present}
+    before = len(cache.rejected)
+    vectors = cache.lookup(mid, list(keys.values()))
+    counts.cache_rejected = len(cache.rejected) - before
+    counts.cached = len(vectors)
+    todo = [k for k in present if keys[texts[k]] not in vectors]
+    counts.embedded = len(todo)
+    new = embed_non_empty(model, [texts[k] for k in todo], batch_size, progress)
+    fresh: dict[bytes, Any] = {}
+    for n, k in enumerate(todo):
+        fresh.setdefault(keys[texts[k]], new[n])  # the first occurrence's vector
+    vectors.update(fresh)
+    np = require_extra("numpy")
+    dim = new.shape[1] if todo else _embedding_dim(model)
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for k in present:
+        out[k] = vectors[keys[texts[k]]]
+    if fresh:
+        try:
+            cache.store(mid, list(fresh), np.stack(list(fresh.values())))
+        except OSError as e:
+            counts.cache_error = f"{e.filename or cache.root}: cannot write ({e.strerror or e})"
+            log.warning("embedding cache not written: %s", counts.cache_error)
+    return out, counts

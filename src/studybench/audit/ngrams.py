@@ -36,7 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from studybench.audit.common import ProgressFn, require_extra
+from studybench.audit.common import ProgressFn
+from studybench.audit.minhash import lsh_bands, lsh_candidates, minhash_signatures
 from studybench.audit.records import AuditRecord
 
 __all__ = [
@@ -219,23 +220,6 @@ class Stage1Result:
     containment_seconds: float = 0.0
 
 
-def _minhashes(sets: Sequence[frozenset[int]], num_perm: int, seed: int) -> list[Any]:
-    """datasketch MinHash signatures of integer sets (ids are their own 32-bit hash values)."""
-    datasketch = require_extra("datasketch")
-    non_empty = [s for s in sets if s]
-    hashes = datasketch.MinHash.bulk(
-        [sorted(s) for s in non_empty], num_perm=num_perm, seed=seed, hashfunc=_identity_hash
-    )
-    it = iter(hashes)
-    return [next(it) if s else None for s in sets]
-
-
-def _identity_hash(x: int) -> int:
-    # Shingle ids are distinct non-negative integers; MinHash applies its own random affine
-    # permutations (a * x + b mod 2^61 - 1), so they need no further hashing.
-    return x & 0xFFFFFFFF
-
-
 def stage1_jaccard(
     train_sets: Sequence[frozenset[int]],
     eval_sets: Sequence[frozenset[int]],
@@ -275,31 +259,29 @@ def stage1_jaccard(
     if num_perm < 2:
         raise ValueError("num_perm must be >= 2")
     keep = min(threshold, JACCARD_SWEEP[0]) if keep_min is None else keep_min
-    datasketch = require_extra("datasketch")
     started = time.perf_counter()
     total = len(train_sets) + len(eval_sets)
     if progress:
         progress("stage 1: MinHash", 0, total)
-    train_mh = _minhashes(train_sets, num_perm, seed)
-    eval_mh = _minhashes(eval_sets, num_perm, seed)
-    lsh = datasketch.MinHashLSH(threshold=lsh_t, num_perm=num_perm)
-    with lsh.insertion_session() as session:
-        for i, mh in enumerate(train_mh):
-            if mh is not None:
-                session.insert(i, mh, check_duplication=False)
+    bands = lsh_bands(lsh_t, num_perm)
+    train_sig = minhash_signatures(train_sets, num_perm, seed)
+    eval_sig = minhash_signatures(eval_sets, num_perm, seed)
     if progress:
         progress("stage 1: MinHash", len(train_sets), total)
+    candidates = lsh_candidates(
+        train_sig, eval_sig, bands,
+        train_rows=[i for i, s in enumerate(train_sets) if s], eval_rows=[j for j, s in enumerate(eval_sets) if s],
+    )
     scores: dict[tuple[int, int], float] = {}
     n_cand = 0
-    for j, mh in enumerate(eval_mh):
-        if mh is not None:
-            b = eval_sets[j]
-            for i in lsh.query(mh):
-                n_cand += 1
-                jac = exact_jaccard(train_sets[i], b)
-                if jac >= keep:
-                    scores[(i, j)] = jac
-        if progress and (j % 64 == 63 or j == len(eval_mh) - 1):
+    for j, found in enumerate(candidates):
+        b = eval_sets[j]
+        n_cand += len(found)
+        for i in sorted(found):
+            jac = exact_jaccard(train_sets[i], b)
+            if jac >= keep:
+                scores[(i, j)] = jac
+        if progress and (j % 64 == 63 or j == len(candidates) - 1):
             progress("stage 1: MinHash", len(train_sets) + j + 1, total)
     return Stage1Result(scores, n_cand, time.perf_counter() - started)
 

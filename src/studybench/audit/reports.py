@@ -75,6 +75,8 @@ def build_report(result: AuditResult, *, top: int = 10) -> dict[str, Any]:
             "seconds": round(result.stage2.seconds, 3),
             "embed_seconds": round(result.stage2.embed_seconds, 3),
             "model_load_seconds": round(result.stage2.load_seconds, 3),
+            "texts_embedded": None if result.stage2.counts is None else result.stage2.counts.embedded,
+            "texts_cached": None if result.stage2.counts is None else result.stage2.counts.cached,
         }
     no_verdict = sum(1 for p in flagged if p.llm_status in ("unjudgeable", "error"))
     if result.judge_seconds is not None:

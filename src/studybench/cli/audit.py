@@ -94,6 +94,14 @@ def contamination(
         typer.Option(help="Embedding precision: auto (bfloat16 on CUDA or a CPU with native bf16 such as AMX, else "
                      "float32) | float32 | bfloat16."),
     ] = "auto",
+    embedding_cache: Annotated[
+        Path | None,
+        typer.Option("--embedding-cache", help="Stage 2: embedding cache directory (default $STUDYBENCH_EMBEDDING_CACHE, "
+                     "then the user cache); a second audit of the same texts embeds nothing."),
+    ] = None,
+    no_embedding_cache: Annotated[
+        bool, typer.Option("--no-embedding-cache", help="Stage 2: neither read nor write the embedding cache.")
+    ] = False,
     judge_model: Annotated[str | None, typer.Option(help="Stage 3: LLM judge model (OpenAI-compatible).")] = None,
     judge_base_url: Annotated[str | None, typer.Option(help="Stage 3: endpoint, e.g. http://127.0.0.1:8000/v1.")] = None,
     judge_api_key_env: Annotated[str, typer.Option(help="Environment variable holding the judge's API key.")] = (
@@ -140,6 +148,8 @@ def contamination(
         fail("--judge-max-retries must be >= 0")
     if judge_max_tokens is not None and judge_max_tokens < 1:
         fail("--judge-max-tokens must be >= 1")
+    if embedding_cache is not None and embedding_cache.exists() and not embedding_cache.is_dir():
+        fail(f"--embedding-cache {embedding_cache} exists and is not a directory")
     if judge_model and not no_judge_cache:
         if judge_cache is not None and judge_cache.exists() and not judge_cache.is_dir():
             fail(f"--judge-cache {judge_cache} exists and is not a directory")
@@ -176,6 +186,8 @@ def contamination(
         judge_max_tokens=judge_max_tokens,
         judge_cache=str(judge_cache) if judge_cache is not None else None,
         judge_use_cache=not no_judge_cache,
+        embedding_cache=str(embedding_cache) if embedding_cache is not None else None,
+        embedding_use_cache=not no_embedding_cache,
     )
     try:
         config.validate()

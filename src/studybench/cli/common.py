@@ -68,15 +68,25 @@ class SafeConsole(Console):
     the one place every name the commands print passes through.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None:
+            # Rich pins COLUMNS as it was at construction (import time here); read it at each render
+            # instead, so a caller that sets COLUMNS later (a test runner, an embedding program) is obeyed.
+            self._width = None
+        if kwargs.get("height") is None:
+            self._height = None
+
     def render_str(self, text: str, **kwargs: Any) -> Text:
         """:meth:`rich.console.Console.render_str` of the text with its control characters escaped."""
         return super().render_str(printable(text, newlines=True), **kwargs)
 
 
-console = SafeConsole(stderr=True)
-"""Messages, warnings, progress (stderr)."""
-out_console = SafeConsole()
-"""Results (stdout)."""
+console = SafeConsole(stderr=True, soft_wrap=True)
+"""Messages, warnings, progress (stderr). A message is never broken at the terminal width (the terminal
+wraps it), so a path or a command in it stays whole for copying and for grep."""
+out_console = SafeConsole(soft_wrap=True)
+"""Results (stdout): tables at the terminal width; lines of text never broken (as for :data:`console`)."""
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

@@ -46,6 +46,7 @@ from studybench.costs import BudgetTracker
 from studybench.evaluate.fit import SKIPPED_PREFIX, parent_fit_problem
 from studybench.evaluate.scope import ProgressFn, RunScope, request_seed
 from studybench.models import ChatBackend, ChatRequest, EndpointHealth
+from studybench.models.slots import Slots
 from studybench.protocol import Artefacts, build_messages, messages_digest
 from studybench.records import Parent, SubProblemRef
 from studybench.store import GenerationRow, RunStore, TurnKey
@@ -192,7 +193,7 @@ async def generate_turns(
     """
     existing = store.latest_generations()
     stats = GenerationStats(total=scope.n_turns, last_answer=time.time())
-    sem = asyncio.Semaphore(max(1, concurrency))
+    sem = Slots(max(1, concurrency))  # FIFO like asyncio.Semaphore, at a cost that does not grow with the chains waiting
     t0 = time.perf_counter()
     tasks: list[asyncio.Task[None]] = []
     streak = 0

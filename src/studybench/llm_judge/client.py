@@ -36,6 +36,7 @@ be sent as JSON).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import re
@@ -49,6 +50,7 @@ from studybench.llm_judge.cache import CACHED_VERDICTS, LLMVerdictCache, cache_k
 from studybench.llm_judge.parse import MalformedReply, strip_judge_reasoning
 from studybench.llm_judge.prompt import PLACEHOLDERS, LLMJudgeTemplate, LLMJudgeTemplateError
 from studybench.llm_judge.task import ANSWER_EQUIVALENCE_TASK, LLMJudgeTask
+from studybench.models.slots import Slots
 from studybench.store.rows import FINAL_LLM_VERDICTS
 
 __all__ = ["FINAL_VERDICTS", "JudgeBudgetExceeded", "LLMJudgeConfigError", "LLMJudgeInputs", "LLMJudgeStats", "LLMJudge", "LLMVerdict", "judge_id"]
@@ -79,11 +81,6 @@ class JudgeBudgetExceeded(RuntimeError):
     The message says which limit and what was spent. The judgement is not made (no verdict); a
     re-run with a higher limit makes it.
     """
-
-
-def _add_usage(total: dict[str, int], usage: Mapping[str, Any] | None) -> None:
-    for name, n in normalise_usage(usage).items():
-        total[name] = total.get(name, 0) + n
 
 
 def _visible(reply: str) -> str:
@@ -136,9 +133,9 @@ class LLMJudgeInputs:
         """
         return {p: getattr(self, p) for p in PLACEHOLDERS}
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        """sha256 hex of the five inputs (order-fixed JSON; see :meth:`LLMJudgeTask.inputs_digest`)."""
+        """sha256 hex of the five inputs (order-fixed JSON; see :meth:`LLMJudgeTask.inputs_digest`); computed once."""
         return ANSWER_EQUIVALENCE_TASK.inputs_digest(self.as_dict())
 
 
@@ -302,14 +299,14 @@ class LLMJudge:
         self.stats = LLMJudgeStats()
         self.budget = budget
         self._inflight: dict[str, asyncio.Future[LLMVerdict]] = {}
-        self._gate: asyncio.Semaphore | None = None
+        self._gate: Slots | None = None
         self._gate_loop: asyncio.AbstractEventLoop | None = None
 
-    def _budget_gate(self) -> asyncio.Semaphore:
+    def _budget_gate(self) -> Slots:
         """Bounds judgements being asked under a budget, so the budget is checked when one can start."""
         loop = asyncio.get_running_loop()
         if self._gate is None or self._gate_loop is not loop:
-            self._gate, self._gate_loop = asyncio.Semaphore(self.backend.concurrency), loop
+            self._gate, self._gate_loop = Slots(self.backend.concurrency), loop
         return self._gate
 
     @property
@@ -374,7 +371,10 @@ class LLMJudge:
             ValueError: ``inputs`` do not match the task's placeholders.
         """
         values = self.task.values(inputs.as_dict() if isinstance(inputs, LLMJudgeInputs) else inputs)
-        inputs_digest = self.task.inputs_digest(values)
+        if isinstance(inputs, LLMJudgeInputs) and self.task.placeholders == ANSWER_EQUIVALENCE_TASK.placeholders:
+            inputs_digest = inputs.digest  # the same digest, already computed by the pass
+        else:
+            inputs_digest = self.task.inputs_digest(values)
         key = cache_key(self.model, self.template.digest, inputs_digest)
         if self.cache is not None and self.read_cache:
             row = self.cache.get(key)
@@ -447,8 +447,10 @@ class LLMJudge:
             requests += res.attempts
             self.stats.requests += res.attempts
             if not res.error or res.usage:
-                _add_usage(usage, res.usage)
-                self.stats.tokens.add(res.usage)
+                counts = normalise_usage(res.usage)
+                for name, n in counts.items():
+                    usage[name] = usage.get(name, 0) + n
+                self.stats.tokens.add_counts(counts)
                 if self.budget is not None:
                     self.budget.charge(self.model, res.usage, answered=not res.error)
             if res.error:

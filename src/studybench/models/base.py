@@ -8,16 +8,48 @@ section 2, "Errors").
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from studybench.records import SubProblemRef
 
-__all__ = ["MIN_COMPLETION_TOKENS", "ChatBackend", "ChatRequest", "ChatResult", "PRESETS", "SamplingParams"]
+__all__ = [
+    "MIN_COMPLETION_TOKENS",
+    "PROMPT_ESTIMATE",
+    "PRESETS",
+    "ChatBackend",
+    "ChatRequest",
+    "ChatResult",
+    "SamplingParams",
+    "estimate_prompt_tokens",
+]
 
 MIN_COMPLETION_TOKENS = 256
 """The default floor on the completion budget of a turn: a request that would leave the model fewer
 tokens than this is never sent (see :attr:`SamplingParams.context_budget`)."""
+
+#: Human-readable form of :func:`estimate_prompt_tokens`, recorded in :meth:`~studybench.models.openai_backend.OpenAIBackend.describe`.
+PROMPT_ESTIMATE = "ceil(chars/3) + 4 per message"
+
+
+
+def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Estimate the prompt's token count: ``ceil(total_chars / 3) + 4 * len(messages)``.
+
+    ``total_chars`` counts the text of every message's ``content`` (string or list of text parts);
+    the 4 per message stand for the chat template's role markers. Deliberately pessimistic (common
+    BPE tokenizers average about 3.5-4 characters per token on English prose with LaTeX), so that
+    ``prompt + completion`` stays within the budget. Returns a non-negative int.
+    """
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            chars += sum(len(p.get("text", "")) for p in content if isinstance(p, dict))
+    return math.ceil(chars / 3) + 4 * len(messages)
 
 
 @dataclass

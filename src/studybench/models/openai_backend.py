@@ -36,15 +36,16 @@ Implements :class:`studybench.models.base.ChatBackend` for PROTOCOL.md section 2
   (:func:`~studybench.secrets.redact_model_text`), so text holding no such secret is returned
   byte for byte; the other fields, descriptions and logs also lose well-delimited key shapes.
 
-Implementation notes: requests go through the official :class:`openai.AsyncOpenAI` client (its own
-retries disabled) with the raw-body ``client.post("/chat/completions", body=..., cast_to=object)``
-call the SDK documents for undocumented parameters. The body therefore is exactly the JSON this
-module builds (see :meth:`OpenAIBackend.build_payload`), and the SDK's per-request
-type-transformation and model construction, which cost more CPU than the whole HTTP exchange on
-long conversations, are skipped. Connections are spread over several client instances (one per 8
-concurrent requests, at most 16) because the HTTP connection pool scans all its connections on every
-request; each client's pool holds (and keeps alive) its share of ``concurrency``, so the pools never
-cap the requests in flight below it.
+Implementation notes: by default (``http_client="lean"``) requests go through
+:mod:`studybench.models.http11`, a keep-alive HTTP/1.1 client on asyncio's transports, with the body
+encoded by ``orjson`` and the reply read by :func:`~studybench.models.http11.loads_body` (the values
+:func:`json.loads` gives); a request in flight is ended by the hung-server rule through the pool, with
+no task of its own. ``http_client="sdk"`` (or ``$STUDYBENCH_HTTP_CLIENT=sdk``, or a proxy in the
+environment) sends through the official :class:`openai.AsyncOpenAI` client instead (its own retries
+off) with the raw-body ``client.post("/chat/completions", body=..., cast_to=object)`` call. Either way
+the body is exactly the JSON :meth:`OpenAIBackend.build_payload` builds, errors read the same, and
+connections are spread over several pools, each holding (and keeping alive) its share of
+``concurrency``, so the pools never cap the requests in flight below it.
 """
 
 from __future__ import annotations
@@ -57,60 +58,71 @@ import math
 import os
 import random
 import time
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import openai
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from studybench import __version__
 from studybench.costs import normalise_usage
-from studybench.models.base import ChatRequest, ChatResult, SamplingParams
+from studybench.models.base import (
+    PROMPT_ESTIMATE,
+    ChatRequest,
+    ChatResult,
+    SamplingParams,
+    estimate_prompt_tokens,
+)
 from studybench.models.health import (
     DEFAULT_LIVENESS_TIMEOUT,
     UNREACHABLE_STATUSES,
     EndpointHealth,
     LivenessCheck,
 )
+from studybench.models.http11 import (
+    Http11Pool,
+    HttpError,
+    HttpStatusError,
+    HttpTimeout,
+    dumps_body,
+    loads_body,
+    proxy_for,
+    sendable,
+    split_query,
+)
+from studybench.models.slots import Slots
 from studybench.secrets import (
+    Redactor,
     known_secrets,
-    redact_model_text,
-    redact_obj,
     redact_text,
     redact_url,
     url_secrets,
 )
 
-__all__ = ["OpenAIBackend", "PROMPT_ESTIMATE", "estimate_prompt_tokens", "is_retryable", "redact_url", "split_query"]
+__all__ = [
+    "HTTP_CLIENTS",
+    "HTTP_CLIENT_ENV",
+    "OpenAIBackend",
+    "PROMPT_ESTIMATE",
+    "estimate_prompt_tokens",
+    "is_retryable",
+    "redact_url",
+    "split_query",
+]
 
 log = logging.getLogger(__name__)
 
-#: Human-readable form of :func:`estimate_prompt_tokens`, recorded in :meth:`OpenAIBackend.describe`.
-PROMPT_ESTIMATE = "ceil(chars/3) + 4 per message"
-
 _PLACEHOLDER_KEY = "EMPTY"
 _RETRY_STATUSES = frozenset({408, 409, 429})
-_PER_SHARD = 8  # concurrent requests per client instance
+_PER_SHARD = 8  # concurrent requests per SDK client instance
+_PER_LEAN_SHARD = 64  # concurrent requests per lean connection pool
 _MAX_SHARDS = 16
 
+HTTP_CLIENTS = ("lean", "sdk")
+"""The HTTP clients :class:`OpenAIBackend` can send through (its ``http_client``)."""
 
-def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
-    """Estimate the prompt's token count: ``ceil(total_chars / 3) + 4 * len(messages)``.
-
-    ``total_chars`` counts the text of every message's ``content`` (string or list of text parts);
-    the 4 per message stand for the chat template's role markers. Deliberately pessimistic (common
-    BPE tokenizers average about 3.5-4 characters per token on English prose with LaTeX), so that
-    ``prompt + completion`` stays within the budget. Returns a non-negative int.
-    """
-    chars = 0
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
-            chars += sum(len(p.get("text", "")) for p in content if isinstance(p, dict))
-    return math.ceil(chars / 3) + 4 * len(messages)
+HTTP_CLIENT_ENV = "STUDYBENCH_HTTP_CLIENT"
+"""The environment variable that picks the HTTP client when ``http_client`` is not given (``lean`` or ``sdk``)."""
 
 
 class _BadResponse(Exception):
@@ -121,40 +133,25 @@ class _NoAnswer(Exception):
     """The server is hung: neither this request nor the liveness probe got an answer (not retried)."""
 
 
-def split_query(base_url: str | None) -> tuple[str | None, dict[str, str]]:
-    """A base URL without its query string, and the query's parameters.
-
-    ``http://h/v1?api_key=K`` must not reach the client as its base URL (paths are appended after
-    the query: ``/v1?api_key=Kchat/completions``); its parameters go with every request instead.
-
-    Args:
-        base_url: the endpoint as given (``None``: the client's default).
-
-    Returns:
-        ``(url, params)``; ``(base_url, {})`` when there is no query string.
-    """
-    if not base_url or "?" not in base_url:
-        return base_url, {}
-    url, _, query = base_url.partition("?")
-    query = query.split("#", 1)[0]
-    return url, dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
-
-
 def is_retryable(exc: BaseException) -> bool:
     """Whether a failed request is worth retrying.
 
     True for HTTP 408, 409, 429 and >= 500, timeouts, connection errors (including a connection
-    closed without a response) and malformed 2xx bodies; false for other HTTP 4xx and anything else.
+    closed without a response) and malformed 2xx bodies; false for other HTTP statuses and anything
+    else. Both HTTP clients' exceptions are known (the ``openai`` SDK's and
+    :mod:`studybench.models.http11`'s).
     """
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, (openai.APIStatusError, HttpStatusError)):
         return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
-    return isinstance(exc, (openai.APIConnectionError, _BadResponse, json.JSONDecodeError))
+    return isinstance(exc, (openai.APIConnectionError, HttpError, _BadResponse, json.JSONDecodeError))
 
 
 def _retry_after(exc: BaseException | None) -> float | None:
     """Seconds from a ``Retry-After`` / ``retry-after-ms`` response header, or ``None``."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+    if isinstance(exc, HttpStatusError):
+        headers: Any = exc.headers
+    else:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None:
         return None
     raw_ms = headers.get("retry-after-ms")
@@ -184,12 +181,13 @@ class _LoopState:
     """Clients and semaphore bound to one event loop."""
 
     loop: asyncio.AbstractEventLoop
-    clients: list[openai.AsyncOpenAI]
+    clients: list[Any]  # openai.AsyncOpenAI (http_client "sdk") or Http11Pool ("lean")
     load: list[int]
-    semaphore: asyncio.Semaphore
+    semaphore: Slots
     tls: Any = None
     hung: asyncio.Future[None] | None = None  # done once the server counts as hung
     watcher: asyncio.Task[None] | None = None  # the liveness probe loop, while requests are in flight
+    refusal: str | None = None  # why the lean client cannot send at all (a header it cannot carry)
 
 
 class OpenAIBackend:
@@ -201,7 +199,7 @@ class OpenAIBackend:
             (``OPENAI_BASE_URL``, else the OpenAI API).
         sampling: sampling parameters (PROTOCOL.md section 2; e.g. ``PRESETS["paper"]``); ``None``
             sends none.
-        concurrency: most requests in flight at once (an :class:`asyncio.Semaphore`, held per
+        concurrency: most requests in flight at once (:class:`~studybench.models.slots.Slots`, held per
             attempt, not during backoff).
         request_timeout: seconds allowed per HTTP attempt.
         max_retries: retries after the first attempt (so at most ``max_retries + 1`` attempts).
@@ -214,10 +212,14 @@ class OpenAIBackend:
             (default 1: never a non-positive limit; evaluations use :data:`~studybench.models.base.MIN_COMPLETION_TOKENS`).
         liveness_timeout: seconds the liveness probe may go unanswered, while requests are in flight,
             before the server counts as hung (module docstring); 0: never probe.
+        http_client: ``"lean"`` (:mod:`studybench.models.http11`, the default) or ``"sdk"`` (the
+            ``openai`` SDK over ``httpx``); ``None``: ``$STUDYBENCH_HTTP_CLIENT``, else ``"lean"``.
+            Where a proxy from the environment applies to the endpoint the SDK is used (it honours
+            ``HTTP(S)_PROXY``). Both send the same body and read replies the same way.
 
     Raises:
         ValueError: a non-positive ``concurrency``, ``request_timeout`` or ``min_completion_tokens``,
-            a negative ``max_retries``, backoff or ``liveness_timeout``.
+            a negative ``max_retries``, backoff or ``liveness_timeout``, an unknown ``http_client``.
     """
 
     name = "openai"
@@ -236,7 +238,11 @@ class OpenAIBackend:
         api_key_env: str = "OPENAI_API_KEY",
         min_completion_tokens: int = 1,
         liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
+        http_client: str | None = None,
     ) -> None:
+        client = http_client if http_client is not None else (os.environ.get(HTTP_CLIENT_ENV) or "lean").strip().lower()
+        if client not in HTTP_CLIENTS:
+            raise ValueError(f"http_client must be one of {', '.join(HTTP_CLIENTS)} (${HTTP_CLIENT_ENV}), got {client!r}")
         if not liveness_timeout >= 0:
             raise ValueError("liveness_timeout must be >= 0 seconds")
         if concurrency < 1:
@@ -270,7 +276,13 @@ class OpenAIBackend:
         self._secrets = known_secrets(
             [self._api_key, *url_secrets(base_url), *url_secrets(os.environ.get("OPENAI_BASE_URL"))]
         )
-        self._shards = min(_MAX_SHARDS, max(1, math.ceil(concurrency / _PER_SHARD)))
+        self._redactor = Redactor(self._secrets)
+        self._endpoint = self.url_without_query or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        if client == "lean" and (not sendable(self._endpoint) or proxy_for(self._endpoint) is not None):
+            client = "sdk"  # the SDK honours the environment's proxy (and reports an unusable URL its way)
+        self.http_client = client
+        """The HTTP client in use: ``"lean"`` or ``"sdk"`` (see the class's arguments)."""
+        self._shards = min(_MAX_SHARDS, max(1, math.ceil(concurrency / (_PER_LEAN_SHARD if client == "lean" else _PER_SHARD))))
         self._state: _LoopState | None = None
         self._random = random.Random()
 
@@ -305,11 +317,12 @@ class OpenAIBackend:
             "backoff_max": self.backoff_max,
             "api_key_env": self.api_key_env,
             "liveness_timeout": self.liveness_timeout,
+            "http_client": self.http_client,
         }
 
     def _redact(self, text: str) -> str:
         """``text`` (not model text) with the configured secrets and key-shaped tokens masked."""
-        return redact_text(text, self._secrets)
+        return self._redactor.text(text)
 
     # -- request ---------------------------------------------------------------------------------------
 
@@ -390,12 +403,16 @@ class OpenAIBackend:
     def build_payload(self, request: ChatRequest) -> dict[str, Any]:
         """The exact JSON body sent for ``request`` (only non-``None`` parameters; the request's sampling overrides applied)."""
         s = self.sampling_for(request)
+        return self._payload(request, s, self.completion_budget(request.messages, s))
+
+    def _payload(self, request: ChatRequest, s: SamplingParams, max_tokens: int | None) -> dict[str, Any]:
+        """:meth:`build_payload` with the sampling and completion limit already worked out."""
         body: dict[str, Any] = {"model": self.model, "messages": request.messages}
         for key, value in (
             ("temperature", s.temperature),
             ("top_p", s.top_p),
             ("presence_penalty", s.presence_penalty),
-            ("max_tokens", self.completion_budget(request.messages, s)),
+            ("max_tokens", max_tokens),
             ("seed", request.seed),
             # vLLM extensions (the SDK's extra_body):
             ("top_k", s.top_k),
@@ -417,27 +434,55 @@ class OpenAIBackend:
             # client): the SDK's default pool (1,000 connections, 100 kept alive) would cap the
             # requests in flight at 16,000 and reopen connections above 1,600.
             per_client = math.ceil(self.concurrency / self._shards)
-            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
-                max_connections=per_client, max_keepalive_connections=per_client
-            )
-            # one TLS context for every client (building one loads the CA bundle: ~30 ms each)
+            # one TLS context for every client (building one loads the CA bundle: ~30 ms each); the
+            # liveness probe uses it too
             tls = httpx.create_ssl_context()
-            clients = [
-                openai.AsyncOpenAI(
-                    api_key=self._api_key,
-                    base_url=self.url_without_query,
-                    default_query=self.query or None,
-                    timeout=self.request_timeout,
-                    max_retries=0,
-                    http_client=openai.DefaultAsyncHttpxClient(limits=limits, verify=tls),
+            refusal = None
+            if self.http_client == "lean":
+                try:
+                    clients: list[Any] = [
+                        Http11Pool(self._endpoint, max_connections=per_client, headers=self._lean_headers(),
+                                   params=self.query or None, ssl_context=tls)
+                        for _ in range(self._shards)
+                    ]
+                except ValueError as e:  # e.g. a line break in the key: refused before anything is sent
+                    clients, refusal = [], self._redact(str(e))
+            else:
+                limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+                    max_connections=per_client, max_keepalive_connections=per_client
                 )
-                for _ in range(self._shards)
-            ]
-            state = _LoopState(loop, clients, [0] * len(clients), asyncio.Semaphore(self.concurrency), tls,
-                               loop.create_future())
+                clients = [
+                    openai.AsyncOpenAI(
+                        api_key=self._api_key,
+                        base_url=self.url_without_query,
+                        default_query=self.query or None,
+                        timeout=self.request_timeout,
+                        max_retries=0,
+                        http_client=openai.DefaultAsyncHttpxClient(limits=limits, verify=tls),
+                    )
+                    for _ in range(self._shards)
+                ]
+            state = _LoopState(loop, clients, [0] * len(clients), Slots(self.concurrency), tls,
+                               loop.create_future(), refusal=refusal)
+            if self.http_client == "lean":  # a hung server ends every request in flight at once
+                assert state.hung is not None
+                state.hung.add_done_callback(lambda _: self._abort_lean(state))
             self.health.hung = None  # a new loop (a new pass) asks the server afresh
             self._state = state
         return state
+
+    def _lean_headers(self) -> dict[str, str]:
+        """The headers the lean client sends with every request (those the SDK sends that servers read)."""
+        headers = {"Authorization": f"Bearer {self._api_key}", "User-Agent": f"studybench/{__version__}"}
+        for name, env in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+            if os.environ.get(env):
+                headers[name] = os.environ[env]
+        return headers
+
+    def _abort_lean(self, state: _LoopState) -> None:
+        """End every lean request in flight: the server counts as hung."""
+        for pool in state.clients:
+            pool.abort(lambda: _NoAnswer(self.health.hung or "the server is not answering"))
 
     # -- liveness --------------------------------------------------------------------------------------
 
@@ -453,7 +498,7 @@ class OpenAIBackend:
         """
         state = self._loop_state()
         limit = timeout if timeout is not None else (self.liveness_timeout or DEFAULT_LIVENESS_TIMEOUT)
-        url = str(state.clients[0].base_url).rstrip("/") + "/models"
+        url = self._endpoint.rstrip("/") + "/models"
         try:
             async with httpx.AsyncClient(timeout=limit, verify=state.tls if state.tls is not None else True) as client:
                 await client.get(url, params=self.query or None, headers={"Authorization": f"Bearer {self._api_key}"})
@@ -487,17 +532,30 @@ class OpenAIBackend:
                 state.hung.set_result(None)  # ends every request in flight; later ones are not sent
 
     async def _post(self, state: _LoopState, shard: int, payload: dict[str, Any]) -> Any:
-        """One chat request; ended at once (:class:`_NoAnswer`) when the server counts as hung meanwhile."""
-        post = state.clients[shard].post("/chat/completions", body=payload, cast_to=object)
+        """One chat request; ended at once (:class:`_NoAnswer`) when the server counts as hung meanwhile.
+
+        Raises:
+            HttpStatusError, HttpError, json.JSONDecodeError: (lean client) a status other than 2xx,
+                no complete response, a body that is not JSON.
+            openai.APIStatusError, openai.APIConnectionError: (SDK) the same.
+        """
         hung = state.hung
-        if self.liveness_timeout <= 0 or hung is None:
-            return await post
-        if hung.done():
-            post.close()
+        live = self.liveness_timeout > 0 and hung is not None
+        if live and hung.done():  # type: ignore[union-attr]
             raise _NoAnswer(self.health.hung or "the server is not answering")
+        if self.http_client == "lean":
+            # a hung server ends this request through Http11Pool.abort (no task of its own)
+            response = await state.clients[shard].request("POST", "/chat/completions", dumps_body(payload),
+                                                          timeout=self.request_timeout)
+            if not 200 <= response.status < 300:
+                raise HttpStatusError(response)
+            return loads_body(response.body)
+        post = state.clients[shard].post("/chat/completions", body=payload, cast_to=object)
+        if not live:
+            return await post
         task = asyncio.ensure_future(post)
         try:
-            await asyncio.wait((task, hung), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((task, hung), return_when=asyncio.FIRST_COMPLETED)  # type: ignore[arg-type]
         finally:
             if not task.done():
                 task.cancel()
@@ -506,26 +564,27 @@ class OpenAIBackend:
             raise _NoAnswer(self.health.hung or "the server is not answering")
         return task.result()
 
-    def _wait(self, retry_state: RetryCallState) -> float:
-        """Seconds to sleep before the next attempt (tenacity ``wait`` callback)."""
-        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+    def _backoff(self, exc: BaseException | None, attempt: int) -> float:
+        """Seconds to sleep after failed attempt number ``attempt`` (1-based) before the next one."""
         hinted = _retry_after(exc)
         if hinted is not None:
             return min(hinted, self.backoff_max)
-        base = min(self.backoff_max, self.backoff_initial * 2 ** (retry_state.attempt_number - 1))
+        base = min(self.backoff_max, self.backoff_initial * 2 ** (attempt - 1))
         return base / 2 + self._random.uniform(0, base / 2)
 
     def _reason(self, exc: BaseException, attempts: int) -> str:
         """Short, key-free description of the final failure."""
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
-        if isinstance(exc, openai.APIStatusError):
+        if isinstance(exc, (openai.APIStatusError, HttpStatusError)):
             reason = f"HTTP {exc.status_code} after {tries}"
             if not is_retryable(exc):
                 reason += f": {_short(_status_message(exc))}"
-        elif isinstance(exc, openai.APITimeoutError):
+        elif isinstance(exc, (openai.APITimeoutError, HttpTimeout)):
             reason = f"timeout after {tries} (request_timeout={self.request_timeout:g}s)"
         elif isinstance(exc, _NoAnswer):
             reason = f"timeout after {tries} (the endpoint is hung: {exc})"
+        elif isinstance(exc, HttpError):
+            reason = f"connection error ({type(exc).__name__}) after {tries}"
         elif isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__
             detail = f" ({type(cause).__name__})" if cause is not None else ""
@@ -535,6 +594,52 @@ class OpenAIBackend:
         else:
             reason = f"{type(exc).__name__} after {tries}: {_short(str(exc))}"
         return self._redact(reason)
+
+    async def _attempt(self, state: _LoopState, payload: dict[str, Any], started: list[float]) -> dict[str, Any]:
+        """One attempt under the concurrency limit, recorded in :attr:`health`; the response body.
+
+        ``started`` gets the time the first attempt got its slot (appended once).
+
+        Raises:
+            _BadResponse: a 2xx body without choices; and whatever :meth:`_post` raises.
+            ValueError: the lean client cannot send at all (a header it cannot carry).
+        """
+        if state.refusal is not None:
+            raise ValueError(state.refusal)
+        async with state.semaphore:
+            if not started:
+                started.append(time.monotonic())
+            n = len(state.clients)
+            shard = 0 if n < 2 else min(range(n), key=state.load.__getitem__)
+            state.load[shard] += 1
+            health = self.health
+            token = health.begin()
+            self._watch(state)
+            try:
+                data = await self._post(state, shard, payload)
+            except _NoAnswer:
+                health.unreachable("no answer (liveness probe)")
+                raise
+            except (openai.APIStatusError, HttpStatusError) as exc:
+                if exc.status_code in UNREACHABLE_STATUSES:
+                    health.unreachable(f"HTTP {exc.status_code}")
+                else:
+                    health.answered()
+                raise
+            except HttpError as exc:  # refused, reset, dropped, timed out
+                health.unreachable(type(exc).__name__)
+                raise
+            except openai.APIConnectionError as exc:
+                health.unreachable(type(exc.__cause__ or exc).__name__)
+                raise
+            else:
+                health.answered()
+            finally:
+                health.end(token)
+                state.load[shard] -= 1
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise _BadResponse("no choices in the response body")
+        return data
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         """Generate one turn; never raises for model or transport failures.
@@ -547,103 +652,63 @@ class OpenAIBackend:
         failure after retries, ``error`` is a short reason such as ``"HTTP 500 after 7 attempts"``.
         A turn whose completion limit is below the floor is not sent (``attempts`` 0, ``error`` from
         :meth:`budget_problem`).
+
+        Transient failures (:func:`is_retryable`) are tried again up to ``max_retries`` times, after
+        the backoff (``Retry-After`` first); a final failure, or any other, ends the turn.
         """
-        payload = self.build_payload(request)
-        problem = self.budget_problem(request.messages, self.sampling_for(request))
-        if problem is not None:  # never send a request the model cannot answer within its budget
+        sampling = self.sampling_for(request)
+        limit = self.completion_budget(request.messages, sampling)
+        payload = self._payload(request, sampling, limit)
+        if limit is not None and limit < self.min_completion_tokens:  # never send a request the model cannot answer
+            problem = self.budget_problem(request.messages, sampling)
             return ChatResult(completion="", error=problem, attempts=0, extra={"max_tokens": payload.get("max_tokens")})
         state = self._loop_state()
         attempts = 0
         called = time.monotonic()
-        started: float | None = None
+        first: list[float] = []  # when the first attempt got its slot
 
-        async def attempt() -> dict[str, Any]:
-            nonlocal attempts, started
-            async with state.semaphore:
-                if started is None:
-                    started = time.monotonic()
-                attempts += 1
-                shard = min(range(len(state.clients)), key=state.load.__getitem__)
-                state.load[shard] += 1
-                token = self.health.begin()
-                self._watch(state)
-                try:
-                    data = await self._post(state, shard, payload)
-                except _NoAnswer:
-                    self.health.unreachable("no answer (liveness probe)")
-                    raise
-                except openai.APIStatusError as exc:
-                    if exc.status_code in UNREACHABLE_STATUSES:
-                        self.health.unreachable(f"HTTP {exc.status_code}")
-                    else:
-                        self.health.answered()
-                    raise
-                except openai.APIConnectionError as exc:  # refused, reset, dropped, timed out
-                    self.health.unreachable(type(exc.__cause__ or exc).__name__)
-                    raise
-                else:
-                    self.health.answered()
-                finally:
-                    self.health.end(token)
-                    state.load[shard] -= 1
-            if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-                raise _BadResponse("no choices in the response body")
-            return data
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.max_retries + 1),
-            wait=self._wait,
-            retry=retry_if_exception(is_retryable),
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
-        try:
-            data = await retrying(attempt)
-            result = _parse(data)
-        except Exception as exc:  # every failure becomes an error result (ChatBackend contract)
+        def failed(exc: BaseException) -> ChatResult:
             reason = self._reason(exc, attempts)
             log.info("chat request failed for model %s: %s", self.model, reason)
-            end = time.monotonic()
-            return ChatResult(
-                completion="",
-                error=reason,
-                attempts=attempts,
-                latency_s=end - (started if started is not None else called),
-                extra={"max_tokens": payload.get("max_tokens")},
-            )
+            return ChatResult(completion="", error=reason, attempts=attempts,
+                              latency_s=time.monotonic() - (first[0] if first else called),
+                              extra={"max_tokens": payload.get("max_tokens")})
+
+        while True:
+            attempts += 1
+            try:
+                data = await self._attempt(state, payload, first)
+                break
+            except Exception as exc:  # every failure becomes an error result (ChatBackend contract)
+                if attempts > self.max_retries or not is_retryable(exc):
+                    return failed(exc)
+                wait = self._backoff(exc, attempts)
+                log.info("retrying chat request (attempt %d failed: %s); sleeping %.2fs", attempts,
+                         self._reason(exc, attempts), wait)
+                await asyncio.sleep(wait)
+        try:
+            result = _parse(data)
+        except Exception as exc:  # not retried: the server answered this
+            return failed(exc)
+        started = first[0] if first else called
         end = time.monotonic()
         # Everything the server sent is stored in the run directory: never let the key land there.
         # Model text loses only the configured secrets (it is judged as written); the rest also
         # loses key shapes.
-        result.completion = redact_model_text(result.completion, self._secrets)
+        red = self._redactor
+        result.completion = red.model_text(result.completion)
         if result.reasoning is not None:
-            result.reasoning = redact_model_text(result.reasoning, self._secrets)
+            result.reasoning = red.model_text(result.reasoning)
         if result.finish_reason is not None:
-            result.finish_reason = self._redact(result.finish_reason)
+            result.finish_reason = red.text(result.finish_reason)
         if result.usage is not None:
-            result.usage = {self._redact(k): v for k, v in result.usage.items()}
-        result.extra = redact_obj(result.extra, self._secrets, shapes=True)
+            result.usage = {red.text(k): v for k, v in result.usage.items()}
+        result.extra = red.obj(result.extra, shapes=True)
         result.attempts = attempts
-        result.latency_s = end - (started if started is not None else called)
-        result.extra.update(
-            {
-                "max_tokens": payload.get("max_tokens"),
-                "queue_s": (started if started is not None else end) - called,
-            }
-        )
+        result.latency_s = end - started
+        result.extra["max_tokens"] = payload.get("max_tokens")
+        result.extra["queue_s"] = started - called
         return result
-
-    def _log_retry(self, retry_state: RetryCallState) -> None:
-        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
-        if exc is None:
-            return
-        wait = retry_state.next_action.sleep if retry_state.next_action is not None else 0.0
-        log.info(
-            "retrying chat request (attempt %d failed: %s); sleeping %.2fs",
-            retry_state.attempt_number,
-            self._reason(exc, retry_state.attempt_number),
-            wait,
-        )
 
     async def aclose(self) -> None:
         """Close the HTTP clients (idempotent). The backend can be used again afterwards."""
@@ -656,7 +721,7 @@ class OpenAIBackend:
             await asyncio.gather(watcher, return_exceptions=True)
         for client in state.clients:
             try:
-                await client.close()
+                await (client.aclose() if isinstance(client, Http11Pool) else client.close())
             except Exception:  # a client bound to a closed loop cannot be closed any more
                 log.debug("ignoring error while closing an HTTP client", exc_info=True)
 
@@ -666,7 +731,7 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _status_message(exc: openai.APIStatusError) -> str:
+def _status_message(exc: openai.APIStatusError | HttpStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
         inner = body.get("error", body)

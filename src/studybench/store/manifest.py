@@ -9,7 +9,7 @@ of the selected parents (so that reports need only the run directory) and the co
 **Resuming.** Re-running into a directory is safe only when the new invocation would produce the same
 turns. :meth:`Manifest.resume_conflicts` lists what must match and differs: every backend setting
 except the operational ones in :data:`OPERATIONAL_BACKEND_KEYS` (URL, concurrency, retries,
-timeouts, backoff, key variable, completion floor, liveness probe, server context), the test-set file's sha256, and each artefact's
+timeouts, backoff, key variable, completion floor, liveness probe, server context, HTTP client), the test-set file's sha256, and each artefact's
 digest (an old manifest's ``max_tokens`` + ``budget_includes_prompt`` is compared as today's
 ``max_tokens`` / ``context_budget``). The
 selection (parents, k, seeds) may change: rows outside it are kept, and the manifest and report
@@ -61,7 +61,7 @@ also go to an LLM judge (the paper's leaderboard numbers)."""
 
 OPERATIONAL_BACKEND_KEYS = frozenset(
     {"base_url", "concurrency", "request_timeout", "max_retries", "backoff_initial", "backoff_max", "api_key_env",
-     "min_completion_tokens", "liveness_timeout", "server_context"}
+     "min_completion_tokens", "liveness_timeout", "server_context", "http_client"}
 )
 """Backend settings that may change between invocations of one run: they do not change answers.
 ``server_context`` (the server's context length and the cap it gave each turn's prompt + completion,

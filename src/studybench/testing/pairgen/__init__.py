@@ -1,4 +1,4 @@
-"""A metamorphic pair generator for the rule verifier (issue 25, item 2): labelled pairs from every gold.
+r"""A metamorphic pair generator for the rule verifier (issue 25, item 2): labelled pairs from every gold.
 
 Every gold the package has (:func:`load_golds`: both test sets, the training layers, the UGPhysics
 golds) is transformed into predicted answers whose label is known by construction:
@@ -9,7 +9,10 @@ golds) is transformed into predicted answers whose label is known by constructio
 * written variation (:mod:`.text`, :mod:`.numbers`): print styles, spacing, number formats, pint
   unit conversions, words around a value, TF / MC sentences;
 * near misses (label ``False``): a changed coefficient or exponent, a flipped sign, swapped
-  symbols, a dropped term, a wrong unit prefix, a value 3x the documented tolerance away.
+  symbols, a dropped term, a wrong unit prefix, a value 3x the documented tolerance away;
+* general answer forms (:mod:`.forms`): seeded golds of the forms a general math verifier sees
+  (:func:`general_golds`: sets, solution lists, tuples, ``\pm``, matrices, intervals) with their
+  equivalent forms and near misses, and TF / MC sentences with double negations and hedges.
 
 Each label is checked numerically before the pair is kept (random points, equation solutions,
 exact decimals). :func:`generate_pairs` is seeded and deterministic; :func:`judge_pairs` and
@@ -18,6 +21,7 @@ evaluation run imports it. ``bench/verify_metamorphic.py`` runs it on everything
 """
 
 from studybench.testing.pairgen.base import Candidate, Slot, Transformation
+from studybench.testing.pairgen.forms import GENERAL_KINDS, general_golds
 from studybench.testing.pairgen.golds import Gold, GoldSet, load_golds, slot_types
 from studybench.testing.pairgen.judge import (
     UNPARSABLE,
@@ -38,6 +42,7 @@ from studybench.testing.pairgen.pairs import (
 )
 
 __all__ = [
+    "GENERAL_KINDS",
     "TRANSFORMATIONS",
     "UNPARSABLE",
     "Candidate",
@@ -50,6 +55,7 @@ __all__ = [
     "Transformation",
     "failure_kinds",
     "format_table",
+    "general_golds",
     "generate_pairs",
     "judge_pairs",
     "load_golds",

@@ -19,6 +19,7 @@ from typing import Any
 
 from studybench.answers import brace_balance_error
 from studybench.testing.pairgen.base import Candidate, Slot, Transformation, norm_ws
+from studybench.testing.pairgen.forms import FORMS
 from studybench.testing.pairgen.golds import Gold, slot_types
 from studybench.testing.pairgen.numbers import NUMBERS
 from studybench.testing.pairgen.symtrans import SYMBOLIC
@@ -51,7 +52,7 @@ def _merge(groups: Iterable[Sequence[Transformation]]) -> dict[str, Transformati
     return out
 
 
-_BASE = _merge([SYMBOLIC, NUMBERS, TEXT])
+_BASE = _merge([SYMBOLIC, NUMBERS, TEXT, FORMS])
 
 _COMBO_FIRST = ("sym:sympy", "sym:expand", "sym:factor", "sym:together", "sym:cancel", "sym:trig", "sym:exp", "sym:root",
                 "sym:decimal-coeff", "ex:drop-lhs", "eq:swap", "eq:scale", "eq:solve", "eq:clear", "num:sci", "num:e",

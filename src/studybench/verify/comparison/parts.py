@@ -22,16 +22,21 @@ from studybench.verify.reading.numbers import quantity_candidates
 from studybench.verify.verdict import RuleResult
 
 __all__ = [
+    "LATEX_CLOSERS",
+    "LATEX_OPENERS",
     "SUBSCRIPT_RE",
     "answer_parts",
     "compare_parts",
     "flatten_env",
     "labels_compatible",
+    "latex_tokens",
     "match_in_order",
     "match_unordered",
     "regroup",
     "same_lhs",
     "set_like",
+    "split_listing",
+    "split_top",
 ]
 
 
@@ -70,6 +75,80 @@ def _split_quad(p: str) -> list[str]:
     if len(pieces) > 1 and all("=" in x for x in pieces):
         return pieces
     return [p]
+
+
+LATEX_OPENERS = ("\\{", "\\lbrace", "\\langle", "(", "[", "{")
+"""Tokens that open a bracket (:func:`latex_tokens`)."""
+LATEX_CLOSERS = ("\\}", "\\rbrace", "\\rangle", ")", "]", "}")
+"""Tokens that close a bracket (:func:`latex_tokens`)."""
+_TOKEN = re.compile(r"\\(?:lbrace|rbrace|langle|rangle)(?![A-Za-z])|\\[{}]|\\[A-Za-z]+|\\.?|[()\[\]{}]|[^\\()\[\]{}]+", re.DOTALL)
+_LIST_WORDS = re.compile(
+    r"\s*(?:\\(?:text|textrm|mbox|mathrm)\s*\{\s*,?\s*(?:and|or)\s*\}|\\q?quad(?![A-Za-z])|\\(?:lor|vee)(?![A-Za-z])"
+    r"|(?<![A-Za-z\\])(?:and|or)(?![A-Za-z]))\s*"
+)
+
+
+def latex_tokens(t: str) -> list[str]:
+    r"""``t`` as tokens that tell brackets apart: ``\{``, ``\langle``, control words, brackets, runs of other text.
+
+    Args:
+        t: LaTeX text.
+
+    Returns:
+        The tokens; joined they give ``t`` back.
+    """
+    return _TOKEN.findall(t)
+
+
+def split_top(t: str, pattern: re.Pattern[str]) -> list[str]:
+    r"""``t`` split at the matches of ``pattern`` outside every bracket (``\{ \}`` and ``\langle`` count).
+
+    A match at either end of ``t`` does not split.
+
+    Args:
+        t: LaTeX text.
+        pattern: the separator.
+
+    Returns:
+        The stripped pieces (one when nothing splits).
+    """
+    depth = [0] * (len(t) + 1)
+    d = 0
+    pos = 0
+    for tk in latex_tokens(t):
+        if tk in LATEX_CLOSERS:
+            d -= 1
+        for k in range(pos, pos + len(tk)):
+            depth[k] = d
+        if tk in LATEX_OPENERS:
+            d += 1
+        pos += len(tk)
+    out, last = [], 0
+    for m in pattern.finditer(t):
+        if m.start() == 0 or m.end() >= len(t) or depth[m.start()] != 0 or m.start() < last:
+            continue
+        out.append(t[last : m.start()])
+        last = m.end()
+    out.append(t[last:])
+    return [x.strip() for x in out]
+
+
+def split_listing(p: str) -> list[str]:
+    r"""One part split where it lists answers in words: "and", "or", ``\text{ and }``, ``\quad``, ``\lor``.
+
+    Args:
+        p: one part (no top-level comma).
+
+    Returns:
+        The non-empty pieces (``[p]`` when it lists nothing).
+    """
+    out = []
+    for x in split_top(p, _LIST_WORDS):
+        m = _LIST_WORDS.match(x)
+        if m and m.end() < len(x) and (m.start() == 0):
+            x = x[m.end() :]  # "1, 2, and 3": the last item after the serial comma
+        out.append(x.strip(" ,;"))
+    return [x for x in out if x] or [p]
 
 
 def answer_parts(s: str) -> list[list[str]]:
@@ -411,6 +490,8 @@ def compare_parts(
         pg = terms
     gflat = [x for g in gg for x in g]
     pflat = [x for g in pg for x in g]
+    if len(gflat) == 1 and len(pflat) > 1 and len(split_listing(gflat[0])) == len(pflat):
+        gflat = split_listing(gflat[0])  # a gold listing its answers in words ("8 and 9") against "8, 9"
     if len(gflat) <= 1:
         return None
     fn = _labelled(one, equations, definitions)
@@ -422,6 +503,11 @@ def compare_parts(
         )
     if len(gflat) != len(pflat):
         gflat, pflat = _expand_collective(gflat), _expand_collective(pflat)
+    if len(gflat) != len(pflat):
+        # "5 and 6", "x = 2 \text{ or } x = -3": the answers listed in words
+        worded = [x for p in pflat for x in split_listing(p)]
+        if len(worded) == len(gflat):
+            pflat = worded
     if len(gflat) != len(pflat):
         return False, f"expected {len(gflat)} parts, got {len(pflat)}"
     if not (equations or (set_like(gflat) and set_like(pflat))):

@@ -18,6 +18,8 @@ from dataclasses import replace
 from fractions import Fraction
 
 from studybench.answers import split_top_level
+from studybench.records import AnswerType
+from studybench.verify.comparison.forms import compare_forms
 from studybench.verify.comparison.numeric import compare_quantities
 from studybench.verify.comparison.parts import SUBSCRIPT_RE, compare_parts, flatten_env, labels_compatible
 from studybench.verify.comparison.relations import chain_rule
@@ -79,6 +81,10 @@ def ex_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     pred = value_link(pred)  # I \to 0, \approx \frac{v}{2}: the value stated
     gold, pred = _bar_value(gold), _bar_value(pred)
     gold, pred = _same_vector_form(gold, pred)
+    # sets, solution lists, tuples, \pm, matrices, interval forms (comparison/forms.py)
+    res = compare_forms(gold, pred, lambda g, p: _ex_units(g, p, None, ctx), lambda g, p: ctx.full(AnswerType.IN, g, p))
+    if res is not None:
+        return res
     res = compare_parts(gold, pred, lambda g, p: _ex_units(g, p, None, ctx), definitions=ctx.definitions)
     if res is not None:
         return res

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from studybench.answers import split_top_level
+from studybench.verify.comparison.intervals import same_real_set, set_notation
 from studybench.verify.comparison.parts import same_lhs
 from studybench.verify.comparison.relations import bound_equal, chain_rule, positive_multiple
 from studybench.verify.comparison.symbolic import (
@@ -27,11 +28,43 @@ from studybench.verify.reading.latex import LatexError, relation_chain, states_i
 from studybench.verify.rules._shared import Context, Rule
 from studybench.verify.verdict import RuleResult
 
-__all__ = ["RULE", "in_gold_check", "in_rule"]
+__all__ = ["RULE", "in_forms_rule", "in_gold_check", "in_rule"]
 
 
 def in_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     r"""IN: intervals and inequalities (PROTOCOL.md section 5).
+
+    The written forms first (:func:`in_forms_rule`); when they do not show the answers equal and either
+    side uses set notation (a union, "or", points, set-builder notation, ``\mathbb{R}``, a difference),
+    both are compared as subsets of the real line
+    (:func:`studybench.verify.comparison.intervals.same_real_set`: unions in any order, touching intervals
+    merged).
+
+    Args:
+        gold: one gold box content.
+        pred: one predicted box content.
+        hint: the unit hint (not used by IN).
+        ctx: the verification's context (its definitions).
+
+    Returns:
+        ``(match, reason)``.
+    """
+    try:
+        res = in_forms_rule(gold, pred, hint, ctx)
+    except Exception:  # sympy raises many types on a form the written rules do not expect ("a < x or x > b")
+        alt = same_real_set(gold, pred) if set_notation(gold) or set_notation(pred) else None
+        if alt is None:
+            raise
+        return alt
+    if res[0] is not True and (set_notation(gold) or set_notation(pred)):
+        alt = same_real_set(gold, pred)
+        if alt is not None and alt[0] is True:
+            return alt
+    return res
+
+
+def in_forms_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
+    r"""IN as written: intervals and inequalities form by form.
 
     Intervals: bracket types must match, bounds equal by NV / EX rules, unions part-wise in order.
     Inequalities: same strictness, each gold relation matched by a prediction relation whose

@@ -17,7 +17,7 @@ __all__ = ["RULE", "mc_gold_check", "mc_rule"]
 _MC_WRAP = re.compile(r"\\(?:text|mathrm|textbf|mathbf|textrm|mbox|textit|mathit|emph|boldsymbol|bm)\s*\{([^{}]*)\}")
 _MC_SPACING = re.compile(r"\\(?:,|;|:|!| |quad(?![A-Za-z])|qquad(?![A-Za-z]))|~")
 _MC_HEAD = re.compile(r"\(\s*([A-Za-z])\s*\)|\[\s*([A-Za-z])\s*\]|([A-Za-z])(?![A-Za-z0-9])")
-_MC_SEP = re.compile(r"\s*[:.)\]-]")
+_MC_SEP = re.compile(r"\s*[:.)\],-]")
 _MC_JOIN = re.compile(r"\s*(?:,|;|/|&|\+|\\&|\b(?:and|or|und|oder|et|ou|y|und/or|and/or)\b)\s*", re.IGNORECASE)
 _MC_OTHER = re.compile(r"\(\s*([A-Za-z])\s*\)|([A-Za-z])(?![A-Za-z0-9])")
 _MC_NEGATION = re.compile(r"\b(?:incorrect|wrong|not|false|neither|none|also|either|maybe|possibly|plausible|or|and)\b", re.IGNORECASE)
@@ -69,7 +69,10 @@ def _mc_letter_first(s: str) -> str | None:
     t = _MC_SPACING.sub(" ", t)
     t = t.replace("$", " ").replace("{", " ").replace("}", " ")
     t = " ".join(t.split())
-    t = re.sub(r"^(?:the\s+)?(?:correct\s+)?(?:option|choice|answer)(?:\s+is)?\s*:?\s*", "", t, flags=re.IGNORECASE)
+    t = re.sub(
+        r"^(?:(?:i\s+)?(?:choose|pick|select)\s+|(?:the\s+)?(?:correct\s+|final\s+|right\s+|best\s+)?(?:option|choice|answer)(?:\s+is)?\s*:?\s*)+",
+        "", t, flags=re.IGNORECASE,
+    )
     m = _MC_HEAD.match(t)
     if not m:
         return None
