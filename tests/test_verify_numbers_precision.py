@@ -65,6 +65,7 @@ def _assert_all(verifier: Verifier, cases: list[tuple[str, str, str, str | None,
     (r"10^{5}", 1e5, 0, 0, False, False),
     (r"\frac{1}{3}", 1 / 3, 0, 0, False, False),
     ("3/4", 0.75, 0, 0, False, False),
+    ("4 / 2", 2, 0, 0, False, False),
     ("0", 0, 0, 0, False, False),
 ])
 def test_written_precision_counts_significant_figures(text: str, value: float, sig: int, half: float, integer: bool, ambiguous: bool) -> None:
@@ -367,4 +368,26 @@ def test_a_degree_hint_makes_the_gold_an_angle(verifier: Verifier, hint: str) ->
         ("60", r"\frac{\pi}{6}", "NV", hint, False),
         ("60", r"1.047\,\mathrm{rad}", "NV", hint, True),
         ("60", r"60\,\mathrm{rad}", "NV", hint, False),
+    ])
+
+
+def test_a_unit_hint_gives_an_equation_gold_its_unit(verifier: Verifier) -> None:
+    """EQ golds whose value states no unit read it from the hint, as NV does (was: "gold states no unit").
+
+    The wrong twins: another prefix without rescaling, a value outside the tolerance, radians read as degrees
+    (``\\theta = 30\\,\\mathrm{rad}`` against a 30-degree gold was accepted before).
+    """
+    _assert_all(verifier, [
+        ("T_1 = 77", r"T_1 = 77\,\mathrm{K}", "EQ", r"\text{K}", True),
+        ("T_1 = 77", "T_1 = 77", "EQ", r"\text{K}", True),
+        ("T_1 = 77", r"T_1 = 0.077\,\mathrm{kK}", "EQ", r"\text{K}", True),
+        ("T_1 = 77", r"T_1 = 77\,\mathrm{mK}", "EQ", r"\text{K}", False),
+        ("T_1 = 77", r"T_1 = 78.5\,\mathrm{K}", "EQ", r"\text{K}", False),
+        (r"\theta = 30", r"\theta = 0.5236\,\mathrm{rad}", "EQ", r"^\circ", True),
+        (r"\theta = 30", r"\theta = 30", "EQ", r"^\circ", True),
+        (r"\theta = 30", r"\theta = 30\,\mathrm{rad}", "EQ", r"^\circ", False),
+        (r"\theta = 30", r"\theta = \frac{\pi}{3}", "EQ", r"^\circ", False),
+        ("v = 3", r"v = 3\,\mathrm{m/s}", "EQ", r"\mathrm{m/s}", True),
+        ("v = 3", r"v = 3\,\mathrm{km/s}", "EQ", r"\mathrm{m/s}", False),
+        ("v = 3 a", "v = 3 a", "EQ", r"\mathrm{m/s}", True),
     ])

@@ -396,13 +396,16 @@ def _words(kind: str):  # noqa: ANN202 - a small factory
 # ------------------------------------------------------------------------------------ near misses
 
 def _precision(n: Num, slot: Slot):  # noqa: ANN202 - (Precision, exact)
+    from studybench.verify.physics.units import hint_unit
     from studybench.verify.reading.numbers import Precision, written_precision
 
     if n.bare_pow:
         return Precision(), True
     written = n.mant_text + (f"\\times 10^{{{n.exp10}}}" if n.exp10 is not None else "")
-    # a plain integer without a unit is exact (a count); with one, its digits are significant
-    return written_precision(written, n.value), n.plain_int and not (n.unit_text or slot.unit)
+    # a plain integer without a unit is exact (a count); with one, its digits are significant; a symbolic
+    # unit hint (2 in units of \hbar^2: an eigenvalue) states no measured unit, so the integer stays exact
+    measured = bool(n.unit_text) or (slot.unit is not None and hint_unit(slot.unit)[0] is not None)
+    return written_precision(written, n.value), n.plain_int and not measured
 
 
 def _tolerance(n: Num, slot: Slot) -> float:

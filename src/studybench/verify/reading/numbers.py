@@ -484,7 +484,7 @@ def written_precision(t: str, value: float) -> Precision:
         return Precision()
     ip, frac = m.group("int") or "", m.group("frac") or ""
     rest = body[m.end() :]
-    if rest.startswith("/") or rest.lstrip().startswith("\\frac"):
+    if rest.lstrip().startswith(("/", "\\frac")):
         return Precision()  # 1/3: a fraction
     digits = (ip + frac).lstrip("0")
     if not digits:

@@ -24,7 +24,7 @@ __all__ = ["RULE", "eq_gold_check", "eq_rule"]
 
 
 def eq_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
-    """EQ: the same solution set (PROTOCOL.md section 5).
+    r"""EQ: the same solution set (PROTOCOL.md section 5).
 
     Several comma-separated equations are matched order-free with their labels; a gold with a numeric
     right side compares the left side as a string/expression and the value by NV rules; otherwise
@@ -35,7 +35,7 @@ def eq_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     Args:
         gold: one gold box content.
         pred: one predicted box content.
-        hint: the unit hint: a gold ``T_1 = 77`` with ``\\text{K}`` reads as ``T_1 = 77\\,\\mathrm{K}``.
+        hint: the unit hint: a gold ``T_1 = 77`` with ``\text{K}`` reads as ``T_1 = 77\,\mathrm{K}``.
         ctx: the verification's context (its definitions; the EX rule for sides that are no equations).
 
     Returns:
