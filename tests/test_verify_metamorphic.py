@@ -197,7 +197,9 @@ def test_number_and_unit_pairs_reread_to_the_right_value(sample_pairs: tuple[lis
             continue  # a fraction or a rewritten exact number: checked by its SymPy form elsewhere
         g, v = got
         if p.label:
-            assert abs(v - g) <= 0.005 * abs(g) + 1e-300, (p.transformation, p.gold_box, p.pred_box, g, v)
+            # a careful value that rounds to a 1-2 significant-figure gold lies up to the 5% rounding cap away
+            bound = 0.05 if p.transformation == "num:rounding" else 0.005
+            assert abs(v - g) <= bound * abs(g) + 1e-300, (p.transformation, p.gold_box, p.pred_box, g, v)
         else:
             assert abs(v - g) >= 0.025 * abs(g), (p.transformation, p.gold_box, p.pred_box, g, v)
         n += 1
@@ -277,10 +279,18 @@ def _one(name: str, box: str, at: str = "NV", unit: str | None = None, seed: int
 def test_tolerance_near_miss_is_three_times_the_documented_tolerance() -> None:
     (p,) = _one("miss:tolerance", "1.0\\,\\mathrm{kg}")
     v = read_number(p.pred_box)
-    assert v is not None and abs(abs(v.value - 1.0) - 0.06) < 1e-9  # 2% (0.05 resolution, capped) x 3
+    # 1.0 rounds 0.95..1.05 to itself (half a unit, 5%: the rounding cap) x 3
+    assert v is not None and abs(abs(v.value - 1.0) - 0.15) < 1e-9
     (p,) = _one("miss:tolerance", "250")
     v = read_number(p.pred_box)
     assert v is not None and abs(abs(v.value - 250) / 250 - 0.03) < 1e-9  # a plain integer keeps 1%
+    (p,) = _one("miss:tolerance", r"250\,\mathrm{m}")
+    v = read_number(p.pred_box)
+    # with a unit the digits count; the trailing zero is ambiguous: 2% x 3
+    assert v is not None and abs(abs(v.value - 250) / 250 - 0.06) < 1e-9
+    (p,) = _one("miss:tolerance", r"11\,\mathrm{mm}")
+    v = read_number(p.pred_box)
+    assert v is not None and abs(abs(v.value - 11) / 11 - 3 * 0.5 / 11) < 1e-9  # 11.28 rounds to 11: h = 0.5 (4.5%) x 3
 
 
 def test_unit_prefix_rescales_and_the_near_miss_does_not() -> None:
@@ -347,23 +357,23 @@ FLOORS: dict[str, float] = {
     "eq:scale": 0.90, "eq:move": 0.90, "eq:square": 0.50, "eq:solve": 0.87, "eq:clear": 0.80, "num:sci": 0.83,
     "num:e": 0.83, "num:plain": 0.50, "num:thousands": 0.00, "num:more-digits": 0.90,
     "num:trailing-zeros": 0.94, "num:fraction": 0.66, "unit:prefix": 0.87, "unit:equivalent": 0.80,
-    "unit:angle": 0.66, "unit:style": 0.91, "words:approx": 0.78, "words:about": 0.00,
-    "words:count-noun": 0.50, "id:gold": 1.00, "print:dfrac": 0.95, "print:slash": 0.91, "print:mul": 0.83,
+    "unit:angle": 0.66, "unit:style": 0.91, "words:approx": 0.92, "words:about": 0.92,
+    "words:count-noun": 0.75, "num:rounding": 0.66, "id:gold": 1.00, "print:dfrac": 0.95, "print:slash": 0.91, "print:mul": 0.83,
     "print:left-right": 0.93, "print:spacing": 0.95, "print:braces": 0.95, "print:exp": 0.75,
     "tf:sentence": 0.33, "mc:sentence": 0.66, "ql:case": 0.80, "ql:text": 0.80, "in:flip": 0.80,
-    "combo:equivalent": 0.83, "[choice]": 0.87, "[combo]": 0.83, "[equation]": 0.95, "[identity]": 1.00,
-    "[interval]": 0.80, "[number]": 0.92, "[print]": 0.94, "[symbolic]": 0.95, "[unit]": 0.95,
-    "[words]": 0.45, "all": 0.91,
+    "combo:equivalent": 0.95, "[choice]": 0.87, "[combo]": 0.95, "[equation]": 0.95, "[identity]": 1.00,
+    "[interval]": 0.80, "[number]": 0.95, "[print]": 0.94, "[symbolic]": 0.95, "[unit]": 0.95,
+    "[words]": 0.95, "all": 0.94,
 }
 """Recall floors per transformation and family (``[family]``) on the sample: the recall measured with
 the verifier of this commit minus ``max(0.05, 1/pairs)`` (one flipped verdict), rounded down; the
 gold against itself stays at 1.0. Measured: 657 pairs, recall 0.947 overall (words 0.50, combo
-0.815, equations 0.939, print 0.993), no false accept. Raised after the reading work of issue 25 item 3
-(687 pairs, recall 0.960; equations 1.000 with eq:solve and eq:clear at 1.000, combo 0.889). Raise a floor
-when the verifier improves; never lower one."""
+0.815, equations 0.939, print 0.993), no false accept. Raised with issue 25's numbers work (684 pairs,
+recall 0.989: words 1.000, numbers 1.000, combo 0.926) and its reading work (equations 1.000 with eq:solve
+and eq:clear at 1.000; both: 693 pairs, recall 0.998, combo 1.000). Raise a floor when the verifier improves; never lower one."""
 NEAR_MISS_CLEAN: frozenset[str] = frozenset({
     "miss:coeff", "miss:exponent", "miss:sign", "miss:swap-vars", "miss:drop-term", "miss:tolerance",
-    "miss:unit-prefix", "miss:tf", "miss:mc", "miss:in-direction", "miss:in-bracket", "combo:miss",
+    "miss:unit-prefix", "miss:rounding", "miss:tf", "miss:mc", "miss:in-direction", "miss:in-bracket", "combo:miss",
 })
 """Near-miss transformations with no false accept on the sample today (all of them): precision 1.0 stays."""
 

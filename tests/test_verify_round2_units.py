@@ -90,7 +90,8 @@ CASES: list[tuple[str, str, object, bool, str]] = [
     # --- 10. golds written to one or two significant figures -----------------------------------
     (r"2\times10^{5}", r"1.96\times10^{5}", None, True, "rounds to the gold at 1 s.f., within 2%"),
     (r"2\times10^{5}", r"2.04e5", None, True, "rounds to the gold, other side"),
-    (r"2\times10^{5}", r"1.95\times10^{5}", None, False, "2.5% off: beyond the 2% cap"),
+    (r"2\times10^{5}", r"1.95\times10^{5}", None, True, "2.5% off, rounds to 2e5 at 1 s.f.: within the 5% rounding cap (issue 25)"),
+    (r"2\times10^{5}", r"1.89\times10^{5}", None, False, "5.5% off: rounds to 2e5 but beyond the 5% rounding cap"),
     (r"2\times10^{5}", r"2.4\times10^{5}", None, False, "rounds to 2 at 1 s.f. but 20% off: the cap decides"),
     (r"2\times10^{5}", r"1.4\times10^{5}", None, False, "rounds to 1"),
     (r"2\times10^{5}", r"2.5\times10^{5}", None, False, "half way: rejected whichever rounding"),

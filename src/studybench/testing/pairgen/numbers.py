@@ -10,9 +10,13 @@ rounded to three significant figures (within the documented 1%), trailing zeros;
 equivalent units and degrees / radians by pint (:mod:`studybench.testing.pairgen.units`), the unit
 restyled, a stated unit written out; words around the value (``\approx``, "about", a count noun).
 
+A careful value that rounds to a one- or two-significant-figure gold beyond the plain 1-2% (``11.28``
+for ``11\,\mathrm{mm}``: the rubric's "round to the same value at the reference's stated precision").
+
 Near misses (label ``False``): the value 3x the documented tolerance away
-(:mod:`studybench.verify.comparison.tolerance`), the mantissa doubled or tripled, the power of ten off by
-one, the sign flipped, a wrong unit prefix.
+(:func:`studybench.verify.comparison.tolerance.tolerance_width`, the same policy the verifier applies),
+a value that rounds to the next value at the gold's precision (``11.6`` for ``11\,\mathrm{mm}``), the
+mantissa doubled or tripled, the power of ten off by one, the sign flipped, a wrong unit prefix.
 """
 
 from __future__ import annotations
@@ -391,20 +395,71 @@ def _words(kind: str):  # noqa: ANN202 - a small factory
 
 # ------------------------------------------------------------------------------------ near misses
 
-def _tolerance(n: Num) -> float:
-    from studybench.verify.comparison.tolerance import MAX_REL_TOL, REL_TOL
-    from studybench.verify.reading.numbers import written_resolution
+def _precision(n: Num, slot: Slot):  # noqa: ANN202 - (Precision, exact)
+    from studybench.verify.physics.units import hint_unit
+    from studybench.verify.reading.numbers import Precision, written_precision
 
-    written = n.mant_text + (f"\\times 10^{{{n.exp10}}}" if n.exp10 is not None and not n.bare_pow else "")
-    res = written_resolution(written, n.value) if not n.bare_pow else 0.0
-    return min(REL_TOL + res / abs(n.value), MAX_REL_TOL)
+    if n.bare_pow:
+        return Precision(), True
+    written = n.mant_text + (f"\\times 10^{{{n.exp10}}}" if n.exp10 is not None else "")
+    # a plain integer without a unit is exact (a count); with one, its digits are significant; a symbolic
+    # unit hint (2 in units of \hbar^2: an eigenvalue) states no measured unit, so the integer stays exact
+    measured = bool(n.unit_text) or (slot.unit is not None and hint_unit(slot.unit)[0] is not None)
+    return written_precision(written, n.value), n.plain_int and not measured
+
+
+def _tolerance(n: Num, slot: Slot) -> float:
+    """The verifier's documented tolerance for this gold, relative (:func:`~studybench.verify.comparison.tolerance.tolerance_width`)."""
+    from studybench.verify.comparison.tolerance import tolerance_width
+
+    prec, exact = _precision(n, slot)
+    return tolerance_width(n.value, prec, exact=exact) / abs(n.value)
+
+
+def _rounding(slot: Slot, rng: Random, miss: bool) -> list[Candidate]:
+    """A value that rounds to the gold at its significant figures beyond the 1-2% (or, ``miss``, to the next value)."""
+    from studybench.verify.comparison.tolerance import MAX_REL_TOL, REL_TOL
+
+    n = slot.number
+    if n is None or n.digits == 0 or n.bare_pow:
+        return []
+    prec, exact = _precision(n, slot)
+    if exact or prec.half_unit == 0:
+        return []
+    g = abs(n.value)
+    h = prec.half_unit / g
+    width = _tolerance(n, slot)
+    sign = rng.choice([1, -1])
+    if miss:
+        rel = 1.2 * h  # past the half unit: rounds to the neighbouring value
+        if rel <= width * 1.05 or rel < 0.025:
+            return []
+    else:
+        plain = min(REL_TOL + h, MAX_REL_TOL)
+        if width <= plain * 1.05:
+            return []  # the rounding clause decides nothing beyond the relative tolerance here
+        rel = (plain + width) / 2
+    new = n.digits * (1 + Decimal(repr(rel)) * sign)
+    sig = max(n.sig + 2, 4)
+    d = _round_sig(new, sig)
+    text = format_number(d, sig, "plain" if n.exp10 is None else "times")
+    why = "rounds to the next value at the gold's precision" if miss else "rounds to the gold at its significant figures"
+    return [Candidate(_box(n, text), ("value", n.value, float(d), -rel if miss else rel), f"{why} ({rel:.2%} away)")]
+
+
+def _careful(slot: Slot, rng: Random) -> list[Candidate]:
+    return _rounding(slot, rng, miss=False)
+
+
+def _miss_rounding(slot: Slot, rng: Random) -> list[Candidate]:
+    return _rounding(slot, rng, miss=True)
 
 
 def _miss_tolerance(slot: Slot, rng: Random) -> list[Candidate]:
     n = slot.number
     if n is None or n.digits == 0:
         return []
-    tol = _tolerance(n)
+    tol = _tolerance(n, slot)
     new = n.digits * (1 + Decimal(repr(3 * tol)) * rng.choice([1, -1]))
     sig = max(n.sig + 2, 4)
     d = _round_sig(new, sig)
@@ -474,6 +529,7 @@ NUMBERS: tuple[Transformation, ...] = (
     _t("num:3sf", "number", True, _fewer_digits, "the gold rounded to 3 significant figures (within 1%)"),
     _t("num:trailing-zeros", "number", True, _trailing_zeros, "trailing zeros added"),
     _t("num:fraction", "number", True, _fraction, "an exact decimal written as a fraction"),
+    _t("num:rounding", "number", True, _careful, "a careful value that rounds to a 1-2 significant-figure gold, beyond 1-2%"),
     _t("unit:prefix", "unit", True, _unit_prefix, "another SI prefix, value rescaled (pint)"),
     _t("unit:equivalent", "unit", True, _unit_equivalent, "an equivalent unit (J = N m, eV in J, ...) (pint)"),
     _t("unit:angle", "unit", True, _unit_angle, "degrees <-> radians (pint)"),
@@ -482,6 +538,7 @@ NUMBERS: tuple[Transformation, ...] = (
     _t("words:about", "words", True, _words("about"), "'about' / 'approximately' before the value"),
     _t("words:count-noun", "words", True, _words("noun"), "a count noun after a unitless value"),
     _t("miss:tolerance", "near-miss", False, _miss_tolerance, "the value 3x the documented tolerance away"),
+    _t("miss:rounding", "near-miss", False, _miss_rounding, "a value that rounds to the next value at the gold's precision (11.6 for 11)"),
     _t("miss:coeff", "near-miss", False, _miss_coeff, "the mantissa doubled or tripled"),
     _t("miss:exponent", "near-miss", False, _miss_pow10, "the power of ten off by one"),
     _t("miss:sign", "near-miss", False, _miss_sign, "the sign flipped"),

@@ -7,7 +7,9 @@ values compared within the tolerance policy of :mod:`studybench.verify.compariso
 
 from __future__ import annotations
 
-from studybench.verify.comparison.tolerance import close_enough
+from dataclasses import replace
+
+from studybench.verify.comparison.tolerance import within_precision
 from studybench.verify.physics.units import convert_unit, dimensionless, effective_unit, is_unit, same_unit
 from studybench.verify.reading.numbers import Quantity
 from studybench.verify.reading.unitwords import count_noun, turn_count
@@ -26,8 +28,9 @@ def compare_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
       (angles never to or from non-angles); a prediction whose trailing text is no real unit is not a
       plain number (unless it is a count noun: ``15 levels``); a dimensional unit against a unitless
       nonzero gold is not accepted (the gold's unit is unknown; pass ``gold_unit``).
-    * tolerance: :func:`studybench.verify.comparison.tolerance.close_enough` (1% plus half a unit in the gold's
-      last written decimal, at most 2%).
+    * tolerance: :func:`studybench.verify.comparison.tolerance.within_precision`, in the gold's unit
+      (1%, or a rounding to the gold at its significant figures, at most 2% / 5%); a plain integer
+      gold without a unit (a count, an exact ratio) is exact: 1%.
 
     Args:
         g: the gold quantity.
@@ -64,10 +67,11 @@ def compare_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
         elif g.value != 0 and not dimensionless(pu):
             # the gold's unit is unknown (no unit in the box, no hint): 9.9 MeV may be 1000x off
             return False, f"gold states no unit; cannot check {pu}"
+    exact = g.precision.integer and not (gu or g.percent)  # 3 fringes, a ratio of 2: a count is exact
     for pv in pvals:
         for gv in gvals:
-            res = g.resolution * abs(gv / g.value) if g.value else 0.0
-            if close_enough(pv, gv, resolution=res):
+            prec = replace(g.precision, half_unit=g.precision.half_unit * abs(gv / g.value)) if g.value else None
+            if within_precision(pv, gv, prec, exact=exact):
                 err = 0.0 if gv == 0 else abs(pv - gv) / abs(gv)
                 return True, f"numeric match (rel. err {err:.2%}){unit_note}"
     return False, f"numeric mismatch ({pvals[0]:.6g} vs {gvals[0]:.6g}){unit_note}"

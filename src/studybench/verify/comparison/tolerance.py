@@ -1,28 +1,45 @@
-r"""The tolerance policy, in one place (PROTOCOL.md section 5; Physics-R1's binary reward).
+r"""The tolerance policy, in one place (PROTOCOL.md section 5; the judge rubric; Physics-R1's binary reward).
 
-Numbers (NV rules, :func:`close_enough`):
+Numbers (NV rules): :func:`within_precision`, driven by the gold's significant figures
+(:class:`studybench.verify.reading.numbers.Precision`, read by
+:func:`studybench.verify.reading.numbers.written_precision`). The rubric says "different precisions
+that round to the same value at the reference's stated precision are equivalent" and accepts about
+2% for estimates. A prediction ``p`` (converted to the gold's unit first) matches a gold ``g`` when
 
-* relative error at most :data:`REL_TOL` (1%) of the gold;
-* widened by half a unit in the gold's last written decimal (:func:`studybench.verify.reading.numbers.written_resolution`;
-  the reference rounds the prediction to the gold's decimals), but never beyond :data:`MAX_REL_TOL` (2%);
-* a gold of exactly 0 needs a prediction of 0 (:data:`ABS_TOL_ZERO`).
+1. **relative tolerance**: ``|p - g| <= 1% |g| + h``, never more than 2% of ``|g|`` (the reference
+   judge rounds to the gold's digits and allows 1%; the rubric's ~2% for estimates), or
+2. **rounding at the gold's precision**: ``p`` rounds to ``g`` at the gold's significant figures
+   (``|p - g| < h``, a tie rounding half away from zero), but never more than 5% of ``|g|`` (2% when
+   the significant figures are ambiguous),
 
-Significant figures (golds written to one or two significant figures): the tolerance is
-``min(1% + half a unit in the gold's last written significant digit, 2%)``. A prediction that rounds
-to the gold at the gold's written precision is right as long as it is within 2% (``1.96\times10^{5}``
-for ``2\times10^{5}``, ``0.305`` for ``0.3``); the 2% cap is the LLM rubric's bound for estimates, so
-a prediction that merely rounds to the gold at one significant figure but lies further away is wrong
-(``2.4\times10^{5}``, ``1.8\times10^{5}`` and ``2.5\times10^{5}`` for ``2\times10^{5}``: 20%, 10%, 25%
-off; rounding half-up or half-even never matters, as the cap decides first). Which digits count as
-written:
+where ``h`` is half a unit in the gold's last significant digit. So ``11\,mm`` accepts ``11.28`` and
+``10.5`` (they round to 11) and rejects ``11.6`` and ``11.5`` (they round to 12); ``1.0\,kg``
+accepts ``1.04``; ``2\times10^{5}`` accepts ``2.09\times10^{5}`` and rejects ``2.4\times10^{5}``.
 
-* a decimal point makes every digit after it significant (``0.30`` -> 0.005, ``2.0\times10^{5}`` ->
-  5000);
-* an integer mantissa with an explicit power of ten counts to its last digit (``2\times10^{5}`` and
-  ``2e5`` -> 50000, ``25\times10^{3}`` -> 500), so such a gold gets the 2% cap;
-* a plain integer (``100``, ``3``, ``12000``) is read as exact: trailing zeros are ambiguous and a
-  count is exact, so it keeps the plain 1% (``104`` and ``3.04`` are wrong for ``100`` and ``3``);
-* a bare power of ten (``10^{5}``) writes no digit and keeps 1%.
+* **Which digits count**: a decimal point makes every digit after the first non-zero one significant
+  (``0.30`` -> 2, ``300.`` -> 3); a mantissa times a power of ten counts its digits
+  (``1.2\times10^{3}`` -> 2); a plain integer counts to its last non-zero digit (``11`` -> 2).
+* **Ambiguous trailing zeros** (``500``, ``1200``: an integer without a decimal point): read at the
+  non-zero digits (``1200`` -> 2), but the rounding clause is capped at 2% (the stricter reading that
+  still accepts a careful solver's ``1183`` for ``1200``; ``1150`` is 4% off: rejected).
+* **Exact numbers state no precision** (``h = 0``: the plain 1%): a plain integer without a unit (a
+  count or an exact ratio: ``3`` rejects ``3.04``), a fraction, a bare power of ten (``10^{5}``), a
+  closed form, a computed value.
+* **One significant figure**: the rounding interval is 5-50% wide and holds the realistic wrong
+  answers (a factor sqrt(2), 1.2, pi/3); the 5% cap is the widest interval a two-figure gold ever
+  gives (half a unit of ``1.0``), so no gold accepts more than 5%.
+* **Ties** (exactly half a unit away, within float noise): half away from zero, the textbook rule
+  (``10.5`` and ``-10.5`` round to ``11`` and ``-11``: accepted for ``11`` / ``-11``; ``11.5`` rounds
+  to ``12``: rejected). Banker's rounding would accept both ties of an even gold and neither of an
+  odd one.
+* **Signs, magnitudes**: everything is relative to ``|g|``; a sign flip is never within tolerance;
+  very small and very large magnitudes behave alike (the half unit scales with the value).
+* **Zero**: a gold of exactly 0 needs a prediction of 0 (:data:`ABS_TOL_ZERO`): ``1.6\times10^{-19}``
+  is not ``0.0``.
+* **The prediction's own precision never widens anything**: ``1`` and ``1.0`` are 3.8% off
+  ``1.04`` (``h`` = 0.005): rejected.
+
+:func:`close_enough` is clause 1 alone (for callers without a written gold: bounds, recomputation).
 
 Symbolic comparison at sample points (:func:`sample_tolerance`, :func:`rel_close`):
 
@@ -39,6 +56,8 @@ from __future__ import annotations
 import math
 import re
 
+from studybench.verify.reading.numbers import Precision
+
 __all__ = [
     "ABS_TOL_ZERO",
     "DECIMAL_GOLD_REL_TOL",
@@ -46,10 +65,13 @@ __all__ = [
     "MAX_DECIMAL_REL",
     "MAX_REL_TOL",
     "REL_TOL",
+    "ROUNDING_CAP",
     "close_enough",
     "decimal_half_width",
     "rel_close",
     "sample_tolerance",
+    "tolerance_width",
+    "within_precision",
     "written_decimals",
     "written_tolerance",
 ]
@@ -70,10 +92,11 @@ MAX_REL_TOL = 0.02
 
 
 def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL, resolution: float = 0.0) -> bool:
-    """The NV tolerance policy (PROTOCOL.md section 5): whether ``pred`` matches ``gold``.
+    """The relative tolerance (clause 1 of :func:`within_precision`): whether ``pred`` matches ``gold``.
 
     ``|pred - gold| <= rel_tol * |gold| + resolution``, never more than 2% of the gold; a gold of
-    exactly 0 needs a prediction of 0.
+    exactly 0 needs a prediction of 0. The NV rules use :func:`within_precision`, which adds the
+    rounding at the gold's significant figures.
 
     Args:
         pred: the predicted value.
@@ -91,6 +114,81 @@ def close_enough(pred: float, gold: float, rel_tol: float = REL_TOL, resolution:
         return abs(pred) <= ABS_TOL_ZERO  # noise of a computed value only: 1.6e-19 C is not 0
     tol = min(rel_tol * abs(gold) + max(resolution, 0.0), max(MAX_REL_TOL, rel_tol) * abs(gold))
     return abs(pred - gold) <= tol * (1 + 1e-12)
+
+
+ROUNDING_CAP = 0.05
+"""The widest relative interval the rounding clause of :func:`within_precision` accepts (a gold
+with one significant figure: its half unit is 5-50%); the same as half a unit of a two-figure
+``1.0``."""
+_TIE = 1e-9  # relative float noise within which a difference is exactly half a unit
+
+
+def within_precision(pred: float, gold: float, precision: Precision | None = None, *, exact: bool = False) -> bool:
+    r"""The NV tolerance policy: whether ``pred`` equals ``gold`` at the gold's stated precision.
+
+    The one numeric equality of the NV rules (PROTOCOL.md section 5; the rubric: "different
+    precisions that round to the same value at the reference's stated precision are equivalent",
+    about 2% for estimates). With ``h`` half a unit in the gold's last significant digit, a match is
+
+    1. ``|p - g| <= min(1% |g| + h, 2% |g|)`` (:func:`close_enough`), or
+    2. ``p`` rounds to ``g`` at the gold's significant figures (``|p - g| < h``; a tie rounds half
+       away from zero), within :data:`ROUNDING_CAP` (5%) of ``|g|``, or within 2% when the
+       significant figures are ambiguous (``500``, ``1200``).
+
+    A gold of 0 needs 0; an exact gold (no precision stated, or ``exact``) keeps the plain 1%. The
+    module docstring lists every edge (ties, trailing zeros, one significant figure, signs).
+
+    Args:
+        pred: the predicted value, already in the gold's unit.
+        gold: the gold value.
+        precision: how the gold is written (:func:`studybench.verify.reading.numbers.written_precision`),
+            its ``half_unit`` scaled to ``gold``'s unit; ``None`` for an exact gold.
+        exact: the gold is exact whatever its digits (a plain integer without a unit: a count or an
+            exact ratio).
+
+    Returns:
+        Whether the values match; never for non-finite values.
+    """
+    if not (math.isfinite(pred) and math.isfinite(gold)):
+        return False
+    h = _half_unit(precision, exact)
+    if close_enough(pred, gold, resolution=h):
+        return True
+    if gold == 0 or h == 0 or (pred < 0) != (gold < 0):
+        return False
+    d = abs(pred - gold)
+    if d > _rounding_width(gold, h, precision) * (1 + _TIE):
+        return False
+    if abs(d - h) <= _TIE * h:
+        return abs(pred) < abs(gold)  # exactly half a unit: rounds half away from zero
+    return True
+
+
+def _half_unit(precision: Precision | None, exact: bool) -> float:
+    return 0.0 if precision is None or exact else max(precision.half_unit, 0.0)
+
+
+def _rounding_width(gold: float, h: float, precision: Precision | None) -> float:
+    cap = MAX_REL_TOL if precision is not None and precision.ambiguous else ROUNDING_CAP
+    return min(h, cap * abs(gold))
+
+
+def tolerance_width(gold: float, precision: Precision | None = None, *, exact: bool = False) -> float:
+    """The widest distance from ``gold`` that :func:`within_precision` accepts (its boundary).
+
+    Args:
+        gold: the gold value.
+        precision: how the gold is written, as for :func:`within_precision`.
+        exact: the gold is exact, as for :func:`within_precision`.
+
+    Returns:
+        ``max(min(1% |g| + h, 2% |g|), min(h, 5% |g|))`` (2% instead of 5% for ambiguous trailing
+        zeros); 0 for a gold of 0. A near miss "just outside the tolerance" lies beyond it.
+    """
+    if gold == 0 or not math.isfinite(gold):
+        return 0.0
+    h = _half_unit(precision, exact)
+    return max(min(REL_TOL * abs(gold) + h, MAX_REL_TOL * abs(gold)), _rounding_width(gold, h, precision) if h else 0.0)
 
 
 # ---------------------------------------------------------------------------------------------

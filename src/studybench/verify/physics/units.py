@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from studybench.answers import split_top_level
-from studybench.verify.reading.latex import norm_string, norm_text
+from studybench.verify.reading.latex import norm_string, norm_text, split_relations
 from studybench.verify.reading.numbers import (
     EQ_ONLY,
     Quantity,
@@ -37,6 +37,8 @@ __all__ = [
     "same_unit",
     "split_hints",
     "split_unit_suffix",
+    "state_hint_unit",
+    "unit_words",
 ]
 
 
@@ -45,7 +47,7 @@ __all__ = [
 
 _UREG: Any = None
 _CONSTANTS: frozenset[str] = frozenset()
-_UNIT_SAFE = re.compile(r"[A-Za-z][A-Za-z0-9_ ^/\-*().]*")
+_UNIT_SAFE = re.compile(r"\(*[A-Za-z][A-Za-z0-9_ ^/\-*().]*")
 # units pint lacks (astronomy) or spells differently; defined on first use
 _EXTRA_UNITS = (
     "M_sun = 1.98847e30 * kilogram = M_solar",
@@ -68,6 +70,8 @@ _TOKEN_ALIASES.update({w: "turn" for w in ("orbit", "orbits", "rotation", "rotat
 _AMBIGUOUS_TOKENS = frozenset({"R", "k", "c", "e", "G", "M", "P", "a", "b", "B", "d", "t", "u", "l", "E", "I", "Q", "x", "y", "z", "n", "g_0", "h_bar"})
 # pint constants that are also ordinary units
 _CONSTANT_UNITS_OK = frozenset({"standard_atmosphere"})
+# constants that are part of a unit beside another unit (particle physics: MeV/c^2, GeV/c)
+_UNIT_CONSTANTS = frozenset({"speed_of_light"})
 # root unit that marks an angle (degree, arcminute, turn ... all reduce to radian; sr to radian**2)
 _ANGLE_ROOT = "radian"
 
@@ -101,7 +105,9 @@ def _pint_unit(u: str) -> str | None:
     if not u or len(u) > 60 or not _UNIT_SAFE.fullmatch(u):
         return None
     v = unit_phrases(u)  # per second, degrees Celsius, degC/m (a difference)
-    v = re.sub(r"\^\s*\(?\s*([+-]?)\s*(\d+(?:\.\d+)?)\s*\)?", r"**\1\2", v)
+    # a power, its own brackets only (s^(-2)); the bracket closing a group stays: J/(K m^3)
+    v = re.sub(r"\^\s*(?:\(\s*([+-]?)\s*(\d+(?:\.\d+)?)\s*\)|([+-]?)\s*(\d+(?:\.\d+)?))",
+               lambda m: "**" + (m.group(1) or m.group(3) or "") + (m.group(2) or m.group(4)), v)
     v = re.sub(r"[A-Za-z]+(?:_[A-Za-z]+)?", lambda m: _TOKEN_ALIASES.get(m.group(0), m.group(0)), v)
     v = re.sub(r"\s*([/*()])\s*", r"\1", v.strip())
     v = re.sub(r"\*\*\+", "**", v)
@@ -149,6 +155,8 @@ def is_unit(u: str, upright: bool = False) -> bool:
         names = set(units._units)
     except Exception:  # pragma: no cover - pint internals
         return False
+    if len(names) > 1:
+        names -= _UNIT_CONSTANTS  # MeV/c^2, GeV/c: c beside another unit is part of the unit
     return not (names & _CONSTANTS)
 
 
@@ -249,6 +257,23 @@ def split_unit_suffix(s: str) -> tuple[str, str]:
     return s, ""
 
 
+# English words pint also reads as units (inch, technical atmosphere, are ...): words, not units, in text
+_WORDS_NOT_UNITS = frozenset({"in", "at", "a", "an", "are", "or", "and", "to", "by", "on", "is", "per", "up", "out", "as"})
+
+
+def unit_words(words: str) -> bool:
+    r"""Whether words written in ``\text{}`` after a value are its unit (``kJ``, ``km``, ``eV``), not a remark.
+
+    Args:
+        words: the text of the group (``kJ``; ``upward`` and ``in`` are words).
+
+    Returns:
+        Whether it is a unit pint reads (upright: one letter counts, ``\text{ J}``).
+    """
+    w = norm_unit(words)
+    return bool(w) and w.lower() not in _WORDS_NOT_UNITS and is_unit(w, upright=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # the gold's unit hint (gold_unit)
 
@@ -292,6 +317,12 @@ def split_hints(gold_unit: Any, n: int) -> list[str | None]:
     return out
 
 
+_DEGREE_HINT = re.compile(
+    r"\s*(?:\$\s*)?(?:\{\s*\}\s*)?(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\u00b0|\\degree|\\text\s*\{\s*degrees?\s*\}|degrees?|deg)(?:\s*\$)?\s*",
+    re.IGNORECASE,
+)
+
+
 def hint_unit(hint: str | None) -> tuple[str | None, str | None]:
     r"""Read a unit hint.
 
@@ -301,18 +332,48 @@ def hint_unit(hint: str | None) -> tuple[str | None, str | None]:
     Returns:
         ``(pint unit, None)`` when pint reads it (``\mu\mathrm{m}``, ``\text{MeV}``, ``Joules per
         Kelvin``), else ``(None, text)`` for a symbolic unit such as ``m_0`` or ``\hbar^2``;
-        ``(None, None)`` without a hint.
+        ``(None, None)`` without a hint; a degree sign (``^\circ``, ``\degree``, ``°``) is ``deg``.
     """
     if not hint:
         return None, None
+    if _DEGREE_HINT.fullmatch(hint):
+        return "deg", None  # ^\circ, ^{\circ}, \degree, °, degrees: an angle in degrees
     cands = [norm_unit(re.sub(r"\\[,;: !]|~", " ", hint))]
     words = norm_text(hint)
     if re.fullmatch(r"[a-z ]+", words):
         cands.append(re.sub(r"\s+", "*", words.replace(" per ", "/")))
+    upright = re.search(r"\\(?:mathrm|text|textrm|rm|mbox)\s*\{", hint) is not None  # \text{b}: the barn
     for c in cands:
-        if c and _parse_units(c) is not None and is_unit(c) or (c and c in ("m", "s", "g") and _parse_units(c) is not None):
+        if c and _parse_units(c) is not None and is_unit(c, upright=upright) or (c and c in ("m", "s", "g") and _parse_units(c) is not None):
             return c, None
     return None, hint
+
+
+def state_hint_unit(gold: str, hint: str | None) -> str:
+    r"""A gold relation whose value states no unit, with the hint's unit written after the value.
+
+    ``T_1 = 77`` with the hint ``\text{K}`` -> ``T_1 = 77\,\mathrm{K}`` (a degree hint writes
+    ``^{\circ}``), so that rules comparing the written value (EQ) read it in the hint's unit, as the
+    NV rule does.
+
+    Args:
+        gold: one gold box (``lhs = value``).
+        hint: its unit hint, or ``None``.
+
+    Returns:
+        The gold with the unit written; ``gold`` unchanged without a real unit hint, or when the last
+        side is no plain number without a unit.
+    """
+    unit = hint_unit(hint)[0]
+    if not unit:
+        return gold
+    segs, _ = split_relations(gold, EQ_ONLY)
+    if len(segs) < 2:
+        return gold
+    qs = quantity_candidates(segs[-1])
+    if len(qs) != 1 or qs[0].unit or qs[0].degrees or qs[0].percent or not re.search(r"\d\s*\}?\s*$", gold):
+        return gold
+    return gold.rstrip() + ("^{\\circ}" if unit == "deg" else f"\\,\\mathrm{{{unit}}}")
 
 
 def effective_unit(q: Quantity) -> str:

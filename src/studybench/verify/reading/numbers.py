@@ -24,18 +24,46 @@ __all__ = [
     "EQ_ONLY",
     "MAX_EXP",
     "ODD_TEXT_GROUP",
+    "Precision",
     "Quantity",
     "norm_unit",
     "parse_quantity",
     "plain_value_text",
     "quantity_candidates",
+    "strip_value_words",
     "unit_syntax_ok",
     "value_ops",
+    "written_precision",
     "written_resolution",
 ]
 
 
 MAX_EXP = 400
+
+
+@dataclass(frozen=True)
+class Precision:
+    r"""How precisely a number is written: its significant figures (the tolerance policy's input).
+
+    Read by :func:`written_precision`; used by
+    :func:`studybench.verify.comparison.tolerance.within_precision`.
+
+    Attributes:
+        half_unit: half a unit in the last significant digit, in the value's unit (``11`` -> 0.5,
+            ``1.20\times10^{3}`` -> 5, ``1200`` -> 50, ``0.30`` -> 0.005); 0 when the number states
+            no digit (a fraction, a bare power of ten, a closed form).
+        sig: the significant figures (``1200`` -> 2, ``1.20\times10^{3}`` -> 3, ``0.0106`` -> 3); 0
+            when none is stated.
+        integer: written as a plain integer (no decimal point, no power of ten): without a unit it is
+            a count or an exact ratio.
+        ambiguous: an integer with trailing zeros and no decimal point (``500``, ``1200``): the zeros
+            may or may not be significant; ``sig`` counts to the last non-zero digit.
+    """
+
+    half_unit: float = 0.0
+    sig: int = 0
+    integer: bool = False
+    ambiguous: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +87,9 @@ class Quantity:
     resolution: float = 0.0
     r"""Half a unit in the last written decimal place, in the value's unit (``1.537`` -> 0.0005,
     ``2.80\times10^{5}`` -> 500); 0 for integers and fractions."""
+    precision: Precision = Precision()
+    """The significant figures it is written to (:func:`written_precision`); ``Precision()`` (none
+    stated) for computed values, fractions and closed forms."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +100,48 @@ _CLEAN = [
     (re.compile(r"\\(?:left|right|displaystyle|bigl|bigr|big|Big)(?![A-Za-z])"), ""),
     (re.compile(r"\\[dt]frac(?![A-Za-z])"), r"\\frac"),
     (re.compile(r"\\(?:,|;|:|!| |quad(?![A-Za-z])|qquad(?![A-Za-z]))|~"), " "),
+    (re.compile("[\u2248\u2243\u223c]"), r" \\approx "),  # the glyphs of \approx, \simeq, \sim
 ]
+
+# words a model wraps around a value, before it: hedges ("about", \approx), and "Answer:"
+_LEAD_WORD = (
+    r"about|approximately|approx\.?|roughly|around|nearly|circa|ca\."
+    r"|(?:the\s+)?(?:final\s+)?(?:answer|result)(?:\s+is)?"
+)
+_LEAD_WORDS = re.compile(
+    r"\s*(?:\\(?:text|textrm|mathrm|mbox|textit|textbf)\s*\{\s*(?:" + _LEAD_WORD + r")\s*[:=]?\s*\}"
+    r"|(?:" + _LEAD_WORD + r")(?![A-Za-z])\s*:?"
+    r"|\\(?:approx|simeq|sim|thickapprox|thicksim)(?![A-Za-z]))\s*",
+    re.IGNORECASE,
+)
+# a comma (or a space: 160\ 000, which math mode prints as one number) between groups of exactly three
+# digits: 10,455 and 160,000; 1,5 and 1,23 are no such number
+_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:,\d{3})+|(?: \d{3})+)(?![\d,])")
+_PERCENT_WORD = re.compile(
+    r"\\(?:text|mathrm|textrm|mbox)\s*\{\s*(?:percent|per\s*cent|pct)\.?\s*\}|(?:percent|per\s*cent)(?![A-Za-z])",
+    re.IGNORECASE,
+)
+
+
+def strip_value_words(t: str) -> str:
+    r"""A value without the words a model puts before it: ``\text{about } 0.442``, ``\approx 10.3``, ``Answer: 9``.
+
+    Hedges (about, approximately, approx., roughly, around, nearly, circa, ``\approx``, ``\sim``,
+    ``\simeq`` and their glyphs) and an answer label (``Answer``, ``The final answer is``), bare or in
+    ``\text{}``. Bounds ("at least", "less than", ``<``) are no hedge and stay.
+
+    Args:
+        t: cleaned text of one value.
+
+    Returns:
+        ``t`` without those leading words (at most three, one after the other).
+    """
+    for _ in range(3):
+        m = _LEAD_WORDS.match(t)
+        if not m or not m.group(0).strip() or m.end() >= len(t):
+            break
+        t = t[m.end() :]
+    return t
 
 
 def _clean(s: str) -> str:
@@ -84,6 +156,8 @@ _TIMES = re.compile(r"\s*(?:\\times|\\cdot|\\ast|\*|x|×)\s*10\s*\^\s*(?:\{\s*([
 _POW10 = re.compile(r"10\s*\^\s*(?:\{\s*([+-]?\s*\d{1,4})\s*\}|([+-]?\d))")
 _DEG = re.compile(r"\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree)")
 _FRAC = re.compile(r"\\frac\s*\{\s*([^{}]*)\}\s*\{\s*([^{}]*)\}")
+# a plain number over a plain number (3/4); not over a power or a product (1/2\times10^{3})
+_SLASH = re.compile(r"\s*/\s*(\d{1,40}(?:\.\d{1,40})?)(?![\d.]|\s*(?:\^|\\times|\\cdot|[eE][+-]?\d|\*|/))")
 
 
 def _scan_number(s: str) -> tuple[float, str] | None:
@@ -116,6 +190,9 @@ def _scan_number(s: str) -> tuple[float, str] | None:
     rest = s[m.end() :]
     # digit groups written with thin spaces or braces: 15{,}000 / 15\,000 handled by caller cleaning
     value = float(text)
+    md = _SLASH.match(rest)
+    if md and float(md.group(1)) != 0:
+        return sign * value / float(md.group(1)), rest[md.end() :]  # 1/100000000000000, 3/4
     me = _SCI_E.match(rest)
     if me:
         e = int(me.group(1))
@@ -200,7 +277,8 @@ def _parse_quantity(s: str) -> Quantity | None:
     if not isinstance(s, str) or len(s) > 400:
         return None
     t = join_digit_groups(s)
-    t = _clean(t)
+    t = strip_value_words(_clean(t))
+    t = _THOUSANDS.sub(lambda m: m.group(0).replace(",", "").replace(" ", ""), t, count=1)
     pm = False
     if t.startswith("\\pm"):
         pm, t = True, t[3:]
@@ -249,12 +327,18 @@ def _parse_quantity(s: str) -> Quantity | None:
     if rest.startswith(("^", "_", "!", "(", "[", "\\frac", "\\sqrt", "\\times", "\\cdot", "/", "'")):
         return None  # a power, factorial, product ...: not a plain number
     percent = False
+    mw = _PERCENT_WORD.match(rest)
+    if mw:
+        rest = "%" + rest[mw.end() :]  # 5 percent, 5\text{ per cent}
     if rest.startswith("\\%") or rest.startswith("%"):
         percent = True
         rest = rest[2:] if rest.startswith("\\%") else rest[1:]
         rest = rest.strip()
+    compound = value != got[0]  # 51^\circ 5': the written digits are those of the last part
     if not (degrees or arc_unit or percent) and re.search(r"\d", rest):
-        value, rest = mixed_units(value, rest) or (value, rest)  # 2 h 30 min -> 2.5 h
+        mixed = mixed_units(value, rest)  # 2 h 30 min -> 2.5 h
+        if mixed is not None:
+            (value, rest), compound = mixed, True
     unit = norm_unit(rest)
     if arc_unit:
         if unit:
@@ -266,7 +350,8 @@ def _parse_quantity(s: str) -> Quantity | None:
         return None  # 45^\circ N, 10\% x: not a plain quantity
     if math.isnan(value) or math.isinf(value):
         return None
-    return Quantity(value, unit, percent, degrees, pm, written_resolution(t, value))
+    precision = Precision() if compound else written_precision(t, value)
+    return Quantity(value, unit, percent, degrees, pm, written_resolution(t, value), precision)
 
 
 _VALUE_OPS = frozenset({"=", "<", ">", "<=", ">="})
@@ -363,6 +448,60 @@ ODD_TEXT_GROUP = re.compile(r"\\(?:mathrm|text|textrm|rm|mbox|operatorname)\s*\{
 # written precision
 
 _INT_MANTISSA = re.compile(r"\s*(?:\\pm|\\mp)?\s*[+-]?\s*(\d{1,20})(?:[eE][+-]?\d|\s*(?:\\times|\\cdot|\*|\u00d7)\s*10\s*\^)")
+
+
+_LEAD = re.compile(r"\s*(?:\\pm|\\mp)?\s*[+-]?\s*")
+_WRITTEN = re.compile(r"(?P<int>\d*)(?:(?P<point>\.)(?P<frac>\d*))?")
+_POWER = re.compile(r"\s*(?:[eE][+-]?\d|(?:\\times|\\cdot|\\ast|\*|\u00d7|x)\s*10\s*\^)")
+
+
+def written_precision(t: str, value: float) -> Precision:
+    r"""The significant figures a number is written to (the tolerance policy's input).
+
+    * a decimal point makes every digit after the first non-zero one significant (``0.0106`` -> 3,
+      ``0.30`` -> 2, ``300.`` -> 3), trailing zeros included;
+    * a mantissa times a power of ten counts its digits (``1.2\times10^{3}`` and ``1.2e3`` -> 2,
+      ``20\times10^{3}`` -> 2);
+    * a plain integer counts to its last non-zero digit (``11`` -> 2, ``1200`` -> 2); trailing zeros
+      without a decimal point are ambiguous (``500``: 1 or 3?) and marked so;
+    * a fraction, a bare power of ten (``10^{5}``) or anything else states none.
+
+    Args:
+        t: the number as written (cleaned LaTeX, optionally after ``\pm`` and a sign).
+        value: the number's value (its unit's scale: ``2.80\times10^{5}`` -> 2.8e5).
+
+    Returns:
+        The :class:`Precision` (``Precision()`` when nothing is stated or the value is 0).
+    """
+    if value == 0 or not math.isfinite(value):
+        return Precision()
+    lead = _LEAD.match(t)
+    body = t[lead.end() if lead else 0 :]
+    if body.startswith("\\frac") or re.match(r"10\s*\^", body):
+        return Precision()  # a fraction or a bare power of ten: no digit written
+    m = _WRITTEN.match(body)
+    if not m or not (m.group("int") or m.group("frac")):
+        return Precision()
+    ip, frac = m.group("int") or "", m.group("frac") or ""
+    rest = body[m.end() :]
+    if rest.lstrip().startswith(("/", "\\frac")):
+        return Precision()  # 1/3: a fraction
+    digits = (ip + frac).lstrip("0")
+    if not digits:
+        return Precision()
+    try:
+        mant = float((ip or "0") + "." + (frac or "0"))
+    except ValueError:  # pragma: no cover - the pattern only holds digits
+        return Precision()
+    if m.group("point"):
+        # every digit after the first non-zero one is significant, trailing zeros included
+        return Precision(abs(value) * 0.5 * 10.0 ** (-len(frac)) / mant, len(digits))
+    if _POWER.match(rest):
+        # an integer mantissa times a power of ten counts to its last digit (2\times10^{5}, 20e3)
+        return Precision(abs(value) * 0.5 / mant, len(digits))
+    stripped = digits.rstrip("0")
+    zeros = len(digits) - len(stripped)
+    return Precision(abs(value) * 0.5 * 10.0**zeros / mant, len(stripped), integer=True, ambiguous=zeros > 0)
 
 
 def written_resolution(t: str, value: float) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["TURN_WORDS", "count_noun", "mixed_units", "turn_count", "unit_glyphs", "unit_phrases"]
+__all__ = ["IRREGULAR_PLURALS", "TURN_WORDS", "count_noun", "mixed_units", "turn_count", "unit_glyphs", "unit_phrases"]
 
 
 _GLYPHS = re.compile(r"\\mathring\s*\{\s*A\s*\}|\\mathring\s+A(?![A-Za-z])|\\AA(?![A-Za-z])|[\u00c5\u212b]")
@@ -156,6 +156,13 @@ _NOT_NOUNS = frozenset({
 })
 
 
+IRREGULAR_PLURALS = frozenset({
+    "nuclei", "quanta", "maxima", "minima", "radii", "foci", "loci", "spectra", "bacteria", "phenomena", "vertices",
+    "indices", "matrices", "children", "people", "men", "women", "mice", "data", "media", "antinuclei",
+})
+"""Plural nouns without a final ``s`` that may follow a count (``0.0106 nuclei``, ``3 maxima``)."""
+
+
 def count_noun(u: str) -> bool:
     """Whether the trailing words after a count name what is counted (``15 levels``, ``3 bright fringes``).
 
@@ -163,13 +170,13 @@ def count_noun(u: str) -> bool:
         u: the text after the number.
 
     Returns:
-        ``True`` for one to three lower-case words ending in a plural noun, none of them a hedge,
-        operator or scale word (``or more``, ``thousand``, ``squared``).
+        ``True`` for one to three lower-case words ending in a plural noun (``fringes``, or one of
+        :data:`IRREGULAR_PLURALS`: ``nuclei``, ``maxima``), none of them a hedge, operator or scale
+        word (``or more``, ``thousand``, ``squared``).
     """
     words = u.split()
     return (
         1 <= len(words) <= 3
         and all(re.fullmatch(r"[a-z]{3,}", w) and w not in _NOT_NOUNS for w in words)
-        and words[-1].endswith("s")
-        and not words[-1].endswith(("ss", "ths"))
+        and (words[-1] in IRREGULAR_PLURALS or (words[-1].endswith("s") and not words[-1].endswith(("ss", "ths"))))
     )

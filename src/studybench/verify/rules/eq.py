@@ -15,6 +15,7 @@ from studybench.records import AnswerType
 from studybench.verify.comparison.equation_forms import is_proportionality, proportionality_gold_check
 from studybench.verify.comparison.equations import equation_equal
 from studybench.verify.comparison.parts import compare_parts, flatten_env
+from studybench.verify.physics.units import state_hint_unit
 from studybench.verify.reading.latex import split_relations
 from studybench.verify.rules._shared import Context, Rule, expression_gold_check
 from studybench.verify.verdict import RuleResult
@@ -23,7 +24,7 @@ __all__ = ["RULE", "eq_gold_check", "eq_rule"]
 
 
 def eq_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
-    """EQ: the same solution set (PROTOCOL.md section 5).
+    r"""EQ: the same solution set (PROTOCOL.md section 5).
 
     Several comma-separated equations are matched order-free with their labels; a gold with a numeric
     right side compares the left side as a string/expression and the value by NV rules; otherwise
@@ -34,7 +35,7 @@ def eq_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     Args:
         gold: one gold box content.
         pred: one predicted box content.
-        hint: the unit hint (not used by EQ).
+        hint: the unit hint: a gold ``T_1 = 77`` with ``\text{K}`` reads as ``T_1 = 77\,\mathrm{K}``.
         ctx: the verification's context (its definitions; the EX rule for sides that are no equations).
 
     Returns:
@@ -44,6 +45,7 @@ def eq_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     def one(g: str, p: str) -> RuleResult:
         return equation_equal(g, p, expression=lambda a, b: ctx.full(AnswerType.EX, a, b), definitions=ctx.definitions)
 
+    gold = state_hint_unit(gold, hint)  # T_1 = 77 with the hint K: a value in kelvin, as in NV
     res = compare_parts(gold, pred, one, equations=True, definitions=ctx.definitions)
     if res is not None:
         return res

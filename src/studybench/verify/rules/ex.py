@@ -32,6 +32,7 @@ from studybench.verify.physics.units import (
     plain_quantity,
     same_unit,
     split_unit_suffix,
+    unit_words,
 )
 from studybench.verify.reading.latex import (
     bar_to_prime,
@@ -262,7 +263,10 @@ def _species(side: str) -> list[str] | None:
 
 def _ex_units(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
     """One EX answer: words after the formula and conditions first, then :func:`_ex_units_plain`."""
-    (gold, gw), (pred, pw) = trailing_words(gold), trailing_words(pred)
+    (g2, gw), (p2, pw) = trailing_words(gold), trailing_words(pred)
+    # a unit written as text (3\ \text{kJ}) is no remark: it stays with its value
+    (gold, gw) = (gold, "") if gw and unit_words(gw) else (g2, gw)
+    (pred, pw) = (pred, "") if pw and unit_words(pw) else (p2, pw)
     if gw and pw and not prose_equal(re.sub(r"[()]", " ", gw), re.sub(r"[()]", " ", pw)):
         return False, "the words after the formula differ (direction, region ...)"
     res = split_conditions(gold, pred)

@@ -102,7 +102,8 @@ def nv_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
         # a closed-form gold (\sqrt{2}, 2\pi, 10\ln 2\ \mathrm{s}, 2GM_\odot/c^2) is a number: NV rules apply
         gq, g_kind = _closed_quantity(rhs(gold), unit)
     if unit:
-        gq = [replace(q, unit=unit) if not (q.unit or q.degrees or q.percent) else q for q in gq]
+        # the hint's unit; a degree hint (^\circ) makes the gold an angle in degrees, as if written 0.069^\circ
+        gq = [q if q.unit or q.degrees or q.percent else replace(q, degrees=True) if unit == "deg" else replace(q, unit=unit) for q in gq]
     pq = quantity_candidates(pred, value_ops(gold))
     if not pq and gq:
         # constants on both sides (m_p against m_n) are compared symbolically, never at 1%
@@ -207,7 +208,9 @@ def _closed_quantity(text: str, hint: str | None, constants: bool = True) -> tup
             continue
         v = closed_value(expr)
         if v is not None and abs(v.imag) < 1e-12:
-            return [Quantity(v.real if abs(v.real) > 1e-14 else 0.0, un)], "pi" if re.search(r"\\pi(?![A-Za-z])", b) else ""
+            # evaluation noise (1e-16 for a zero) is 0; an exact tiny value (1/10^{14}) is not
+            tiny = abs(v.real) <= 1e-14 and expr.is_zero is not False
+            return [Quantity(0.0 if tiny else v.real, un)], "pi" if re.search(r"\\pi(?![A-Za-z])", b) else ""
         if un or not constants:
             continue
         cv = constant_value(expr, al.keys_by_name())
