@@ -84,9 +84,11 @@ def test_verify_file_with_ray_writes_what_local_judging_writes(ray_cluster: Any,
     src = tmp_path / "pairs.jsonl"  # 60 real dev pairs, spread over the file (every answer type)
     src.write_text("".join(json.dumps(r) + "\n" for r in _dev_rows(60)), encoding="utf-8")
     runner = CliRunner()
-    local = runner.invoke(app, ["verify-file", str(src), "-o", str(tmp_path / "local.jsonl"), "--workers", "2"])
+    # a generous per-verification timeout: on a loaded machine one side timing out would differ by load, not by path
+    slow = ["--timeout", "120"]
+    local = runner.invoke(app, ["verify-file", str(src), "-o", str(tmp_path / "local.jsonl"), "--workers", "2", *slow])
     assert local.exit_code == 0, local.output
-    remote = runner.invoke(app, ["verify-file", str(src), "-o", str(tmp_path / "ray.jsonl"), "--ray", "--workers", "2"])
+    remote = runner.invoke(app, ["verify-file", str(src), "-o", str(tmp_path / "ray.jsonl"), "--ray", "--workers", "2", *slow])
     assert remote.exit_code == 0, remote.output
     assert (tmp_path / "ray.jsonl").read_text(encoding="utf-8") == (tmp_path / "local.jsonl").read_text(encoding="utf-8")
     out = [json.loads(x) for x in (tmp_path / "ray.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -107,9 +109,9 @@ def test_eval_only_verify_with_ray_judges_a_run_directory_as_locally(ray_cluster
     gen = runner.invoke(app, [*base, "--out", str(tmp_path / "local"), "--only-generate"])
     assert gen.exit_code == 0, gen.output
     shutil.copytree(tmp_path / "local", tmp_path / "ray")
-    local = runner.invoke(app, [*base, "--out", str(tmp_path / "local"), "--only-verify", "--verify-workers", "2"])
+    local = runner.invoke(app, [*base, "--out", str(tmp_path / "local"), "--only-verify", "--verify-workers", "2", "--verify-timeout", "120"])
     assert local.exit_code == 0, local.output
-    remote = runner.invoke(app, [*base, "--out", str(tmp_path / "ray"), "--only-verify", "--ray", "--verify-workers", "2"])
+    remote = runner.invoke(app, [*base, "--out", str(tmp_path / "ray"), "--only-verify", "--ray", "--verify-workers", "2", "--verify-timeout", "120"])
     assert remote.exit_code == 0, remote.output
     want = _verdicts(tmp_path / "local")
     assert want and _verdicts(tmp_path / "ray") == want
