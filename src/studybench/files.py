@@ -439,6 +439,27 @@ def _naming(path: Path, *aliases: Path) -> Iterator[None]:
         raise
 
 
+@contextmanager
+def _replacing(path: Path, mode: str, **kwargs: Any) -> Iterator[Any]:
+    """A temporary file beside ``path``, opened with ``mode``; fsynced and renamed over ``path`` when the
+    block ends, removed (and ``path`` untouched) when it raises. ``OSError`` names ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with _naming(path, tmp):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(tmp, mode, **kwargs) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``.
 
@@ -461,22 +482,9 @@ def atomic_write_lines(path: Path, chunks: Iterable[str]) -> None:
     Raises:
         OSError: the file cannot be written; ``filename`` is ``path``.
     """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with _naming(path, tmp):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
-                for chunk in chunks:
-                    f.write(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+    with _replacing(path, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
+        for chunk in chunks:
+            f.write(chunk)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -485,21 +493,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     Raises:
         OSError: the file cannot be written; ``filename`` is ``path``.
     """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with _naming(path, tmp):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+    with _replacing(path, "wb") as f:
+        f.write(data)
 
 
 def file_sha256(path: Path, *, limit: int = MAX_LOG_BYTES) -> str:

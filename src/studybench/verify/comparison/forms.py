@@ -60,11 +60,10 @@ def _clean(s: str) -> str:
     return re.sub(r"[\s.]+$", "", t) if not t.endswith("\\.") else t
 
 
-def _wrapped(t: str, opens: tuple[str, ...], closes: tuple[str, ...]) -> str | None:
-    """The inside of ``t`` when all of it is one bracket pair opening with one of ``opens``."""
-    toks = latex_tokens(t.strip())
+def _one_pair(toks: list[str], opens: tuple[str, ...], closes: tuple[str, ...]) -> bool:
+    """Whether the tokens are one bracket pair, opening with one of ``opens`` and closing with one of ``closes``."""
     if len(toks) < 2 or toks[0] not in opens or toks[-1] not in closes:
-        return None
+        return False
     depth = 0
     for i, tk in enumerate(toks):
         if tk in LATEX_OPENERS:
@@ -72,8 +71,14 @@ def _wrapped(t: str, opens: tuple[str, ...], closes: tuple[str, ...]) -> str | N
         elif tk in LATEX_CLOSERS:
             depth -= 1
             if depth == 0 and i != len(toks) - 1:
-                return None
-    return "".join(toks[1:-1]) if depth == 0 else None
+                return False
+    return depth == 0
+
+
+def _wrapped(t: str, opens: tuple[str, ...], closes: tuple[str, ...]) -> str | None:
+    """The inside of ``t`` when all of it is one bracket pair opening with one of ``opens``."""
+    toks = latex_tokens(t.strip())
+    return "".join(toks[1:-1]) if _one_pair(toks, opens, closes) else None
 
 
 def list_items(s: str) -> list[str]:
@@ -220,16 +225,8 @@ def interval_pair(t: str) -> tuple[bool, bool, str, str] | None:
         The brackets and the two end texts, or ``None``.
     """
     toks = latex_tokens(_clean(t))
-    if len(toks) < 2 or toks[0] not in ("(", "[") or toks[-1] not in (")", "]"):
+    if not _one_pair(toks, ("(", "["), (")", "]")):
         return None
-    depth = 0
-    for i, tk in enumerate(toks):
-        if tk in LATEX_OPENERS:
-            depth += 1
-        elif tk in LATEX_CLOSERS:
-            depth -= 1
-            if depth == 0 and i != len(toks) - 1:
-                return None
     parts = split_top_level("".join(toks[1:-1]))
     if len(parts) != 2 or not all(p.strip() for p in parts):
         return None
