@@ -45,10 +45,14 @@ COMPONENTS: list[tuple[str, Callable[[str, str], bool]]] = [
 ]
 
 
-def component(func: tuple[str, int, str]) -> str | None:
-    """The component of a pstats function key ``(file, line, name)``, or ``None`` (stdlib/builtin: the caller's)."""
+Rules = list[tuple[str, Callable[[str, str], bool]]]
+
+
+def component(func: tuple[str, int, str], rules: Rules | None = None) -> str | None:
+    """The component of a pstats function key ``(file, line, name)`` under ``rules`` (default
+    :data:`COMPONENTS`), or ``None`` (stdlib/builtin: the caller's)."""
     file, _, name = func
-    for comp, test in COMPONENTS:
+    for comp, test in COMPONENTS if rules is None else rules:
         if test(file, name):
             return comp
     return None
@@ -65,13 +69,13 @@ def profile_call(fn: Callable[[], Any], clock: Callable[[], float]) -> tuple[Any
     return out, pstats.Stats(prof)
 
 
-def components(stats: pstats.Stats, depth: int = 8) -> dict[str, float]:
-    """Seconds of own time per component (see the module docstring)."""
+def components(stats: pstats.Stats, depth: int = 8, rules: Rules | None = None) -> dict[str, float]:
+    """Seconds of own time per component (see the module docstring); ``rules`` as for :func:`component`."""
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     out: dict[str, float] = defaultdict(float)
 
     def give(func: Any, seconds: float, level: int) -> None:
-        comp = component(func)
+        comp = component(func, rules)
         if comp is not None:
             out[comp] += seconds
             return
