@@ -6,8 +6,11 @@ import json
 import random
 import re
 
+import pytest
+
 from studybench.build.filters import partition, run_capability, run_retry, select_parents
 from studybench.datasets import Dataset, load_dataset
+from studybench.evaluate import EvalError
 from studybench.records import Parent
 from studybench.testing.stub_script import message_text
 from studybench.testing.stub_server import start_stub_server
@@ -91,6 +94,13 @@ def test_retry_admits_parents_solved_with_guidance(tmp_path):
     assert res == {"candidates": 2, "admitted": 1, "run_dir": str(work / "retry")}
     rows = {json.loads(x)["source_problem_id"]: json.loads(x) for x in (work / "admitted.jsonl").read_text().splitlines()}
     assert rows["A"]["admitted"] and rows["A"]["solves"] == 2 and not rows["B"]["admitted"] and "N" not in rows
+
+    # the same work directory with another filter model: refused, and the way out is the retry's own
+    # directory (build retry has no --out to point elsewhere)
+    with start_stub_server(reply) as srv, pytest.raises(EvalError) as err:
+        run_retry(work, ds, "another-model", base_url=srv.base_url, k=2, eval_options={"max_retries": 0})
+    msg = str(err.value)
+    assert str(work / "retry") in msg and "--out" not in msg and "another --work" in msg and err.value.field == "work"
 
 
 def test_capability_cli_budget_stops_cleanly_and_resumes(tmp_path):

@@ -30,7 +30,7 @@ from typing import Any
 
 from studybench.datasets import Dataset
 from studybench.escaping import md_cell
-from studybench.evaluate import EvalSpec, run_eval
+from studybench.evaluate import NEW_RUN_HINT, EvalError, EvalSpec, run_eval
 from studybench.files import (
     MAX_DATA_BYTES,
     atomic_write_lines,
@@ -80,6 +80,18 @@ def _spec(dataset: Dataset, model: str, base_url: str | None, k: int, seed: int,
                     verifier_mode="rule", ignore_unmatched_guidance=True, **extra)
 
 
+def _run_retry_eval(spec: EvalSpec, run_dir: Path, backend: ChatBackend | None) -> None:
+    """:func:`run_eval` into the retry's run directory (``WORK/retry``). A refusal to resume names that
+    directory as the way to a new run (``build retry`` has no ``--out``)."""
+    try:
+        run_eval(spec, run_dir, backend=backend)
+    except EvalError as e:
+        if e.field != "out" or NEW_RUN_HINT not in str(e):
+            raise
+        raise EvalError(str(e).replace(NEW_RUN_HINT, f"move {run_dir} away (or use another --work) for a new run"),
+                        "work") from None
+
+
 def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None = None, k: int = 8, seed: int = 0,
               backend: ChatBackend | None = None, eval_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The Naive Reachability Filter: the filter model with ``DIR/guidance.jsonl`` injected, pass@k.
@@ -119,7 +131,7 @@ def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None 
         raise ValueError(f"{gfile}: no guidance entry matches a parent of {dataset.name}")
     cands = Dataset.from_parents(parents, f"{dataset.name}-retry")
     run_dir = work / "retry"
-    run_eval(_spec(cands, model, base_url, k, seed, gfile, eval_options or {}), run_dir, backend=backend)
+    _run_retry_eval(_spec(cands, model, base_url, k, seed, gfile, eval_options or {}), run_dir, backend)
     solves = attempt_solves(run_dir)
     lines = []
     for p in parents:

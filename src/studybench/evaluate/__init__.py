@@ -34,7 +34,7 @@ from studybench.evaluate.reproduce import (
     reproduce_run,
     reproduction_spec,
 )
-from studybench.evaluate.resume import resume_refusal
+from studybench.evaluate.resume import NEW_RUN_HINT, resume_refusal
 from studybench.evaluate.rule_pass import RuleStats, add_rule_verdicts, problem_text
 from studybench.evaluate.run import (
     EvalPlan,
@@ -96,6 +96,7 @@ __all__ = [
     "reproduce_run",
     "reproduction_spec",
     "request_seed",
+    "NEW_RUN_HINT",
     "resume_refusal",
     "run_dataset",
     "run_eval",

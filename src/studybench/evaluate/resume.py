@@ -14,7 +14,10 @@ from typing import Any
 from studybench.models import PRESETS
 from studybench.store import OPERATIONAL_BACKEND_KEYS, Manifest, current_budgets
 
-__all__ = ["resume_refusal"]
+__all__ = ["NEW_RUN_HINT", "resume_refusal"]
+
+NEW_RUN_HINT = "use another --out for a new run"
+"""How a refusal ends: the way to a new run (a caller whose run directory is not ``--out`` words its own)."""
 
 _SAMPLING_FLAGS = {
     "temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k", "min_p": "--min-p",
@@ -158,5 +161,5 @@ def resume_refusal(run_dir: Path | str, previous: Manifest, new: Manifest, prese
     if not parts:  # resume_conflicts knows a difference this module does not word yet
         parts = [(d, None) for d in previous.resume_conflicts(new)]
     what = "; ".join(w if fix is None else f"{w}: {fix}" for w, fix in parts)
-    tail = " (or use another --out for a new run)" if any(fix for _, fix in parts) else "; use another --out for a new run"
+    tail = f" (or {NEW_RUN_HINT})" if any(fix for _, fix in parts) else f"; {NEW_RUN_HINT}"
     return f"{run_dir} holds another run: {what}{tail}"
