@@ -172,3 +172,21 @@ def test_a_judge_model_too_long_for_its_column_is_folded_not_cut() -> None:
 def test_judges_sharing_a_model_are_told_apart() -> None:
     md = render_consistency_markdown(_consistency({"2c5e80ee84a715c8": "m", "e10251786cd46994": "m"}))
     assert "| m (2c5e80ee84a715c8) | m (e10251786cd46994) |" in md
+
+
+def test_one_option_name_per_setting_across_commands() -> None:
+    """The same setting has the same flag everywhere (the embedding model was --embed-model on one stage)."""
+    root = typer.main.get_command(app)
+    names: dict[str, set[str]] = {}
+
+    def walk(cmd: object) -> None:
+        for p in getattr(cmd, "params", []):
+            if p.param_type_name == "option" and "embed" in (p.name or "") and "model" in (p.name or ""):
+                names.setdefault("embedding model", set()).add(p.opts[0])
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+
+    walk(root)
+    assert names == {"embedding model": {"--embedding-model"}}
+    res = _invoke("build", "retrieve", "--help", columns=250)
+    assert "--embedding-model" in res.output and "--embed-model" in res.output  # the old name stays an alias

@@ -65,7 +65,7 @@ def retrieve_cmd(
     rrf_k: Annotated[float, typer.Option("--rrf-k", help="Reciprocal rank fusion constant: score = sum 1/(k + rank).")] = 60.0,
     domain_map: Annotated[Path | None, typer.Option("--domain-map", help="JSON or YAML {sub-discipline or domain: [book, ...]}; a fragment from another book gets --out-of-domain-factor. Absent: no factor.")] = None,
     out_of_domain: Annotated[float, typer.Option("--out-of-domain-factor", help="Multiplier of the fused score of a fragment outside the KP's domain.")] = 0.6,
-    embed_model: Annotated[str | None, typer.Option("--embed-model", help="sentence-transformers model name or folder (default: the bundled offline all-MiniLM-L6-v2).")] = None,
+    embed_model: Annotated[str | None, typer.Option("--embedding-model", "--embed-model", help="sentence-transformers model name or folder (default: the bundled offline all-MiniLM-L6-v2).")] = None,
     max_seq_length: Annotated[int | None, typer.Option("--max-seq-length", help="Truncate texts to this many word pieces when embedding.")] = None,
     mode: Annotated[str, typer.Option("--mode", help="hybrid, bm25 or dense.")] = "hybrid",
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="Where --from-split names are looked up (default $STUDYBENCH_DATA).")] = None,
