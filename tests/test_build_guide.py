@@ -174,3 +174,35 @@ def test_cli_guide_reports_usage_and_warns_on_unreadable_reviews(tmp_path):
         r = CliRunner().invoke(app, ["build", "guide", "--work", str(work), "--teacher", "m", "--split", str(split),
                                      "--base-url", srv.base_url], catch_exceptions=False)
     assert "1 sub-problems from an earlier run" in " ".join(r.output.split())
+
+
+def test_cli_guide_writer_transport_failure_exits_1_and_is_asked_again(tmp_path):
+    """A writer whose calls all fail in transport gives no outcome of the sub-problem: the stage exits 1
+    (it used to exit 0 with the row final), and the same command, once the writer answers, asks it again."""
+    from typer.testing import CliRunner
+
+    from studybench.cli import app
+
+    work, _ = _work(tmp_path)
+    split = tmp_path / "set.json"
+    cmd = ["build", "guide", "--work", str(work), "--teacher", "m", "--split", str(split)]
+
+    def reply(body):
+        system = message_text(body["messages"][0]["content"])
+        return PASS if system.startswith("You review") else CLEAN
+
+    with start_stub_server(reply) as srv:
+        srv.fail(503, times=1000, retry_after=0.0)  # retried at once, then given up
+        r = CliRunner().invoke(app, [*cmd, "--base-url", srv.base_url], catch_exceptions=False)
+    out = " ".join(r.output.split())
+    assert r.exit_code == 1, r.output
+    assert "1 sub-problem failed" in out and "asks them again" in out
+    rows = [json.loads(x) for x in (work / "guide.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["transport_failed"] is True and rows[0]["path"] == "failed"
+    with start_stub_server(reply) as srv:
+        r = CliRunner().invoke(app, [*cmd, "--base-url", srv.base_url], catch_exceptions=False)
+        asked = len(srv.requests)
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in (work / "guide.jsonl").read_text().splitlines()]
+    assert asked >= 2 and len(rows) == 1 and rows[0]["path"] == "passed_round_1" and "transport_failed" not in rows[0]
+    assert json.loads((work / "guidance.jsonl").read_text().splitlines()[0])["guidance"] == CLEAN

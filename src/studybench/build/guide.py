@@ -28,7 +28,8 @@ Up to :data:`ROUNDS` rounds; a failure's reasons go into the next prompt. When n
 sanitiser (:func:`studybench.build.leakage.sanitise`) runs on the last complete draft.
 
 Outputs: ``DIR/guide.jsonl``, one record per sub-problem (resumable; ``path`` is
-``passed_round_N``, ``sanitised_fallback``, ``failed`` or ``no_coverage``; ``review_passed``;
+``passed_round_N``, ``sanitised_fallback``, ``failed`` or ``no_coverage``; ``transport_failed`` when
+the writer's calls failed in transport and no draft came (such a record is asked again by the next run); ``review_passed``;
 ``gate_passed``; every round's writer/gate/review outcome), and ``DIR/guidance.jsonl``, the
 artefact ``studybench eval --guidance`` reads: only guidance that passed a review, plus the
 sanitised fallbacks when ``accept_fallback`` (each keeps ``path`` and ``review_passed: false``).
@@ -276,8 +277,11 @@ async def guide_one(writer: StageLLM, reviewer: StageLLM, verifier: Verifier, pa
         return {"path": f"passed_round_{n}", "review_passed": True, "gate_passed": True, "guidance": text,
                 "rounds": rounds, "removed": []}
     if draft is None:
-        return {"path": "failed", "review_passed": False, "gate_passed": False, "guidance": "", "rounds": rounds,
-                "removed": [], "why": "no complete draft"}
+        out = {"path": "failed", "review_passed": False, "gate_passed": False, "guidance": "", "rounds": rounds,
+               "removed": [], "why": "no complete draft"}
+        if any((rd.get("writer") or {}).get("error") for rd in rounds):
+            out["transport_failed"] = True  # not an outcome of the sub-problem: asked again on the next run
+        return out
     s = await asyncio.to_thread(sanitise, draft, slots, problem=problem, verifier=verifier)
     if not s.passed:
         return {"path": "failed", "review_passed": False, "gate_passed": False, "guidance": "", "rounds": rounds,
@@ -336,7 +340,9 @@ async def run_guide(
         verifier: the gate's verifier (default: a private one).
 
     Returns:
-        Counts per path, ``emitted``, and token usage of the writer and reviewer.
+        Counts per path, ``emitted``, ``transport_failed`` (the keys of sub-problems whose writer calls
+        failed in transport and gave no draft: recorded as failed, asked again by the next run), and
+        token usage of the writer and reviewer.
 
     Raises:
         GuideError: a missing or malformed input, an unknown key, or inputs changed since the first run.
@@ -357,6 +363,10 @@ async def run_guide(
         raise GuideError(str(e)) from None
     if restart and out.exists():
         out.unlink()
+    old = read_jsonl(out) if out.exists() else []
+    if any(r.get("transport_failed") for r in old):  # writer calls that failed in transport are asked again
+        atomic_write_lines(out, (json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in old
+                                 if not r.get("transport_failed")))
     subs = {(r.parent.source, r.parent.year, r.parent.source_problem_id, r.sub_id): r for r in dataset.sub_problem_refs()}
     items = []
     for n, row in enumerate(coverage, 1):
@@ -391,5 +401,6 @@ async def run_guide(
             v.close()
     records = read_jsonl(out)
     counts = write_guidance_file(records, work / "guidance.jsonl", settings.accept_fallback)
-    return {"counts": counts, "items": done, "writer_usage": dict(writer.usage),
+    return {"counts": counts, "items": done, "transport_failed": [r.get("key") for r in records if r.get("transport_failed")],
+            "writer_usage": dict(writer.usage),
             "reviewer_usage": dict(reviewer.usage) if reviewer is not writer else {}}

@@ -10,7 +10,7 @@ import typer
 
 from studybench.cli.budget import BUDGET_OPTIONS, exit_budget_stopped
 from studybench.cli.build import build_app
-from studybench.cli.common import console, fail, fail_write
+from studybench.cli.common import console, fail, fail_write, plural
 
 __all__ = ["build_capability", "build_guide", "build_retry"]
 
@@ -99,6 +99,12 @@ def build_guide(
                       "malformed ones, are replayed; delete WORK/cache/guide*.jsonl for new ones).", soft_wrap=True)
     finish_stage(work, "guide", {"writer": writer, "reviewer": rev}, budget, finish.get("budget_stop"),
                  finish.get("left", 0), "sub-problem")
+    if res["transport_failed"]:
+        n = len(res["transport_failed"])
+        console.print(f"[bold yellow]{plural(n, 'sub-problem')} failed[/bold yellow]: the writer's calls failed in transport "
+                      "(see rounds[].writer.error in guide.jsonl) and no draft came; re-running the same command "
+                      "asks them again.", soft_wrap=True)
+        raise typer.Exit(1)
 
 
 _FilterConcurrency = Annotated[int | None, typer.Option(
