@@ -290,13 +290,20 @@ def _prefix_options(f: Factor) -> list[str]:
     return [p for p in pool if p != f.prefix]
 
 
-def _unit_prefix(slot: Slot, rng: Random) -> list[Candidate]:
+def _prefixable(slot: Slot) -> tuple[Num, list[Factor], int] | None:
+    """The slot's number, its unit and the index of the first unit factor that takes another prefix."""
     n, unit, _stated = _with_unit(slot)
     if n is None or not unit or n.digits == 0:
-        return []
+        return None
     i = next((k for k, f in enumerate(unit) if _prefix_options(f)), None)
-    if i is None:
+    return None if i is None else (n, unit, i)
+
+
+def _unit_prefix(slot: Slot, rng: Random) -> list[Candidate]:
+    found = _prefixable(slot)
+    if found is None:
         return []
+    n, unit, i = found
     f = unit[i]
     p = rng.choice(_prefix_options(f))
     shift = (PREFIXES.get(f.prefix, 0) - PREFIXES.get(p, 0)) * f.exp
@@ -497,12 +504,10 @@ def _miss_sign(slot: Slot, rng: Random) -> list[Candidate]:
 
 
 def _miss_prefix(slot: Slot, rng: Random) -> list[Candidate]:
-    n, unit, _stated = _with_unit(slot)
-    if n is None or not unit or n.digits == 0:
+    found = _prefixable(slot)
+    if found is None:
         return []
-    i = next((k for k, f in enumerate(unit) if _prefix_options(f)), None)
-    if i is None:
-        return []
+    n, unit, i = found
     f = unit[i]
     p = rng.choice([q for q in _prefix_options(f) if abs(PREFIXES.get(q, 0) - PREFIXES.get(f.prefix, 0)) >= 3] or [""])
     if p == f.prefix:
