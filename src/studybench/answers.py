@@ -1,4 +1,4 @@
-"""Final-answer extraction and text hygiene for model output and gold strings (PROTOCOL.md section 4).
+"""Final-answer extraction and text hygiene for model output and gold strings (docs/protocol.md section 4).
 
 The lowest module of the package (it imports nothing of studybench): every other module that scans
 boxes, removes reasoning or cleans model text uses these functions. Everything here is pure string
@@ -64,7 +64,7 @@ class Box:
 
 
 def strip_reasoning(text: str) -> str:
-    """Remove model reasoning from ``text`` (PROTOCOL.md section 2).
+    """Remove model reasoning from ``text`` (docs/protocol.md section 2).
 
     Removes closed ``<think>...</think>`` blocks; then, if a stray ``</think>`` remains (the
     opening tag was part of the prompt template), keeps only what follows the last one; then, if an
@@ -199,7 +199,7 @@ def _final_answer_region(text: str) -> int:
 
 
 def extract_answers(response: str, m: int, *, strip_think: bool = True) -> list[str]:
-    """The answers a response commits to, as box contents (PROTOCOL.md section 4, ours).
+    """The answers a response commits to, as box contents (docs/protocol.md section 4, ours).
 
     Args:
         response: raw model completion (untrusted; any string).

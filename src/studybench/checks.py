@@ -3,7 +3,7 @@
 :func:`studybench.datasets.load_dataset` rejects records that cannot be used at all. This module
 looks at records that *do* load and lists what a maintainer should look at before trusting a score
 on them. It never rejects and never edits anything. Paper section 2.1 (test-set construction);
-PROTOCOL.md section 1 (records).
+docs/protocol.md section 1 (records).
 
 Finding kinds (see :data:`KINDS`):
 

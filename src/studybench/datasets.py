@@ -1,6 +1,6 @@
 """Load and validate StudyBench test sets; locate and fetch the official files.
 
-Paper section 2.1 / PROTOCOL.md section 1. The official Application file wraps its list as
+Paper section 2.1 / docs/protocol.md section 1. The official Application file wraps its list as
 ``{"data": [...]}``; the Transfer file is a bare list. Both shapes are accepted for any split.
 
 Errors are :class:`DatasetError` naming the file, the record index, the record's

@@ -1,10 +1,10 @@
-"""Par@k and Sub@k (paper section 2.2; PROTOCOL.md section 3).
+"""Par@k and Sub@k (paper section 2.2; docs/protocol.md section 3).
 
-With P the parents of a set, n_p the number of sub-problems of parent p and c[p][j][a] in {0, 1}
+With P the parents of a set, n_p the number of sub-problems of parent p and ``c[p][j][a]`` in {0, 1}
 the verdict on sub-problem j of parent p in attempt a (a = 0..k-1):
 
-* Par@k = (1/|P|) * sum_p max_a prod_j c[p][j][a]   (some single attempt solves every sub-problem)
-* Sub@k = (1 / sum_p n_p) * sum_p sum_j max_a c[p][j][a]
+* Par@k = (1/|P|) * sum_p max_a prod_j ``c[p][j][a]``   (some single attempt solves every sub-problem)
+* Sub@k = (1 / sum_p n_p) * sum_p sum_j max_a ``c[p][j][a]``
 
 Values are reported in percent. Over seeds: the mean and the sample standard deviation
 (ddof = 1; ``None`` for a single seed).

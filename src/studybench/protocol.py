@@ -1,4 +1,4 @@
-"""The conversation a model sees for sub-problem i of an attempt (PROTOCOL.md section 2).
+"""The conversation a model sees for sub-problem i of an attempt (docs/protocol.md section 2).
 
 One attempt is a sequential multi-turn solve of a parent. For sub-problem ``i`` the messages are:
 
@@ -107,7 +107,7 @@ class ArtefactError(ValueError):
 
 @dataclass
 class Artefacts:
-    """Optional method artefacts applied to the conversation (PROTOCOL.md section 2).
+    """Optional method artefacts applied to the conversation (docs/protocol.md section 2).
 
     Attributes:
         system_prompt: replaces the default system message (GEPA, EvoSkill).

@@ -1,4 +1,4 @@
-"""Typed records of StudyBench test sets (PROTOCOL.md section 1).
+"""Typed records of StudyBench test sets (docs/protocol.md section 1).
 
 A **parent** is one problem of a test set; it is scored through its **sub-problems**: the
 ``sub_problems`` of a multi-sub parent, or the parent itself for a single-question parent (whose one
@@ -152,7 +152,7 @@ class _Gold(BaseModel):
 
 
 class SubProblem(_Gold):
-    """One scored sub-problem of a parent (PROTOCOL.md section 1)."""
+    """One scored sub-problem of a parent (docs/protocol.md section 1)."""
 
     problem_id: str
     problem: str = ""

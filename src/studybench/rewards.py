@@ -1,4 +1,4 @@
-"""Rule-only RL rewards built on the studybench verifier (never an LLM; PROTOCOL.md section 6).
+"""Rule-only RL rewards built on the studybench verifier (never an LLM; docs/protocol.md section 6).
 
 Two adapters share one lazily started :class:`studybench.verify.Verifier`:
 
@@ -191,7 +191,7 @@ _FINAL_LINE = re.compile(r"final\s+answer\s*[:：]", re.IGNORECASE)
 
 
 def dense_components(response: Any, answer: Any, answer_type: Any, type_sequence: Any = "", gold_unit: Any = None) -> dict[str, float]:
-    """The five components of the dense reward for one response (PROTOCOL.md section 6 reward mode;
+    """The five components of the dense reward for one response (docs/protocol.md section 6 reward mode;
     Physics-R1's dense variant). Rule-only; never raises.
 
     * ``answer``: ``+0.8`` when the rule verifier accepts the final answer.

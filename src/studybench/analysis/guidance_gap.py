@@ -5,7 +5,7 @@ For each method one *pair* of runs over the same items: a **solo** run (no guida
 by each run's report, :func:`studybench.report.build_report`):
 
 * ``solo``, ``guided``: mean ± sample std over seeds;
-* ``gap`` = guided - solo (PROTOCOL.md: Guidance Gap = Acc_guided - Acc_solo), computed per seed and
+* ``gap`` = guided - solo (docs/protocol.md: Guidance Gap = Acc_guided - Acc_solo), computed per seed and
   then mean ± std over seeds (its mean is exactly guided mean - solo mean; its std is the paired one).
 
 **Headroom closed.** With a *base* pair (the base model, solo S_b and guided G_b, gap_b = G_b - S_b),

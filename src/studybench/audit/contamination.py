@@ -80,8 +80,7 @@ class AuditConfig:
             (default 0.8; ``None`` turns stage 1b off).
         dtype: embedding precision: ``auto`` (bfloat16 on CUDA or a CPU with native bf16, else
             float32), ``float32`` or ``bfloat16``.
-        judge_model, judge_base_url, judge_api_key_env, judge_concurrency, judge_timeout,
-        judge_max_retries, judge_max_tokens: stage 3 (run only when ``judge_model`` is set).
+        judge_model, judge_base_url, judge_api_key_env, judge_concurrency, judge_timeout, judge_max_retries, judge_max_tokens: stage 3 (run only when ``judge_model`` is set).
         judge_cache: stage-3 verdict cache directory (default ``None``:
             :func:`studybench.llm_judge.default_cache_root`, shared with ``studybench judge``).
         judge_use_cache: read and write the verdict cache (``--no-judge-cache`` sets it False).

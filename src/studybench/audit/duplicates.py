@@ -194,8 +194,7 @@ def duplicate_judge(
     """The stage-3 client: :class:`studybench.llm_judge.LLMJudge` with :data:`DUPLICATE_TASK`.
 
     Args:
-        model, base_url, api_key_env, concurrency, request_timeout, max_retries, parse_retries,
-            max_tokens, cache, read_cache, backoff_initial, backoff_max: as for :class:`LLMJudge`
+        model, base_url, api_key_env, concurrency, request_timeout, max_retries, parse_retries, max_tokens, cache, read_cache, backoff_initial, backoff_max: as for :class:`LLMJudge`
             (``cache=None`` turns the verdict cache off).
 
     Returns:

@@ -1,4 +1,4 @@
-"""The evaluation as a library: the main job (paper 2.2; PROTOCOL.md 2-3) under the CLI.
+"""The evaluation as a library: the main job (paper 2.2; docs/protocol.md 2-3) under the CLI.
 
 From Python::
 

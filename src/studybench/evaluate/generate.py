@@ -1,4 +1,4 @@
-"""The generation pass: ask the model every missing or stale turn of a scope (PROTOCOL.md section 2).
+"""The generation pass: ask the model every missing or stale turn of a scope (docs/protocol.md section 2).
 
 Every (seed, attempt, parent) is one *chain*: its sub-problems are asked in order, each turn's
 conversation built by :func:`studybench.protocol.build_messages` from the model's own earlier

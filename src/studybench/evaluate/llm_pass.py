@@ -1,4 +1,4 @@
-"""The LLM pass: an LLM verdict for every counting rule rejection of a scope (paper 2.2; PROTOCOL.md 6).
+"""The LLM pass: an LLM verdict for every counting rule rejection of a scope (paper 2.2; docs/protocol.md 6).
 
 Leaderboard mode (``rule+llm``) sends every current rule rejection (and, with
 ``judge_rule_accepts``, every rule accept too) to an LLM judge and appends one row per (turn, judge

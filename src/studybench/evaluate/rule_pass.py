@@ -1,4 +1,4 @@
-"""The rule pass: give every turn of a scope a current rule verdict (PROTOCOL.md sections 4-5).
+"""The rule pass: give every turn of a scope a current rule verdict (docs/protocol.md sections 4-5).
 
 Which turns are verified is decided by :func:`studybench.store.rule_verdict_status` (the one currency
 rule): a turn with a usable completion is verified when no verdict counts for it, or when the one that

@@ -246,7 +246,7 @@ def _verifier(spec: EvalSpec, judge: LLMJudge | None, previous: Manifest | None)
 
 
 def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: ChatBackend | None = None) -> EvalPlan:
-    """Load and check everything an evaluation needs, without making a request (PROTOCOL.md 2-3).
+    """Load and check everything an evaluation needs, without making a request (docs/protocol.md 2-3).
 
     Args:
         spec: the evaluation.
@@ -535,7 +535,7 @@ def run_eval(
     progress: ProgressFn | None = None,
     on_turn_error: Callable[[TurnKey, str], None] | None = None,
 ) -> EvalResult:
-    """Evaluate a model on a StudyBench test set (paper 2.2; PROTOCOL.md 2-3): resumable.
+    """Evaluate a model on a StudyBench test set (paper 2.2; docs/protocol.md 2-3): resumable.
 
     Args:
         spec: the evaluation (see :class:`~studybench.evaluate.spec.EvalSpec`).

@@ -53,7 +53,7 @@ class EvalError(ValueError):
 
 
 class EvalSpec(BaseModel):
-    """One evaluation (PROTOCOL.md sections 2-3), as ``studybench eval`` takes it.
+    """One evaluation (docs/protocol.md sections 2-3), as ``studybench eval`` takes it.
 
     Attributes:
         split: ``"application"``, ``"transfer"`` or a path to a test-set JSON file.

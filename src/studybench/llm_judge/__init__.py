@@ -1,4 +1,4 @@
-"""The LLM judge fallback (paper 2.2, appendices F-G; PROTOCOL.md section 6).
+"""The LLM judge fallback (paper 2.2, appendices F-G; docs/protocol.md section 6).
 
 Leaderboard mode (``rule+llm``) sends every answer the rule verifier rejects to an LLM judge and
 counts it correct when the judge says TRUE; reward mode (``rule``) never calls an LLM.

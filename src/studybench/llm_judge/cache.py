@@ -1,4 +1,4 @@
-"""On-disk cache of LLM judge verdicts (PROTOCOL.md section 6).
+"""On-disk cache of LLM judge verdicts (docs/protocol.md section 6).
 
 A verdict is stored under the key ``sha256(json([judge model, template digest, inputs digest]))``:
 the same inputs judged by the same model with the same template are never sent twice, whether

@@ -1,4 +1,4 @@
-"""The LLM judge client (paper 2.2, appendices F-G; PROTOCOL.md section 6).
+"""The LLM judge client (paper 2.2, appendices F-G; docs/protocol.md section 6).
 
 :class:`LLMJudge` sends one request per judgement to any OpenAI-compatible endpoint (``vllm serve``,
 SGLang, the OpenAI API) through :class:`studybench.models.openai_backend.OpenAIBackend`, so it has

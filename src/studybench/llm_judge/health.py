@@ -1,4 +1,4 @@
-"""Is the judge answering in its format? The unjudgeable alarm (PROTOCOL.md section 6).
+"""Is the judge answering in its format? The unjudgeable alarm (docs/protocol.md section 6).
 
 A judge that does not answer in its task's format makes every verdict ``unjudgeable``: a server
 started without the reasoning parser its model needs (the verdict stays inside the reasoning), the

@@ -1,4 +1,4 @@
-"""The five inputs of one answer judgement (PROTOCOL.md section 6), built from a sub-problem and a reply."""
+"""The five inputs of one answer judgement (docs/protocol.md section 6), built from a sub-problem and a reply."""
 
 from __future__ import annotations
 

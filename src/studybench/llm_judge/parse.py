@@ -1,4 +1,4 @@
-"""Strict parsing of a judge reply (PROTOCOL.md section 6).
+"""Strict parsing of a judge reply (docs/protocol.md section 6).
 
 The reply must consist of exactly two sections, in either order, and nothing but whitespace
 outside them::

@@ -1,4 +1,4 @@
-"""The LLM judge prompt: our template for the rubric of PROTOCOL.md section 6 (paper 2.2, appendix F).
+"""The LLM judge prompt: our template for the rubric of docs/protocol.md section 6 (paper 2.2, appendix F).
 
 A template is plain text with placeholders, each written as ``{name}``. The answer judge's five are:
 

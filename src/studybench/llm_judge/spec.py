@@ -33,7 +33,7 @@ class LLMJudgeSpecError(ValueError):
 
 
 class LLMJudgeSpec(BaseModel):
-    """The settings of an LLM judge (paper 2.2; PROTOCOL.md section 6).
+    """The settings of an LLM judge (paper 2.2; docs/protocol.md section 6).
 
     Attributes:
         model: judge model name at the endpoint.

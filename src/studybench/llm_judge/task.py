@@ -11,7 +11,7 @@ question. A task supplies the rest:
   :class:`~studybench.llm_judge.parse.MalformedReply` for any reply outside the format;
 - the format reminder sent after a malformed reply.
 
-Two tasks exist: :data:`ANSWER_EQUIVALENCE_TASK` (the default; PROTOCOL.md section 6) here, and the
+Two tasks exist: :data:`ANSWER_EQUIVALENCE_TASK` (the default; docs/protocol.md section 6) here, and the
 contamination audit's duplicate question (:data:`studybench.audit.duplicates.DUPLICATE_TASK`).
 Verdicts of different tasks never share a cache key: the key holds the template digest, and the
 inputs digest is taken over a list as long as the task's placeholders.
@@ -148,7 +148,7 @@ ANSWER_EQUIVALENCE_TASK = LLMJudgeTask(
     parse=parse_verdict,
     format_reminder=FORMAT_REMINDER,
 )
-"""The default task (PROTOCOL.md section 6): is the student's final answer equivalent to the
+"""The default task (docs/protocol.md section 6): is the student's final answer equivalent to the
 reference? Five placeholders (:data:`~studybench.llm_judge.prompt.PLACEHOLDERS`), the strict
 two-section TRUE/FALSE format (:func:`~studybench.llm_judge.parse.parse_verdict`) and
 :data:`~studybench.llm_judge.prompt.FORMAT_REMINDER`."""

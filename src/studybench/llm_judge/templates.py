@@ -1,6 +1,6 @@
 """The answer-judge prompt templates shipped with studybench, by name (``--judge-prompt NAME``).
 
-Two templates are shipped (PROTOCOL.md section 6; paper 2.2, appendices F-G):
+Two templates are shipped (docs/protocol.md section 6; paper 2.2, appendices F-G):
 
 ``default``
     ours (:data:`~studybench.llm_judge.prompt.DEFAULT_TEMPLATE`): the student's text fenced and

@@ -2,7 +2,7 @@
 
 A backend turns a :class:`ChatRequest` (the conversation for one turn of an attempt, built by
 :mod:`studybench.protocol`) into a :class:`ChatResult`. Backends never raise for a failed turn:
-they return a result with ``error`` set, which the runner records as a failed turn (PROTOCOL.md
+they return a result with ``error`` set, which the runner records as a failed turn (docs/protocol.md
 section 2, "Errors").
 """
 
@@ -54,7 +54,7 @@ def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
 
 @dataclass
 class SamplingParams:
-    """Sampling parameters of PROTOCOL.md section 2, sent the way vLLM accepts them.
+    """Sampling parameters of docs/protocol.md section 2, sent the way vLLM accepts them.
 
     Two token budgets, each ``None`` when not limited:
 
@@ -87,7 +87,7 @@ class SamplingParams:
 
 
 PRESETS: dict[str, SamplingParams] = {
-    # The paper's preset for open-weight models (PROTOCOL.md section 2).
+    # The paper's preset for open-weight models (docs/protocol.md section 2).
     "paper": SamplingParams(
         temperature=1.0,
         top_p=0.95,

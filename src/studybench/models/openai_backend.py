@@ -1,6 +1,6 @@
 """OpenAI-compatible chat backend (vLLM, SGLang, OpenAI, any ``/v1/chat/completions`` server).
 
-Implements :class:`studybench.models.base.ChatBackend` for PROTOCOL.md section 2:
+Implements :class:`studybench.models.base.ChatBackend` for docs/protocol.md section 2:
 
 - **Sampling** is sent the way vLLM accepts it: ``temperature``, ``top_p``, ``max_tokens``, ``seed``
   and ``presence_penalty`` are standard fields; ``top_k``, ``min_p`` and ``repetition_penalty`` are
@@ -197,7 +197,7 @@ class OpenAIBackend:
         model: model name sent as ``model``.
         base_url: endpoint such as ``http://127.0.0.1:8000/v1``; ``None`` lets the SDK decide
             (``OPENAI_BASE_URL``, else the OpenAI API).
-        sampling: sampling parameters (PROTOCOL.md section 2; e.g. ``PRESETS["paper"]``); ``None``
+        sampling: sampling parameters (docs/protocol.md section 2; e.g. ``PRESETS["paper"]``); ``None``
             sends none.
         concurrency: most requests in flight at once (:class:`~studybench.models.slots.Slots`, held per
             attempt, not during backoff).

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 NO_FINAL_ANSWER_REASON = "incorrect: no final answer found"
-"""The rule verifier's reason when no answer could be extracted from a reply (PROTOCOL.md section 4)."""
+"""The rule verifier's reason when no answer could be extracted from a reply (docs/protocol.md section 4)."""
 
 NO_FINAL_ANSWER_WARN_SHARE = 0.5
 """Reports warn when more than this share of the answered attempts has no final answer."""

@@ -1,6 +1,6 @@
 """Tokens and cost of a run: ``report["tokens"]``, ``report["cost"]`` and their table.
 
-``report["tokens"]`` sums the ``usage`` of every request stored for the report's turns (PROTOCOL.md
+``report["tokens"]`` sums the ``usage`` of every request stored for the report's turns (docs/protocol.md
 turns of the selected parents, seeds and attempts), also requests whose turn was generated again
 later (a failed or stale turn: it was paid for; ``superseded`` counts them):
 

@@ -1,4 +1,4 @@
-"""The rule verifier (PROTOCOL.md sections 4-5).
+"""The rule verifier (docs/protocol.md sections 4-5).
 
 Public API:
 

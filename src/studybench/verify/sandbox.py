@@ -1,4 +1,4 @@
-"""Process pool with hard wall-clock timeouts for symbolic and numeric verification (PROTOCOL.md section 5).
+"""Process pool with hard wall-clock timeouts for symbolic and numeric verification (docs/protocol.md section 5).
 
 Design:
 

@@ -1,4 +1,4 @@
-"""The :class:`Verifier`: memo, in-process fast path, sandbox pool (PROTOCOL.md sections 4-5).
+"""The :class:`Verifier`: memo, in-process fast path, sandbox pool (docs/protocol.md sections 4-5).
 
 :class:`Verifier` checks predicted box contents against gold box contents (:meth:`Verifier.verify`,
 :meth:`Verifier.verify_many`) or a raw response against a gold answer string
@@ -145,7 +145,7 @@ def _chunks(keys: list[tuple[Any, ...]], workers: int) -> list[list[tuple[Any, .
 
 
 class Verifier:
-    r"""Reusable, thread-safe rule verifier (PROTOCOL.md section 5).
+    r"""Reusable, thread-safe rule verifier (docs/protocol.md section 5).
 
     Verdicts are memoised by (gold boxes, predicted boxes, answer_type, type_sequence, gold_unit, the
     definitions taken from the problem text and the gold);
@@ -300,7 +300,7 @@ class Verifier:
     ) -> Verdict:
         r"""Verify one sub-problem's answer: predicted box contents against gold box contents.
 
-        Implements PROTOCOL.md section 5; the rule of each answer type is in
+        Implements docs/protocol.md section 5; the rule of each answer type is in
         :data:`studybench.verify.rules.RULES`.
 
         Args:
@@ -340,7 +340,7 @@ class Verifier:
         timeout: float | None = None,
         problem: str | None = None,
     ) -> Verdict:
-        r"""Extract the final answers from a raw response and verify them (PROTOCOL.md sections 4-5).
+        r"""Extract the final answers from a raw response and verify them (docs/protocol.md sections 4-5).
 
         The gold boxes come from :func:`studybench.records.gold_boxes` (a TUP/ALT gold packed into one
         box is split), the predicted ones from :func:`studybench.answers.extract_answers` (reasoning
@@ -535,7 +535,7 @@ def verify_boxes(
     timeout: float = 5.0,
     problem: str | None = None,
 ) -> Verdict:
-    """Verify predicted box contents against gold box contents (PROTOCOL.md section 5).
+    """Verify predicted box contents against gold box contents (docs/protocol.md section 5).
 
     Uses the process-wide default :class:`Verifier` (:func:`default_verifier`).
 
@@ -564,7 +564,7 @@ def verify_response(
     timeout: float = 5.0,
     problem: str | None = None,
 ) -> Verdict:
-    r"""Extract the final answers from a raw response and verify them (PROTOCOL.md sections 4-5).
+    r"""Extract the final answers from a raw response and verify them (docs/protocol.md sections 4-5).
 
     Uses the process-wide default :class:`Verifier` (:func:`default_verifier`); see
     :meth:`Verifier.verify_response`.

@@ -1,4 +1,4 @@
-"""Comparing what was read: the third step of the rule verifier (PROTOCOL.md section 5).
+"""Comparing what was read: the third step of the rule verifier (docs/protocol.md section 5).
 
 The tolerance policy (:mod:`.tolerance`), numbers with units (:mod:`.numeric`), SymPy equality
 (:mod:`.symbolic`), series (:mod:`.series`), vectors (:mod:`.vectors`), multi-part answers and their

@@ -1,4 +1,4 @@
-r"""EQ in another but equivalent form: solution sets and proportionality (PROTOCOL.md section 5).
+r"""EQ in another but equivalent form: solution sets and proportionality (docs/protocol.md section 5).
 
 :func:`same_solution_sets` decides two equations that are no multiple of each other - squared
 (``v^2 = 2gh`` for ``v = \sqrt{2gh}``), inverted (``\theta = \arcsin(n_2/n_1)`` for

@@ -1,4 +1,4 @@
-r"""Equations compared by their solution sets (PROTOCOL.md section 5, EQ).
+r"""Equations compared by their solution sets (docs/protocol.md section 5, EQ).
 
 :func:`equation_equal` decides whether two equations state the same thing: sides swapped, terms moved,
 scaled by a constant or by a nonzero factor that clears a written denominator (``2mE = p^2`` for

@@ -1,4 +1,4 @@
-r"""General answer forms: sets, lists of solutions, tuples, ``\pm``, matrices (PROTOCOL.md section 5, EX).
+r"""General answer forms: sets, lists of solutions, tuples, ``\pm``, matrices (docs/protocol.md section 5, EX).
 
 For users who verify math answers beside physics ones. :func:`compare_forms` recognises the form of a
 gold box and compares a prediction in the same form, element by element with the caller's rule for one

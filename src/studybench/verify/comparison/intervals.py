@@ -1,4 +1,4 @@
-r"""Subsets of the real line in any written form, compared as sets (PROTOCOL.md section 5, IN).
+r"""Subsets of the real line in any written form, compared as sets (docs/protocol.md section 5, IN).
 
 :func:`same_real_set` reads each side into one SymPy set and compares the sets' components: unions in
 any order (``[0,7) \cup \{-1\}``), touching intervals merged (``[-1,0] \cup [0,1]`` = ``[-1,1]``),

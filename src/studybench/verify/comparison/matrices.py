@@ -1,4 +1,4 @@
-r"""Matrices and vectors written as LaTeX environments, compared entry by entry (PROTOCOL.md section 5, EX).
+r"""Matrices and vectors written as LaTeX environments, compared entry by entry (docs/protocol.md section 5, EX).
 
 :func:`read_matrix` reads ``\begin{pmatrix}`` / ``bmatrix`` / ``Bmatrix`` / ``matrix`` / ``smallmatrix`` /
 ``array`` (with or without ``\left( \right)`` or ``\left[ \right]`` around it) into rows of entry texts;

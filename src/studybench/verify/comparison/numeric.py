@@ -1,4 +1,4 @@
-r"""Numbers with units compared by the NV rules (PROTOCOL.md section 5): signs, ``\pm``, percent, units, tolerance.
+r"""Numbers with units compared by the NV rules (docs/protocol.md section 5): signs, ``\pm``, percent, units, tolerance.
 
 :func:`compare_quantities` is the one numeric comparison the NV, EX and EQ rules use: quantities read
 by :mod:`studybench.verify.reading.numbers`, units converted by :mod:`studybench.verify.physics.units`,
@@ -18,7 +18,7 @@ __all__ = ["compare_quantities"]
 
 
 def compare_quantities(g: Quantity, p: Quantity) -> tuple[bool, str]:
-    r"""Compare a predicted quantity with a gold one by the NV rules (PROTOCOL.md section 5).
+    r"""Compare a predicted quantity with a gold one by the NV rules (docs/protocol.md section 5).
 
     * ``\pm`` in the prediction but not in the gold: incorrect (a +- answer states two values);
       both with ``\pm``: magnitudes compared; gold only: the prediction's magnitude.

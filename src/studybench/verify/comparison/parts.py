@@ -1,4 +1,4 @@
-r"""Multi-part answers: parts, groups, labels, and matching them in order or order-free (PROTOCOL.md 5).
+r"""Multi-part answers: parts, groups, labels, and matching them in order or order-free (docs/protocol.md 5).
 
 :func:`answer_parts` lists the parts of one box (groups separated by ``;``, comma-separated parts,
 alignment rows, equations joined by ``\quad`` or "and"); :func:`compare_parts` compares two boxes

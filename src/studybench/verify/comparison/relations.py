@@ -1,4 +1,4 @@
-r"""Relations compared as relations: chains of inequalities, their sides and bounds (PROTOCOL.md section 5).
+r"""Relations compared as relations: chains of inequalities, their sides and bounds (docs/protocol.md section 5).
 
 :func:`chain_rule` compares a gold that states a relation chain (``R \geq \frac{2GM}{c^2}``,
 ``a < b < c = d``, ``\lambda \ll d``) with a prediction, link by link, in either reading direction;

@@ -1,4 +1,4 @@
-r"""Series written with dots against an explicit sum (PROTOCOL.md section 5, EX).
+r"""Series written with dots against an explicit sum (docs/protocol.md section 5, EX).
 
 ``1 + x + \frac{x^2}{2} + \cdots`` and ``\sum_{n=0}^{\infty}\frac{x^n}{n!}`` state the same series
 when the sum's first terms are the written terms, one by one (:func:`series_equal`); two dotted

@@ -1,4 +1,4 @@
-"""Symbolic comparison of SymPy objects and of LaTeX strings (PROTOCOL.md section 5, EX).
+"""Symbolic comparison of SymPy objects and of LaTeX strings (docs/protocol.md section 5, EX).
 
 :func:`sym_equal` decides equality by structure, then numerically at seeded random positive points
 (:func:`sample_points`; signed points too when an absolute value is involved), then by

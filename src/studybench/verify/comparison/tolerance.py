@@ -1,4 +1,4 @@
-r"""The tolerance policy, in one place (PROTOCOL.md section 5; the judge rubric; Physics-R1's binary reward).
+r"""The tolerance policy, in one place (docs/protocol.md section 5; the judge rubric; Physics-R1's binary reward).
 
 Numbers (NV rules): :func:`within_precision`, driven by the gold's significant figures
 (:class:`studybench.verify.reading.numbers.Precision`, read by
@@ -126,7 +126,7 @@ _TIE = 1e-9  # relative float noise within which a difference is exactly half a 
 def within_precision(pred: float, gold: float, precision: Precision | None = None, *, exact: bool = False) -> bool:
     r"""The NV tolerance policy: whether ``pred`` equals ``gold`` at the gold's stated precision.
 
-    The one numeric equality of the NV rules (PROTOCOL.md section 5; the rubric: "different
+    The one numeric equality of the NV rules (docs/protocol.md section 5; the rubric: "different
     precisions that round to the same value at the reference's stated precision are equivalent",
     about 2% for estimates). With ``h`` half a unit in the gold's last significant digit, a match is
 

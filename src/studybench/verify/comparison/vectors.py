@@ -1,4 +1,4 @@
-r"""Vector expressions compared by value: cross and dot products, unit vectors (PROTOCOL.md section 5, EX).
+r"""Vector expressions compared by value: cross and dot products, unit vectors (docs/protocol.md section 5, EX).
 
 The symbolic path (:mod:`studybench.verify.reading.conversion`) reads ``\vec E`` as the scalar ``E`` and refuses
 cross products of vectors. :func:`vector_equal` reads a small vector grammar instead and evaluates

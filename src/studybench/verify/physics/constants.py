@@ -1,4 +1,4 @@
-r"""Named physical constants given numerically (PROTOCOL.md section 5, NV).
+r"""Named physical constants given numerically (docs/protocol.md section 5, NV).
 
 A gold such as ``\frac{2GM_\odot}{c^2}`` is symbolic, but every symbol in it is a constant, so it
 states a number with a unit (2953 m); :func:`constant_value` evaluates such an expression with CODATA

@@ -1,4 +1,4 @@
-r"""Physical-constant identities applied by substitution (PROTOCOL.md section 5, symbols).
+r"""Physical-constant identities applied by substitution (docs/protocol.md section 5, symbols).
 
 A gold written with ``\hbar`` and a prediction written with ``h / (2\pi)`` are the same answer; so
 are ``\mu_0`` and ``1 / (\varepsilon_0 c^2)``, ``k`` and ``k_B``, ``\beta`` and ``1 / (k_B T)``. The

@@ -1,4 +1,4 @@
-r"""Units with pint, the ``gold_unit`` hints, and the quantities a text states with a real unit (PROTOCOL.md 5).
+r"""Units with pint, the ``gold_unit`` hints, and the quantities a text states with a real unit (docs/protocol.md 5).
 
 A prediction's trailing text is a unit only when pint (plus a few astronomy units: ``M_\odot``,
 ``R_\oplus``, ``mag``, ``AU``, ``Jy``) reads it and it is no constant or lone variable letter
@@ -281,7 +281,7 @@ _NO_UNIT = {"", "none", "null", "-", "n/a", "dimensionless", "unitless", "1"}
 
 
 def split_hints(gold_unit: Any, n: int) -> list[str | None]:
-    r"""Per-box unit hints from a ``gold_unit`` value (PROTOCOL.md section 5, units).
+    r"""Per-box unit hints from a ``gold_unit`` value (docs/protocol.md section 5, units).
 
     Args:
         gold_unit: ``None``, one string, a comma-separated string with one entry per gold box

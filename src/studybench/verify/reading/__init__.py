@@ -1,4 +1,4 @@
-"""Reading answers: the first step of the rule verifier (PROTOCOL.md section 5).
+"""Reading answers: the first step of the rule verifier (docs/protocol.md section 5).
 
 Text in, text or SymPy objects out, nothing compared yet: LaTeX normalisation and splitting
 (:mod:`.latex`), the symbol aliaser (:mod:`.aliasing`), LaTeX to SymPy (:mod:`.conversion`, through the

@@ -1,4 +1,4 @@
-r"""The symbol aliaser: what counts as one symbol, each renamed to an opaque alias (PROTOCOL.md section 5).
+r"""The symbol aliaser: what counts as one symbol, each renamed to an opaque alias (docs/protocol.md section 5).
 
 :class:`Aliaser` rewrites every symbol of tokenised LaTeX (letters, Greek macros, accented and
 subscripted names, ``\langle x\rangle``) into an opaque alias ``\mathrm{vN}``, one table per

@@ -1,4 +1,4 @@
-r"""LaTeX -> SymPy through latex2sympy2_extended on aliased LaTeX (PROTOCOL.md section 5).
+r"""LaTeX -> SymPy through latex2sympy2_extended on aliased LaTeX (docs/protocol.md section 5).
 
 :func:`to_sympy` and :func:`to_sympy_readings` run the size guards (length, exponent nesting, digit
 runs), alias every symbol (:class:`studybench.verify.reading.aliasing.Aliaser`), make brace-less function

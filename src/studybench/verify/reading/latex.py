@@ -1,4 +1,4 @@
-r"""LaTeX normalisation for string comparison (PROTOCOL.md section 5).
+r"""LaTeX normalisation for string comparison (docs/protocol.md section 5).
 
 Pure string helpers, safe and cheap in any process (the in-process fast path uses them):
 :func:`norm_string` (the normalised form compared for exact equality), :func:`norm_text`

@@ -1,4 +1,4 @@
-r"""Words in answers: normalised words, prose between formulas, trailing remarks, conditions (PROTOCOL.md 5).
+r"""Words in answers: normalised words, prose between formulas, trailing remarks, conditions (docs/protocol.md 5).
 
 * :func:`prose_words`: the normalised words of a phrase (case, punctuation, hyphens, articles,
   plurals, British spellings, a small synonym lexicon); the QL rule and the words between formulas

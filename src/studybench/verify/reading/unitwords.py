@@ -1,4 +1,4 @@
-r"""Units written in words or in pieces (PROTOCOL.md section 5, NV units): pure string work.
+r"""Units written in words or in pieces (docs/protocol.md section 5, NV units): pure string work.
 
 * :func:`unit_glyphs`: ``\AA``, ``\mathring{A}``, ``Å`` (U+00C5, U+212B) -> ``angstrom``;
 * :func:`unit_phrases`: ``per second`` -> ``1/second``, ``m per s`` -> ``m/s``, ``degrees Celsius`` ->

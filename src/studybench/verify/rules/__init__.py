@@ -1,4 +1,4 @@
-"""The rule registry: one rule per answer type, and the dispatch of compound answers (PROTOCOL.md 5).
+"""The rule registry: one rule per answer type, and the dispatch of compound answers (docs/protocol.md 5).
 
 :data:`RULES` maps every :class:`~studybench.records.AnswerType` to its :class:`Rule` (one hop from a type
 to the code that decides it: the ``RULE`` of the module its row of :mod:`studybench.answer_types` names);

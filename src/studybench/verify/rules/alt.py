@@ -1,4 +1,4 @@
-"""ALT: any of the gold's alternative forms is accepted (PROTOCOL.md section 5)."""
+"""ALT: any of the gold's alternative forms is accepted (docs/protocol.md section 5)."""
 
 from __future__ import annotations
 

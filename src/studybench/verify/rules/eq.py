@@ -1,4 +1,4 @@
-r"""EQ: equations with the same solution set (PROTOCOL.md section 5).
+r"""EQ: equations with the same solution set (docs/protocol.md section 5).
 
 :func:`eq_rule`: several equations are matched order-free with their labels
 (:func:`studybench.verify.comparison.parts.compare_parts`), each pair by
@@ -24,7 +24,7 @@ __all__ = ["RULE", "eq_gold_check", "eq_rule"]
 
 
 def eq_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
-    r"""EQ: the same solution set (PROTOCOL.md section 5).
+    r"""EQ: the same solution set (docs/protocol.md section 5).
 
     Several comma-separated equations are matched order-free with their labels; a gold with a numeric
     right side compares the left side as a string/expression and the value by NV rules; otherwise

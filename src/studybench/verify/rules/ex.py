@@ -1,4 +1,4 @@
-r"""EX: symbolic expressions, and reactions / decays written with arrows (PROTOCOL.md section 5).
+r"""EX: symbolic expressions, and reactions / decays written with arrows (docs/protocol.md section 5).
 
 :func:`ex_rule` compares the part after a top-level ``=`` (any link of a chained gold) with the
 prediction: plain numbers by the NV rules (:func:`studybench.verify.comparison.numeric.compare_quantities`),
@@ -58,7 +58,7 @@ __all__ = ["RULE", "ex_rule", "reaction_rule"]
 
 
 def ex_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
-    r"""EX: symbolic expressions (PROTOCOL.md section 5).
+    r"""EX: symbolic expressions (docs/protocol.md section 5).
 
     A reaction or decay is compared by :func:`reaction_rule`; a gold listing several answers part by
     part (:func:`studybench.verify.comparison.parts.compare_parts`); a single answer by its right-hand side, NV

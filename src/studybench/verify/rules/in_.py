@@ -1,4 +1,4 @@
-r"""IN: intervals and inequalities (PROTOCOL.md section 5).
+r"""IN: intervals and inequalities (docs/protocol.md section 5).
 
 :func:`in_rule`: bracket types and bounds (numbers by the NV tolerance, expressions symbolically),
 unions part-wise in order; an interval against an inequality in any expression; double
@@ -32,7 +32,7 @@ __all__ = ["RULE", "in_forms_rule", "in_gold_check", "in_rule"]
 
 
 def in_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
-    r"""IN: intervals and inequalities (PROTOCOL.md section 5).
+    r"""IN: intervals and inequalities (docs/protocol.md section 5).
 
     The written forms first (:func:`in_forms_rule`); when they do not show the answers equal and either
     side uses set notation (a union, "or", points, set-builder notation, ``\mathbb{R}``, a difference),

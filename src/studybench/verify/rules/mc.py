@@ -1,4 +1,4 @@
-"""MC: one option letter, or the same option text (PROTOCOL.md section 5).
+"""MC: one option letter, or the same option text (docs/protocol.md section 5).
 
 String-level and decisive: the fast tier always decides MC in-process (no worker).
 """
@@ -97,7 +97,7 @@ def _mc_letter_first(s: str) -> str | None:
 
 
 def mc_rule(gold: str, pred: str) -> RuleResult:
-    """MC: option-letter equality, case-insensitive (PROTOCOL.md section 5).
+    """MC: option-letter equality, case-insensitive (docs/protocol.md section 5).
 
     A gold that is a word (``Pluto``) needs the same normalised text, optionally after an option-letter
     prefix in the prediction. Hedging or negation (``A or C``, ``B (or C)``, ``A is incorrect``) is

@@ -1,4 +1,4 @@
-r"""NV: numeric values with units (PROTOCOL.md section 5).
+r"""NV: numeric values with units (docs/protocol.md section 5).
 
 :func:`nv_rule` reads numbers in any notation (:func:`studybench.verify.reading.numbers.quantity_candidates`),
 an optional left side (compared when both sides state one), bounds, ``\pm`` pairs, number words and
@@ -56,7 +56,7 @@ __all__ = ["RULE", "nv_gold_check", "nv_rule"]
 
 
 def nv_rule(gold: str, pred: str, hint: str | None, ctx: Context) -> RuleResult:
-    r"""NV: numbers with units, left sides and bounds, within the tolerance policy (PROTOCOL.md section 5).
+    r"""NV: numbers with units, left sides and bounds, within the tolerance policy (docs/protocol.md section 5).
 
     Scientific notation, fractions, percent, degrees, an optional unit and an optional left side;
     relative tolerance 1% widened to the gold's written precision, at most 2% (a gold of 0 needs 0).

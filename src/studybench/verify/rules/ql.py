@@ -1,4 +1,4 @@
-r"""QL: short qualitative phrases by normalised text (PROTOCOL.md section 5).
+r"""QL: short qualitative phrases by normalised text (docs/protocol.md section 5).
 
 Two tiers, like every rule:
 
@@ -75,7 +75,7 @@ def ql_alternatives(gold: str) -> list[str]:
 
 
 def ql_rule(gold: str, pred: str) -> RuleResult:
-    """QL: normalised text equality (PROTOCOL.md section 5); the fast tier's rule.
+    """QL: normalised text equality (docs/protocol.md section 5); the fast tier's rule.
 
     Case, punctuation, hyphens, articles, plurals, British spellings and a small synonym lexicon are
     ignored (:func:`studybench.verify.reading.prose.prose_words`), labelled clauses separated by ``;`` may come

@@ -1,4 +1,4 @@
-"""TF: truth values and their synonyms (PROTOCOL.md section 5).
+"""TF: truth values and their synonyms (docs/protocol.md section 5).
 
 String-level and decisive: the fast tier always decides TF in-process (no worker).
 """
@@ -16,7 +16,7 @@ __all__ = ["RULE", "tf_gold_check", "tf_rule"]
 def tf_rule(gold: str, pred: str) -> RuleResult:
     r"""TF: true/yes/correct vs false/no/incorrect synonyms, case-insensitive, inside ``\text{}``.
 
-    Implements PROTOCOL.md section 5. A prediction that states no single truth value is wrong.
+    Implements docs/protocol.md section 5. A prediction that states no single truth value is wrong.
 
     Args:
         gold: one gold box content.

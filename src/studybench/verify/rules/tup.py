@@ -1,4 +1,4 @@
-"""TUP: an ordered tuple, compared slot by slot in ``type_sequence`` order (PROTOCOL.md section 5)."""
+"""TUP: an ordered tuple, compared slot by slot in ``type_sequence`` order (docs/protocol.md section 5)."""
 
 from __future__ import annotations
 
