@@ -111,6 +111,7 @@ def _copy(dst: Path) -> None:
         shutil.copytree(REPO / name, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(REPO / "pyproject.toml", dst / "pyproject.toml")
     shutil.copy(REPO / "README.md", dst / "README.md")
+    shutil.copytree(REPO / "docs", dst / "docs")  # tests run the documented examples
 
 
 def run(m: Mutation, timeout: float, tests: tuple[str, ...] | None = None) -> tuple[str, float, str]:

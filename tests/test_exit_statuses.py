@@ -1,4 +1,4 @@
-"""The README's table of exit statuses, checked against the commands (issue 24 item 6).
+"""The table of exit statuses (docs/exit-statuses.md, once the README's), checked against the commands (issue 24 item 6).
 
 - A full disk: every command that writes files, run in a real subprocess whose file system refuses
   every write under one directory with ``ENOSPC`` (simulated at the ``os`` / ``io`` level: creating a
@@ -37,10 +37,8 @@ SRC = str(Path(studybench.__file__).resolve().parent.parent)
 
 
 def readme_statuses() -> dict[str, int]:
-    """The README table: ``{"written": status, "usage": status, "budget": status, "ok": status}``."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Exit statuses"):]
-    section = section[: section.index("\n## ", 4)]
+    """The table of docs/exit-statuses.md: ``{"written": status, "usage": status, "budget": status, "ok": status}``."""
+    section = (ROOT / "docs" / "exit-statuses.md").read_text(encoding="utf-8")
     rows = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\| (\d+)(?: / \d+)? \| (.+) \|$", section, re.M)}
     out = {"ok": next(s for s, t in rows.items() if t.startswith("done")),
            "written": next(s for s, t in rows.items() if "a file could not be written" in t),

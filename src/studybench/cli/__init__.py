@@ -61,7 +61,7 @@ __all__ = ["app", "main"]
 
 class _Commands(ReadableGroup):
     """The root command group: an ``OSError`` that no command caught (an ``--out`` name over 255
-    characters, a file that vanished) ends the command with one line and the exit status of the README's
+    characters, a file that vanished) ends the command with one line and the exit status of docs/exit-statuses.md's
     table (2 for an unusable name, else 1), never with a traceback."""
 
     def invoke(self, ctx: Any) -> Any:

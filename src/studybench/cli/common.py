@@ -91,7 +91,7 @@ out_console = SafeConsole(soft_wrap=True)
 
 def fail(msg: str, code: int = 2) -> NoReturn:
     """Print ``error: msg`` on one line (control characters and line breaks escaped) and exit with ``code``
-    (2: a usage or input error; see the README's table of exit statuses)."""
+    (2: a usage or input error; see docs/exit-statuses.md)."""
     console.print(f"[bold red]error:[/bold red] {escape(printable(msg))}", soft_wrap=True)
     raise typer.Exit(code)
 
@@ -102,7 +102,7 @@ error of a file operation is one the command could not finish (exit 1)."""
 
 
 def fail_os(e: OSError, fallback: Path | str | None = None) -> NoReturn:
-    """Fail with one line for an ``OSError`` of a file operation (see the README's table of exit statuses).
+    """Fail with one line for an ``OSError`` of a file operation (see docs/exit-statuses.md).
 
     A full disk (or quota) is :func:`fail_write` (exit 1, saying what is kept); an unusable name (too
     long, missing, not a directory, a directory where a file belongs) is a usage or input error (exit 2);

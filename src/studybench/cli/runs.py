@@ -239,7 +239,7 @@ def report_cmd(
         exit_if_incomplete([(str(run_dir), reps[-1]["health"])])  # the page of an incomplete run: --allow-incomplete
     exit_for_internal_errors(*reps)  # print_report said why
     incomplete = [r for r in reps if not r.get("complete", True)]
-    if incomplete:  # the numbers count what is missing as incorrect: never exit 0 (README: Exit statuses)
+    if incomplete:  # the numbers count what is missing as incorrect: never exit 0 (docs/exit-statuses.md)
         reasons = incomplete[-1].get("incomplete_reasons") or ["turns not generated, failed or without a verdict"]
         fail(f"{run_dir}: incomplete run ({'; '.join(reasons)}): its scores are a lower bound", 1)
 
