@@ -1,4 +1,4 @@
-"""The evaluation as a library (studybench.evaluate): what the README's "From Python" section shows,
+"""The evaluation as a library (studybench.evaluate): what "From Python" in docs/guides/evaluate.md shows,
 settings refused with the field named, and the LLM judge over a finished run — all in-process."""
 
 from __future__ import annotations

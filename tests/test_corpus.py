@@ -476,7 +476,7 @@ def test_unwritable_targets_are_clean_errors(mini: tuple[Path, Path, list[Any]],
     (root / "Book_A" / "ch04" / CLEAN).rmdir()
     (root / "_reports").write_text("not a dir")
     res = cli("corpus", "clean", "--books", root)
-    assert res.exit_code == 1 and "cannot write" in res.output and "_reports" in " ".join(res.output.split())  # README: exit statuses
+    assert res.exit_code == 1 and "cannot write" in res.output and "_reports" in " ".join(res.output.split())  # docs/exit-statuses.md
     (root / "_reports").unlink()
     afile = tmp_path / "afile"
     afile.write_text("x")

@@ -234,7 +234,7 @@ def test_a_timeout_that_persists_is_reported_not_hidden(monkeypatch: pytest.Monk
 
 @pytest.mark.slow
 def test_readme_vote_is_the_same_beside_cpu_burners(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The README example in fresh processes (default verifier, 5 s limit), quiet and with busy loops beside it."""
+    """The TTRL example of docs/guides/train.md (once the README's) in fresh processes (default verifier, 5 s limit), quiet and with busy loops beside it."""
     import json
     import os
     import subprocess
