@@ -2,7 +2,8 @@
 
 - Every ``studybench ...`` command line they show (in shell blocks and in inline code) names a real
   command and only options that command has: the typer app is walked, so a renamed command or option
-  fails here, not in a reader's terminal.
+  fails here, not in a reader's terminal. So does every ``python -m studybench.testing.stub_server``
+  line, against that program's own options.
 - Every relative link resolves: the file exists and, for a link into a page, the heading its anchor
   names exists (slugs as the docs site makes them). ``mkdocs build --strict`` checks the links between
   pages too (CI), but not the README's links into docs/, and it needs MkDocs installed.
@@ -10,6 +11,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shlex
 import unicodedata
@@ -25,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 FENCE = re.compile(r"^(`{3,})([^\n`]*)\n(.*?)^\1[ \t]*$", re.M | re.S)
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}
+STUB = "studybench.testing.stub_server"
 SEPARATORS = {";", "&", "&&", "|", "||", ">", ">>", "<", "(", ")"}
 
 
@@ -60,8 +64,12 @@ def commands(line: str, shell: bool = True) -> list[list[str]]:
     for tok in [*tokens, ";"]:
         if tok in SEPARATORS:
             words = [w for w in segment if not re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", w)]  # VAR=value prefixes
+            while words and words[0] in {"do", "then", "else", "time", "nohup", "exec", "!"}:
+                words = words[1:]
             if words and words[0] == "studybench":
                 out.append(words[1:])
+            elif words[:3] == ["python", "-m", STUB]:  # the stub server's command line
+                out.append([STUB, *words[3:]])
             segment = []
         else:
             segment.append(tok)
@@ -78,8 +86,21 @@ def option_names(cmd: Any) -> set[str]:
     return names
 
 
+def stub_options() -> set[str]:
+    """The options of ``python -m studybench.testing.stub_server`` (an argparse program), from its help."""
+    from studybench.testing import stub_server
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        stub_server.main(["--help"])
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", out.getvalue()))
+
+
 def check_command(root: Any, args: list[str]) -> str | None:
     """Why ``studybench ARGS`` is not a real command line, or ``None`` when it is."""
+    if args[:1] == [STUB]:
+        bad = [a.split("=", 1)[0] for a in args[1:] if re.match(r"--?[A-Za-z]", a) and a.split("=", 1)[0] not in stub_options()]
+        return f"`python -m {STUB}` has no option {bad[0]}" if bad else None
     cmd = root
     path = ["studybench"]
     i = 0
@@ -128,6 +149,8 @@ def test_every_documented_command_line_names_a_real_command_and_real_options() -
     (["report", "RUN", "--html-out=x.html"], None),
     (["--version"], None),
     (["build", "..."], None),
+    ([STUB, "--port", "0", "--max-model-len", "4096"], None),
+    ([STUB, "--port", "0", "--n-ctx-size", "4096"], f"`python -m {STUB}` has no option --n-ctx-size"),
 ])
 def test_the_checker_finds_made_up_commands_and_options(args: list[str], why: str | None) -> None:
     root = typer.main.get_command(app)
@@ -143,13 +166,14 @@ def test_the_checker_finds_made_up_commands_and_options(args: list[str], why: st
 
 def test_command_lines_are_read_from_blocks_spans_and_continuations() -> None:
     text = ("Run `studybench report RUN -k 1,4` or:\n\n```bash\nX=1 studybench eval --split t \\\n"
-            "    --model m | tee log   # a comment --not-an-option\npython -m pytest -q\n```\n\n"
+            "    --model m | tee log   # a comment --not-an-option\npython -m pytest -q\n"
+            "python -m studybench.testing.stub_server --port 0 &\n```\n\n"
             "```python\nstudybench = 1  # not a shell line\n```\n")
     text += "and `studybench plateau snapshots.csv [--metric sub|par] [--out PREFIX]`\n"
     found = [args for line, shell in shell_lines(text) for args in commands(line, shell)]
     assert sorted(found) == [["eval", "--split", "t", "--model", "m"],
                              ["plateau", "snapshots.csv", "[--metric", "sub|par]", "[--out", "PREFIX]"],
-                             ["report", "RUN", "-k", "1,4"]]
+                             ["report", "RUN", "-k", "1,4"], [STUB, "--port", "0"]]
 
 
 # ----------------------------------------------------------------------------- links
