@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import re
@@ -244,3 +245,45 @@ def test_the_readme_stays_short_and_keeps_the_two_set_up_commands() -> None:
                  "studybench eval --split transfer --model reference -k 1",
                  "python -m pytest -q -n auto --dist loadfile"):
         assert line in text
+
+
+# ----------------------------------------------------------------------------- documented results
+
+
+def commented_results(code: str) -> list[tuple[ast.stmt, object]]:
+    """The top-level expressions of a block whose line ends in ``# VALUE`` (a Python literal, maybe
+    followed by a remark in parentheses), with that value."""
+    lines = code.splitlines()
+    out = []
+    for stmt in ast.parse(code).body:
+        comment = lines[(stmt.end_lineno or stmt.lineno) - 1].partition("  # ")[2].strip()
+        if not isinstance(stmt, ast.Expr) or not comment:
+            continue
+        with contextlib.suppress(ValueError, SyntaxError):
+            out.append((stmt, ast.literal_eval(comment.split(" (", 1)[0])))
+    return out
+
+
+def test_the_reward_examples_return_what_their_comments_say() -> None:
+    """The reward examples of docs/guides/train.md (once the README's), run: each commented value is the result."""
+    page = ROOT / "docs" / "guides" / "train.md"
+    blocks = [m.group(3) for m in FENCE.finditer(page.read_text(encoding="utf-8"))
+              if m.group(2).strip() == "python" and "from studybench.rewards import" in m.group(3)
+              and commented_results(m.group(3))]  # not the GRPOTrainer example: it needs trl and a model
+    checked = 0
+    for code in blocks:
+        namespace: dict[str, object] = {"__name__": "docs_example"}
+        expected = {s.lineno: v for s, v in commented_results(code)}
+        for stmt in ast.parse(code).body:
+            if stmt.lineno in expected and isinstance(stmt, ast.Expr):
+                got = eval(compile(ast.Expression(stmt.value), str(page), "eval"), namespace)  # our own docs, not input
+                assert got == pytest.approx(expected[stmt.lineno]), ast.unparse(stmt)
+                checked += 1
+            else:
+                exec(compile(ast.Module([stmt], []), str(page), "exec"), namespace)  # our own docs, not input
+    assert checked >= 4
+
+
+def test_commented_results_are_read_as_values() -> None:
+    code = "x = 1  # 5\nf(x)  # -0.1 (wrong, wrong dimension)\ng()  # [1.0, 0.0]\nh()  # not a value\n"
+    assert [(ast.unparse(s), v) for s, v in commented_results(code)] == [("f(x)", -0.1), ("g()", [1.0, 0.0])]
