@@ -26,12 +26,12 @@ from typer.testing import CliRunner
 from studybench.analysis.attempts import ATTEMPT_COLUMNS, write_attempts
 from studybench.analysis.guidance_gap import render_guidance_gap
 from studybench.analysis.leaderboard import Cell, LeaderboardRow, render_leaderboard
-from studybench.build import kpverify
 from studybench.cli import app
 from studybench.escaping import CSV_TRIGGERS, csv_cell, md_cell, printable
 from studybench.methods.exports import export_csv, load_layers
 from studybench.testing.stub_judge import format_verdict
 from studybench.testing.stub_server import Reply, start_stub_server
+from studybench.testset.verification import kpverify
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "studybench"
 

@@ -48,8 +48,8 @@ def build_guide(
 
     Exit 3 when --max-cost / --max-total-tokens stopped it: the limit covers writer and reviewer together and
     counts every reply in DIR/cache/guide*.jsonl; sub-problems not finished are done by a re-run."""
-    from studybench.build.guide import GuideError, GuideSettings, run_guide
-    from studybench.build.llmstage import StageCache, StageLLM, open_backend
+    from studybench.testset.guidance.guide import GuideError, GuideSettings, run_guide
+    from studybench.testset.llmstage import StageCache, StageLLM, open_backend
 
     ds = _dataset(split)
     settings = GuideSettings(teacher=teacher, reviewer=reviewer or teacher, max_tokens=max_tokens,
@@ -83,7 +83,7 @@ def build_guide(
         fail_write(e, work)
     c = res["counts"]
     paths = ", ".join(f"{k}: {v}" for k, v in sorted(c.items()) if k != "emitted")
-    from studybench.build.llmstage import read_rows
+    from studybench.testset.llmstage import read_rows
 
     resumed = res["items"].get("skipped", 0)
     console.print(f"guide: {paths}; {c['emitted']} emitted to {work / 'guidance.jsonl'}"
@@ -136,8 +136,8 @@ def build_retry(
     budget_options: dict[str, Any],
 ) -> None:
     """Naive Reachability Filter: the filter model with the guidance, pass@k; admitted when solved at least once."""
-    from studybench.build.filters import run_retry
     from studybench.evaluate import BudgetStoppedError, EvalError
+    from studybench.testset.filters.passk import run_retry
 
     ds = _dataset(split)
     try:
@@ -168,8 +168,8 @@ def build_capability(
     budget_options: dict[str, Any],
 ) -> None:
     """Capability Filter: pass@k, partition (failed / solved once / solved), seeded selection, the test set."""
-    from studybench.build.filters import run_capability
     from studybench.evaluate import BudgetStoppedError, EvalError
+    from studybench.testset.filters.passk import run_capability
 
     ds = _dataset(split)
     try:

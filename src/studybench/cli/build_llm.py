@@ -80,7 +80,7 @@ def finish_stage(work: Path, stage: str, roles: dict[str, Any], budget: Any, bud
         left: items not done.
         what: the word for an item (``sub-problem``, ``pair``).
     """
-    from studybench.build.llmstage import write_stage_usage
+    from studybench.testset.llmstage import write_stage_usage
 
     try:
         rec = write_stage_usage(work, stage, roles, budget, budget_stop)
@@ -100,7 +100,7 @@ def finish_stage(work: Path, stage: str, roles: dict[str, Any], budget: Any, bud
 
 
 def _teacher(opts: dict[str, Any], work: Path, stage: str) -> Any:
-    from studybench.build.llmstage import StageCache, StageLLM, open_backend
+    from studybench.testset.llmstage import StageCache, StageLLM, open_backend
 
     if opts["concurrency"] < 1:
         fail("--concurrency must be >= 1")
@@ -188,8 +188,8 @@ def decompose_cmd(
     recorded as failed and asked again on the next run (a malformed or truncated reply is cached and
     replayed: raise --attempts with --restart, or delete DIR/cache/decompose.jsonl). Exit 1 when any failed;
     exit 3 when --max-cost / --max-total-tokens (which count every reply in DIR/cache/decompose.jsonl) stopped it."""
-    from studybench.build.decompose import DecomposeSettings, decompose
     from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
+    from studybench.testset.knowledge.decompose import DecomposeSettings, decompose
 
     if attempts < 1:
         fail("--attempts must be >= 1")
@@ -244,7 +244,7 @@ def verify_cmd(
     truncated replies are cached and replayed: raise --attempts with --restart, or delete DIR/cache/verify.jsonl).
     Exit 1 when any call failed; exit 3 when --max-cost / --max-total-tokens (which count every reply in
     DIR/cache/verify.jsonl) stopped it (pairs not asked count as unverified until a re-run asks them)."""
-    from studybench.build.kpverify import VerifySettings, verify
+    from studybench.testset.verification.kpverify import VerifySettings, verify
 
     if attempts < 1:
         fail("--attempts must be >= 1")

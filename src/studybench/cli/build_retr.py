@@ -30,8 +30,8 @@ def fragments_cmd(
     A fragment under --min-chars is merged into the previous one; one over --max-chars is split into pieces
     of about --chunk-chars that overlap by --overlap, ending at paragraph breaks where possible. Chapters
     without clean.redacted.md are refused unless --allow-unredacted."""
-    from studybench.build.corpus import CorpusError
-    from studybench.build.fragments import FRAGMENTS, FragmentSettings, build_fragments
+    from studybench.testset.corpus.books import CorpusError
+    from studybench.testset.corpus.fragments import FRAGMENTS, FragmentSettings, build_fragments
 
     if books is None:
         if not os.environ.get("STUDYBENCH_BOOKS"):
@@ -75,8 +75,10 @@ def retrieve_cmd(
     and queries) and sentence embeddings, each keeping --depth, fused by reciprocal rank fusion and
     multiplied by --out-of-domain-factor for books outside the KP's domain. The fragment embeddings are
     cached in WORK/cache/ keyed by the fragments file's digest and the model; a rerun resumes."""
-    from studybench.build.embedding import load_embedder
-    from studybench.build.retrieve import (
+    from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.files import file_sha256
+    from studybench.testset.embedding import load_embedder
+    from studybench.testset.retrieval.retrieve import (
         KP_CANONICAL,
         RETRIEVAL,
         RetrieveError,
@@ -86,8 +88,6 @@ def retrieve_cmd(
         load_kps,
         retrieve,
     )
-    from studybench.datasets import DatasetError, load_dataset, resolve_split
-    from studybench.files import file_sha256
 
     if mode not in ("hybrid", "bm25", "dense"):
         fail(f"--mode must be hybrid, bm25 or dense, got {mode!r}")

@@ -96,8 +96,8 @@ def chunks_cmd(
     --include-answers. Without --out the file is chunks.jsonl in the current directory."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from studybench.build.chunks import export_chunks, manifest_path
-    from studybench.build.corpus import CorpusError
+    from studybench.testset.corpus.books import CorpusError
+    from studybench.testset.corpus.chunks import export_chunks, manifest_path
     from studybench.tokens import TokenizerError
 
     if books is None:

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from studybench.build.corpus import CLEAN, REDACTED, Chapter, read_text, scan_books, write_text
-from studybench.build.textmatch import NormText, find_copies, normalise
 from studybench.records import Parent
+from studybench.testset.corpus.books import CLEAN, REDACTED, Chapter, read_text, scan_books, write_text
+from studybench.testset.corpus.textmatch import NormText, find_copies, normalise
 
 __all__ = [
     "MARKER",

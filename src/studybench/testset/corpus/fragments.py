@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.build.chunks import plan_chapters, read_chapter
-from studybench.build.corpus import REDACTED, is_answer_name
 from studybench.files import atomic_write_lines, atomic_write_text, dumps_json
+from studybench.testset.corpus.books import REDACTED, is_answer_name
+from studybench.testset.corpus.chunks import plan_chapters, read_chapter
 
 __all__ = [
     "EXAMPLE_HEADING",

@@ -62,9 +62,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studybench.build.llmstage import StageLLM, check_stage_meta, input_digest, read_rows, run_items
 from studybench.escaping import csv_writer, md_cell
 from studybench.files import InputFileError, atomic_write_lines, atomic_write_text, parse_json
+from studybench.testset.llmstage import StageLLM, check_stage_meta, input_digest, read_rows, run_items
 
 __all__ = [
     "KP_STATUSES",

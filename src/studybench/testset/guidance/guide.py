@@ -47,8 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studybench.build.leakage import GoldSlot, check_leakage, gold_slots, sanitise
-from studybench.build.llmstage import (
+from studybench.datasets import Dataset
+from studybench.files import InputFileError, JsonlLog, atomic_write_lines, parse_json
+from studybench.records import Parent, SubProblem
+from studybench.testset.guidance.leakage import GoldSlot, check_leakage, gold_slots, sanitise
+from studybench.testset.llmstage import (
     Asked,
     StageLLM,
     StageMetaError,
@@ -56,9 +59,6 @@ from studybench.build.llmstage import (
     input_digest,
     run_items,
 )
-from studybench.datasets import Dataset
-from studybench.files import InputFileError, JsonlLog, atomic_write_lines, parse_json
-from studybench.records import Parent, SubProblem
 from studybench.verify import Verifier
 
 __all__ = [

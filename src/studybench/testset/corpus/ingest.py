@@ -33,9 +33,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from studybench.build.answer_forms import classify_answer, split_labelled_parts
 from studybench.files import MAX_DATA_BYTES, InputFileError, atomic_write_text, read_json, read_user_bytes
 from studybench.records import Parent
+from studybench.testset.corpus.answer_forms import classify_answer, split_labelled_parts
 from studybench.verify import Verifier
 
 __all__ = [

@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.build.embedding import Embedder
-from studybench.build.fragments import FRAGMENTS
 from studybench.datasets import Dataset
 from studybench.files import (
     MAX_TEXT_BYTES,
@@ -53,6 +51,8 @@ from studybench.files import (
     read_json,
     read_user_text,
 )
+from studybench.testset.corpus.fragments import FRAGMENTS
+from studybench.testset.embedding import Embedder
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -39,12 +39,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from studybench.build.embedding import load_embedder
-from studybench.build.llmstage import StageLLM, check_stage_meta, read_rows, run_items
 from studybench.datasets import Dataset
 from studybench.escaping import md_cell
 from studybench.files import InputFileError, atomic_write_lines, atomic_write_text, parse_json
 from studybench.records import SubProblemRef, label_map
+from studybench.testset.embedding import load_embedder
+from studybench.testset.llmstage import StageLLM, check_stage_meta, read_rows, run_items
 
 __all__ = [
     "KP_TYPES",

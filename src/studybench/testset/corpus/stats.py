@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.build.corpus import CLEAN, FULL, REDACTED, CorpusError, scan_books
 from studybench.datasets import Dataset
 from studybench.files import MAX_DATA_BYTES, InputFileError, read_user_bytes
 from studybench.instructions import PAPER_COUNTS, InstructionLayer
 from studybench.records import label_map
+from studybench.testset.corpus.books import CLEAN, FULL, REDACTED, CorpusError, scan_books
 
 __all__ = ["CorpusStats", "DataStats", "LayerStats", "SetStats", "corpus_stats", "data_stats", "layer_stats"]
 

@@ -1,0 +1,1 @@
+"""Placeholder: the public API follows in the next commit."""
