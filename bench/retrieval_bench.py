@@ -55,7 +55,7 @@ import numpy as np
 from studybench.datasets import load_dataset, resolve_split
 from studybench.files import atomic_write_text, dumps_json
 from studybench.testset.embedding import load_embedder
-from studybench.testset.retrieval.retrieve import (
+from studybench.testset.retrieval.hybrid import (
     HybridIndex,
     RetrieveSettings,
     kp_query,

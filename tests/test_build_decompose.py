@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from studybench.cli import app
 from studybench.datasets import Dataset, load_dataset
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
-from studybench.testset.knowledge.decompose import canonicalise, normalise_name, parse_kps, sub_key
+from studybench.testset.knowledge.points import canonicalise, normalise_name, parse_kps, sub_key
 from studybench.testset.llmstage import read_rows
 
 pytestmark = pytest.mark.timeout(120)

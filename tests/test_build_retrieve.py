@@ -16,7 +16,7 @@ require_extra("build", "bm25s", "numpy", module_level=True)
 import numpy as np  # noqa: E402
 
 from studybench.datasets import load_dataset  # noqa: E402
-from studybench.testset.retrieval.retrieve import (  # noqa: E402
+from studybench.testset.retrieval.hybrid import (  # noqa: E402
     KP,
     HybridIndex,
     RetrieveError,

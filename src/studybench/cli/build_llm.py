@@ -189,7 +189,7 @@ def decompose_cmd(
     replayed: raise --attempts with --restart, or delete DIR/cache/decompose.jsonl). Exit 1 when any failed;
     exit 3 when --max-cost / --max-total-tokens (which count every reply in DIR/cache/decompose.jsonl) stopped it."""
     from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
-    from studybench.testset.knowledge.decompose import DecomposeSettings, decompose
+    from studybench.testset.knowledge.points import DecomposeSettings, decompose
 
     if attempts < 1:
         fail("--attempts must be >= 1")

@@ -78,7 +78,7 @@ def retrieve_cmd(
     from studybench.datasets import DatasetError, load_dataset, resolve_split
     from studybench.files import file_sha256
     from studybench.testset.embedding import load_embedder
-    from studybench.testset.retrieval.retrieve import (
+    from studybench.testset.retrieval.hybrid import (
         KP_CANONICAL,
         RETRIEVAL,
         RetrieveError,
