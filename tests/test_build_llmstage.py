@@ -1,4 +1,4 @@
-"""The LLM plumbing of the build stages (studybench.build.llmstage) against the stub server."""
+"""The LLM plumbing of the build stages (studybench.testset.llmstage) against the stub server."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``studybench build ...``: construct a test set the StudyBench way (paper section 2.1).
 
-Each stage is a thin layer over a function in :mod:`studybench.build` and writes JSON Lines that the next
+Each stage is a thin layer over a function in :mod:`studybench.testset` and writes JSON Lines that the next
 stage reads, under one work directory: ``fragments`` -> ``decompose`` -> ``retrieve`` -> ``verify`` ->
 ``guide`` -> ``retry``, and ``capability`` for the Capability Filter.
 """

@@ -44,7 +44,7 @@ def attach_budget(work: Path, stage: str, llms: list[Any], budget_options: dict[
     Args:
         work: the work directory.
         stage: the stage name (for messages).
-        llms: the stage's :class:`~studybench.build.llmstage.StageLLM` objects (each with its cache).
+        llms: the stage's :class:`~studybench.testset.llmstage.StageLLM` objects (each with its cache).
         budget_options: the :data:`~studybench.cli.budget.BUDGET_OPTIONS` values.
 
     Returns:

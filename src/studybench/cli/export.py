@@ -2,7 +2,7 @@
 
 ``export attempts RUN_DIR`` writes the run as one tidy table, one row per parent x sub-problem x seed
 x attempt, with the verdicts that count (what the report scores) (:mod:`studybench.analysis.attempts`).
-``export chunks --books DIR`` cuts the redacted corpus into token chunks (:mod:`studybench.build.chunks`).
+``export chunks --books DIR`` cuts the redacted corpus into token chunks (:mod:`studybench.testset.corpus.chunks`).
 ``export verl|trl|csv`` write the instruction layers as training material (:mod:`studybench.methods.exports`).
 """
 

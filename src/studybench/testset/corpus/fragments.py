@@ -1,7 +1,7 @@
 """Textbook fragments for retrieval (``studybench build fragments``; paper 2.1, the reference's size rules).
 
 Each chapter's training file ``DIR/<source>/<chapter>/clean.redacted.md`` (the redaction rule is the one of
-:func:`studybench.build.chunks.plan_chapters`: unredacted chapters are refused unless ``allow_unredacted``) is
+:func:`studybench.testset.corpus.chunks.plan_chapters`: unredacted chapters are refused unless ``allow_unredacted``) is
 cut into fragments:
 
 1. **At headings.** A fragment starts at every ATX heading (``#`` .. ``######``, outside fenced code) of the
