@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from studybench.cli.budget import BUDGET_OPTIONS, exit_budget_stopped
-from studybench.cli.build import build_app
 from studybench.cli.common import console, fail, fail_write, plural
 
 __all__ = ["build_capability", "build_guide", "build_retry"]
@@ -28,7 +27,6 @@ def _dataset(split: str) -> Any:
         fail(f"--split: {e}")
 
 
-@build_app.command("guide")
 @BUDGET_OPTIONS
 def build_guide(
     work: _Work,
@@ -121,7 +119,6 @@ def _filter_options(max_tokens: int | None, concurrency: int | None, budget_opti
     return opts or None
 
 
-@build_app.command("retry")
 @BUDGET_OPTIONS
 def build_retry(
     work: _Work,
@@ -150,7 +147,6 @@ def build_retry(
     console.print(f"retry: {res['admitted']} of {res['candidates']} parents admitted -> {work / 'admitted.jsonl'}")
 
 
-@build_app.command("capability")
 @BUDGET_OPTIONS
 def build_capability(
     split: Annotated[str, typer.Option("--split", help="The candidate pool: application | transfer | PATH.")],

@@ -9,7 +9,6 @@ import typer
 from rich.markup import escape
 
 from studybench.cli.budget import BUDGET_OPTIONS, budget_tracker, cost_text, stop_for_budget
-from studybench.cli.build import build_app
 from studybench.cli.common import (
     OptionSet,
     console,
@@ -165,7 +164,6 @@ def _run(fn: Any, what: str) -> Any:
         fail_write(e, "the work directory")
 
 
-@build_app.command("decompose")
 @TEACHER_OPTIONS
 @BUDGET_OPTIONS
 def decompose_cmd(
@@ -225,7 +223,6 @@ def decompose_cmd(
         raise typer.Exit(1)
 
 
-@build_app.command("verify")
 @TEACHER_OPTIONS
 @BUDGET_OPTIONS
 def verify_cmd(

@@ -8,13 +8,11 @@ from typing import Annotated
 
 import typer
 
-from studybench.cli.build import build_app
 from studybench.cli.common import console, escape, fail, fail_write, plural, progress_bars
 
 __all__ = ["fragments_cmd", "retrieve_cmd"]
 
 
-@build_app.command("fragments")
 def fragments_cmd(
     work: Annotated[Path, typer.Option("--work", help="The construction's work directory; writes WORK/fragments.jsonl and fragments.meta.json.")],
     books: Annotated[Path | None, typer.Option("--books", help="Books directory DIR/<source>/<chapter>/clean.redacted.md (after `studybench corpus redact`; default $STUDYBENCH_BOOKS).")] = None,
@@ -55,7 +53,6 @@ def fragments_cmd(
                       "(fragments marked redacted: false)", soft_wrap=True)
 
 
-@build_app.command("retrieve")
 def retrieve_cmd(
     work: Annotated[Path, typer.Option("--work", help="The work directory: reads fragments.jsonl and kp_canonical.jsonl, writes retrieval.jsonl.")],
     queries: Annotated[Path | None, typer.Option("--queries", help="Canonical KPs, one JSON object per line (default WORK/kp_canonical.jsonl).")] = None,
