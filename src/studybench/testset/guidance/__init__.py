@@ -2,7 +2,8 @@
 
 :mod:`.guide` runs the writer, the deterministic leakage gate and the review for a few rounds, then
 the sanitiser; :mod:`.leakage` is the gate and the sanitiser (every number, formula and phrase of the
-guidance compared with the gold by the rule verifier). ``guide`` imports ``leakage``, never the reverse.
+guidance compared with the gold by the rule verifier); :mod:`.spans` finds what the gate compares (math
+spans, numbers, number words, prose formulas). ``guide`` over ``leakage`` over ``spans``, never the reverse.
 """
 
 from studybench.testset.guidance.guide import (
