@@ -5,14 +5,14 @@ The first stage of test-set construction and the corpus hygiene around it:
 - :mod:`.books`: the books layout, MinerU parsing, OCR clean-up rules (``corpus check|parse|clean``);
 - :mod:`.textmatch` and :mod:`.redact`: OCR-tolerant copy finding, redaction of test items from the
   corpus and the residue audit (``corpus redact|audit``);
-- :mod:`.ingest` and :mod:`.answer_forms`: OpenStax CNXML to Markdown and the exercise pool
+- :mod:`.ingest`, :mod:`.cnxml` and :mod:`.answer_forms`: OpenStax CNXML to Markdown and the exercise pool
   (``corpus ingest-cnxml``);
 - :mod:`.chunks`: the redacted corpus in N-token chunks (``export chunks``);
 - :mod:`.fragments`: exposition and worked-example fragments for retrieval (``build fragments``);
 - :mod:`.stats`: the paper's Table 1 and Table 7 (``data stats``).
 
 Imports flow one way inside: ``stats | fragments | redact | ingest`` over ``chunks`` over
-``books | textmatch | answer_forms``. Nothing here imports another stage of :mod:`studybench.testset`.
+``books | textmatch | answer_forms | cnxml``. Nothing here imports another stage of :mod:`studybench.testset`.
 """
 
 from studybench.testset.corpus.books import CLEAN, FULL, REDACTED, Chapter, CorpusError, scan_books
