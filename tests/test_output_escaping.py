@@ -109,7 +109,7 @@ CSV_WRITERS: dict[str, Callable[[str, Path], str]] = {
     "export attempts (analysis/attempts.py)": _attempts,
     "leaderboard --format csv (analysis/leaderboard.py)": _leaderboard,
     "guidance-gap --format csv (analysis/guidance_gap.py)": _guidance_gap,
-    "build verify coverage matrices (build/kpverify.py)": _coverage_matrix,
+    "build verify coverage matrices (testset/verification/kpverify.py)": _coverage_matrix,
     "export csv, the agent-loop CSV (methods/exports.py)": _agent_loop_csv,
 }
 """One entry per CSV writer of the package (the next test keeps this list complete)."""
