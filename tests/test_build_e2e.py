@@ -23,13 +23,13 @@ import pytest
 from _support import require_data_file, require_extra
 from typer.testing import CliRunner
 
-from studybench.build.decompose import sub_key
-from studybench.build.llmstage import read_rows
 from studybench.cli import app
 from studybench.datasets import Dataset, load_dataset
 from studybench.protocol import load_artefacts
 from studybench.testing.stub_script import message_text
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
+from studybench.testset.knowledge.points import sub_key
+from studybench.testset.llmstage import read_rows
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -150,8 +150,8 @@ def test_every_stage_chains_on_a_real_slice(tmp_path: Path, monkeypatch: pytest.
     require_data_file(COLLECTION, "OpenStax University Physics CNXML")
     require_data_file(DATA / "transfer.json", "the Transfer Set")
     require_extra("build", "bm25s", "numpy")
-    import studybench.build.decompose as decompose_mod
-    import studybench.build.embedding as embedding_mod
+    import studybench.testset.embedding as embedding_mod
+    import studybench.testset.knowledge.points as decompose_mod
 
     def fake_loader(name: str | None = None, **_: Any) -> FakeEmbed:
         return FakeEmbed()

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from studybench.build.corpus import CorpusError
-from studybench.build.fragments import (
+from studybench.cli import app
+from studybench.testset.corpus.books import CorpusError
+from studybench.testset.corpus.fragments import (
     FragmentSettings,
     build_fragments,
     fragment_text,
     heading_kind,
     split_long,
 )
-from studybench.cli import app
 
 
 def para(n: int, word: str = "force") -> str:

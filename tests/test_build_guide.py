@@ -11,12 +11,12 @@ import asyncio
 import json
 from pathlib import Path
 
-from studybench.build.guide import GuideSettings, run_guide
-from studybench.build.llmstage import StageCache, StageLLM, open_backend
 from studybench.datasets import load_dataset
 from studybench.protocol import load_artefacts
 from studybench.testing.stub_script import Reply, message_text
 from studybench.testing.stub_server import start_stub_server
+from studybench.testset.guidance.guide import GuideSettings, run_guide
+from studybench.testset.llmstage import StageCache, StageLLM, open_backend
 
 STEM = "A uniform sphere of mass 6e24 kg and radius 6.4e6 m spins once a day."
 PARENT = {"source": "Book", "year": "2020", "source_problem_id": "P1", "problem_type": "Mechanics",

@@ -12,12 +12,12 @@ from typer.testing import CliRunner
 
 require_extra("build", "pypandoc", module_level=True)
 
-from studybench.build import ingest as ingest_mod  # noqa: E402
-from studybench.build.answer_forms import classify_answer, split_labelled_parts, unicode_scripts  # noqa: E402
-from studybench.build.corpus import scan_books  # noqa: E402
-from studybench.build.ingest import IngestError, ingest_cnxml, parse_cnxml, read_collection  # noqa: E402
 from studybench.cli import app  # noqa: E402
 from studybench.datasets import Dataset, load_dataset  # noqa: E402
+from studybench.testset.corpus import ingest as ingest_mod  # noqa: E402
+from studybench.testset.corpus.answer_forms import classify_answer, split_labelled_parts, unicode_scripts  # noqa: E402
+from studybench.testset.corpus.books import scan_books  # noqa: E402
+from studybench.testset.corpus.ingest import IngestError, ingest_cnxml, parse_cnxml, read_collection  # noqa: E402
 from studybench.verify import check_gold_parsable, verify_boxes  # noqa: E402
 
 M = 'xmlns="http://cnx.rice.edu/cnxml" xmlns:m="http://www.w3.org/1998/Math/MathML"'

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from studybench.build.leakage import GoldSlot, check_leakage, gold_slots, sanitise
 from studybench.records import SubProblem
+from studybench.testset.guidance.leakage import GoldSlot, check_leakage, gold_slots, sanitise
 from studybench.verify import Verifier
 
 
@@ -153,7 +153,7 @@ def test_plain_text_near_misses_pass(verifier):
 
 
 def test_plain_formulas_reads_roots_and_powers():
-    from studybench.build.leakage import plain_formulas
+    from studybench.testset.guidance.leakage import plain_formulas
 
     got = {latex for _, _, latex in plain_formulas("Use v = √2gh, or (2gh)^(1/2), or the square root of 2gh; at the bottom.")}
     assert {"v = \\sqrt{2gh}", "v = \\sqrt{2} gh", "(2gh)^{1/2}", "\\sqrt{2gh}"} <= got

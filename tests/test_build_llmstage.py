@@ -1,4 +1,4 @@
-"""The LLM plumbing of the build stages (studybench.build.llmstage) against the stub server."""
+"""The LLM plumbing of the build stages (studybench.testset.llmstage) against the stub server."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from studybench.build.llmstage import (
+from studybench.testing import Script, StubServer, start_stub_server
+from studybench.testset.llmstage import (
     Asked,
     StageCache,
     StageLLM,
@@ -25,7 +26,6 @@ from studybench.build.llmstage import (
     read_rows,
     run_items,
 )
-from studybench.testing import Script, StubServer, start_stub_server
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -217,7 +217,7 @@ _CHILD = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from studybench.build.llmstage import StageCache, StageLLM, open_backend, run_items
+    from studybench.testset.llmstage import StageCache, StageLLM, open_backend, run_items
 
     url, work = sys.argv[1], Path(sys.argv[2])
 

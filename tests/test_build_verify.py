@@ -10,11 +10,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from studybench.build.kpverify import check_quote, kp_status, normalise_quote, parse_score, sub_problem_status
-from studybench.build.llmstage import read_rows
 from studybench.cli import app
 from studybench.testing import Fault
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
+from studybench.testset.llmstage import read_rows
+from studybench.testset.verification.kpverify import (
+    check_quote,
+    kp_status,
+    normalise_quote,
+    parse_score,
+    sub_problem_status,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,9 +9,9 @@ import pytest
 from _support import require_extra
 from typer.testing import CliRunner
 
-from studybench.build.chunks import chunk_text, export_chunks, manifest_path
-from studybench.build.corpus import CorpusError
 from studybench.cli import app
+from studybench.testset.corpus.books import CorpusError
+from studybench.testset.corpus.chunks import chunk_text, export_chunks, manifest_path
 from studybench.tokens import count_tokens, token_spans
 
 

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from studybench.build.corpus import (
+from studybench.cli import app
+from studybench.datasets import load_dataset
+from studybench.testset.corpus.books import (
     CLEAN,
     FULL,
     REDACTED,
@@ -33,10 +35,8 @@ from studybench.build.corpus import (
     tighten_brace_spacing,
     tighten_sub_sup,
 )
-from studybench.build.redact import audit_books, marker, redact_text
-from studybench.build.textmatch import NormText, find_copies, normalise
-from studybench.cli import app
-from studybench.datasets import load_dataset
+from studybench.testset.corpus.redact import audit_books, marker, redact_text
+from studybench.testset.corpus.textmatch import NormText, find_copies, normalise
 
 FILLER = [
     "Before we tackle the exercises, recall that a conserved quantity is one whose total value does not "

@@ -9,12 +9,12 @@ import pytest
 from _support import require_data_file
 from typer.testing import CliRunner
 
-from studybench.build.stats import corpus_stats, data_stats, layer_stats
 from studybench.cli import app
 from studybench.cli.common import out_console
 from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_train_dir
 from studybench.instructions import find_instruction_files, load_instructions
 from studybench.records import Parent
+from studybench.testset.corpus.stats import corpus_stats, data_stats, layer_stats
 
 
 def _cli(*args: str) -> tuple[int, str]:

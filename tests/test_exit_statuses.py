@@ -124,8 +124,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     chapter = d / "books" / "Book_A" / "ch01"
     chapter.mkdir(parents=True)
     text = "\n\n".join(f"# Section {i}\n\n" + "The force on the block is the mass times the acceleration. " * 30 for i in range(4))
-    from studybench.build.redact import marker
     from studybench.datasets import load_dataset
+    from studybench.testset.corpus.redact import marker
 
     markers = "\n\n".join(marker(parent) for parent in load_dataset(d / "set.json").parents)  # corpus audit: every parent redacted
     (chapter / "clean.redacted.md").write_text(text + "\n\n" + markers + "\n")

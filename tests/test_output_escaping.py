@@ -26,12 +26,12 @@ from typer.testing import CliRunner
 from studybench.analysis.attempts import ATTEMPT_COLUMNS, write_attempts
 from studybench.analysis.guidance_gap import render_guidance_gap
 from studybench.analysis.leaderboard import Cell, LeaderboardRow, render_leaderboard
-from studybench.build import kpverify
 from studybench.cli import app
 from studybench.escaping import CSV_TRIGGERS, csv_cell, md_cell, printable
 from studybench.methods.exports import export_csv, load_layers
 from studybench.testing.stub_judge import format_verdict
 from studybench.testing.stub_server import Reply, start_stub_server
+from studybench.testset.verification import kpverify
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "studybench"
 
@@ -109,7 +109,7 @@ CSV_WRITERS: dict[str, Callable[[str, Path], str]] = {
     "export attempts (analysis/attempts.py)": _attempts,
     "leaderboard --format csv (analysis/leaderboard.py)": _leaderboard,
     "guidance-gap --format csv (analysis/guidance_gap.py)": _guidance_gap,
-    "build verify coverage matrices (build/kpverify.py)": _coverage_matrix,
+    "build verify coverage matrices (testset/verification/kpverify.py)": _coverage_matrix,
     "export csv, the agent-loop CSV (methods/exports.py)": _agent_loop_csv,
 }
 """One entry per CSV writer of the package (the next test keeps this list complete)."""

@@ -8,16 +8,16 @@ command                            module                                       
 ``report``                                                                      :func:`studybench.analysis.consistency.write_consistency`,
                                                                                 :func:`studybench.report.write_report`
 ``reproduce``                      :mod:`studybench.cli.reproduce`              :func:`studybench.evaluate.reproduce_run`
-``data fetch|check|ids|stats``     :mod:`studybench.cli.data`                   :mod:`studybench.fetch`, :mod:`studybench.checks`, :func:`studybench.build.stats.data_stats`
+``data fetch|check|ids|stats``     :mod:`studybench.cli.data`                   :mod:`studybench.fetch`, :mod:`studybench.checks`, :func:`studybench.testset.corpus.stats.data_stats`
 ``guidance-gap``                   :mod:`studybench.cli.guidance_gap`           :func:`studybench.analysis.guidance_gap.guidance_gap`
 ``verify``, ``verify-file``        :mod:`studybench.cli.verify`                 :class:`studybench.verify.Verifier`
-``corpus ...``                     :mod:`studybench.cli.corpus`                 :mod:`studybench.build`
+``corpus ...``                     :mod:`studybench.cli.corpus`                 :mod:`studybench.testset`
 ``audit contamination``            :mod:`studybench.cli.audit`                  :mod:`studybench.audit`
 ``cache show|clear``               :mod:`studybench.cli.cache`                  :func:`studybench.llm_judge.cache_summary`,
                                                                                 :func:`studybench.llm_judge.clear_cache`
 ``label``                          :mod:`studybench.cli.label`                  :func:`studybench.store.set_labels`
 ``export attempts``                :mod:`studybench.cli.export`                 :func:`studybench.analysis.attempts.attempt_rows`
-``export chunks``                  :mod:`studybench.cli.export`                 :func:`studybench.build.chunks.export_chunks`
+``export chunks``                  :mod:`studybench.cli.export`                 :func:`studybench.testset.corpus.chunks.export_chunks`
 ``export verl|trl|csv``            :mod:`studybench.cli.export`                 :mod:`studybench.methods.exports`
 ``artefact evoskill``              :mod:`studybench.cli.artefact`               :func:`studybench.methods.artefacts.evoskill_prompt`
 ``gepa optimize``                  :mod:`studybench.cli.gepa`                   :func:`studybench.methods.gepa.optimize`

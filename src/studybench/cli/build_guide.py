@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from studybench.cli.budget import BUDGET_OPTIONS, exit_budget_stopped
-from studybench.cli.build import build_app
 from studybench.cli.common import console, fail, fail_write, plural
 
 __all__ = ["build_capability", "build_guide", "build_retry"]
@@ -28,7 +27,6 @@ def _dataset(split: str) -> Any:
         fail(f"--split: {e}")
 
 
-@build_app.command("guide")
 @BUDGET_OPTIONS
 def build_guide(
     work: _Work,
@@ -48,8 +46,8 @@ def build_guide(
 
     Exit 3 when --max-cost / --max-total-tokens stopped it: the limit covers writer and reviewer together and
     counts every reply in DIR/cache/guide*.jsonl; sub-problems not finished are done by a re-run."""
-    from studybench.build.guide import GuideError, GuideSettings, run_guide
-    from studybench.build.llmstage import StageCache, StageLLM, open_backend
+    from studybench.testset.guidance.guide import GuideError, GuideSettings, run_guide
+    from studybench.testset.llmstage import StageCache, StageLLM, open_backend
 
     ds = _dataset(split)
     settings = GuideSettings(teacher=teacher, reviewer=reviewer or teacher, max_tokens=max_tokens,
@@ -83,7 +81,7 @@ def build_guide(
         fail_write(e, work)
     c = res["counts"]
     paths = ", ".join(f"{k}: {v}" for k, v in sorted(c.items()) if k != "emitted")
-    from studybench.build.llmstage import read_rows
+    from studybench.testset.llmstage import read_rows
 
     resumed = res["items"].get("skipped", 0)
     console.print(f"guide: {paths}; {c['emitted']} emitted to {work / 'guidance.jsonl'}"
@@ -121,7 +119,6 @@ def _filter_options(max_tokens: int | None, concurrency: int | None, budget_opti
     return opts or None
 
 
-@build_app.command("retry")
 @BUDGET_OPTIONS
 def build_retry(
     work: _Work,
@@ -136,8 +133,8 @@ def build_retry(
     budget_options: dict[str, Any],
 ) -> None:
     """Naive Reachability Filter: the filter model with the guidance, pass@k; admitted when solved at least once."""
-    from studybench.build.filters import run_retry
     from studybench.evaluate import BudgetStoppedError, EvalError
+    from studybench.testset.filters.passk import run_retry
 
     ds = _dataset(split)
     try:
@@ -150,7 +147,6 @@ def build_retry(
     console.print(f"retry: {res['admitted']} of {res['candidates']} parents admitted -> {work / 'admitted.jsonl'}")
 
 
-@build_app.command("capability")
 @BUDGET_OPTIONS
 def build_capability(
     split: Annotated[str, typer.Option("--split", help="The candidate pool: application | transfer | PATH.")],
@@ -168,8 +164,8 @@ def build_capability(
     budget_options: dict[str, Any],
 ) -> None:
     """Capability Filter: pass@k, partition (failed / solved once / solved), seeded selection, the test set."""
-    from studybench.build.filters import run_capability
     from studybench.evaluate import BudgetStoppedError, EvalError
+    from studybench.testset.filters.passk import run_capability
 
     ds = _dataset(split)
     try:

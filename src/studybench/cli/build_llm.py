@@ -9,7 +9,6 @@ import typer
 from rich.markup import escape
 
 from studybench.cli.budget import BUDGET_OPTIONS, budget_tracker, cost_text, stop_for_budget
-from studybench.cli.build import build_app
 from studybench.cli.common import (
     OptionSet,
     console,
@@ -44,7 +43,7 @@ def attach_budget(work: Path, stage: str, llms: list[Any], budget_options: dict[
     Args:
         work: the work directory.
         stage: the stage name (for messages).
-        llms: the stage's :class:`~studybench.build.llmstage.StageLLM` objects (each with its cache).
+        llms: the stage's :class:`~studybench.testset.llmstage.StageLLM` objects (each with its cache).
         budget_options: the :data:`~studybench.cli.budget.BUDGET_OPTIONS` values.
 
     Returns:
@@ -80,7 +79,7 @@ def finish_stage(work: Path, stage: str, roles: dict[str, Any], budget: Any, bud
         left: items not done.
         what: the word for an item (``sub-problem``, ``pair``).
     """
-    from studybench.build.llmstage import write_stage_usage
+    from studybench.testset.llmstage import write_stage_usage
 
     try:
         rec = write_stage_usage(work, stage, roles, budget, budget_stop)
@@ -100,7 +99,7 @@ def finish_stage(work: Path, stage: str, roles: dict[str, Any], budget: Any, bud
 
 
 def _teacher(opts: dict[str, Any], work: Path, stage: str) -> Any:
-    from studybench.build.llmstage import StageCache, StageLLM, open_backend
+    from studybench.testset.llmstage import StageCache, StageLLM, open_backend
 
     if opts["concurrency"] < 1:
         fail("--concurrency must be >= 1")
@@ -165,7 +164,6 @@ def _run(fn: Any, what: str) -> Any:
         fail_write(e, "the work directory")
 
 
-@build_app.command("decompose")
 @TEACHER_OPTIONS
 @BUDGET_OPTIONS
 def decompose_cmd(
@@ -188,8 +186,8 @@ def decompose_cmd(
     recorded as failed and asked again on the next run (a malformed or truncated reply is cached and
     replayed: raise --attempts with --restart, or delete DIR/cache/decompose.jsonl). Exit 1 when any failed;
     exit 3 when --max-cost / --max-total-tokens (which count every reply in DIR/cache/decompose.jsonl) stopped it."""
-    from studybench.build.decompose import DecomposeSettings, decompose
     from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
+    from studybench.testset.knowledge.points import DecomposeSettings, decompose
 
     if attempts < 1:
         fail("--attempts must be >= 1")
@@ -225,7 +223,6 @@ def decompose_cmd(
         raise typer.Exit(1)
 
 
-@build_app.command("verify")
 @TEACHER_OPTIONS
 @BUDGET_OPTIONS
 def verify_cmd(
@@ -244,7 +241,7 @@ def verify_cmd(
     truncated replies are cached and replayed: raise --attempts with --restart, or delete DIR/cache/verify.jsonl).
     Exit 1 when any call failed; exit 3 when --max-cost / --max-total-tokens (which count every reply in
     DIR/cache/verify.jsonl) stopped it (pairs not asked count as unverified until a re-run asks them)."""
-    from studybench.build.kpverify import VerifySettings, verify
+    from studybench.testset.verification.kpverify import VerifySettings, verify
 
     if attempts < 1:
         fail("--attempts must be >= 1")

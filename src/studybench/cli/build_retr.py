@@ -8,13 +8,11 @@ from typing import Annotated
 
 import typer
 
-from studybench.cli.build import build_app
 from studybench.cli.common import console, escape, fail, fail_write, plural, progress_bars
 
 __all__ = ["fragments_cmd", "retrieve_cmd"]
 
 
-@build_app.command("fragments")
 def fragments_cmd(
     work: Annotated[Path, typer.Option("--work", help="The construction's work directory; writes WORK/fragments.jsonl and fragments.meta.json.")],
     books: Annotated[Path | None, typer.Option("--books", help="Books directory DIR/<source>/<chapter>/clean.redacted.md (after `studybench corpus redact`; default $STUDYBENCH_BOOKS).")] = None,
@@ -30,8 +28,8 @@ def fragments_cmd(
     A fragment under --min-chars is merged into the previous one; one over --max-chars is split into pieces
     of about --chunk-chars that overlap by --overlap, ending at paragraph breaks where possible. Chapters
     without clean.redacted.md are refused unless --allow-unredacted."""
-    from studybench.build.corpus import CorpusError
-    from studybench.build.fragments import FRAGMENTS, FragmentSettings, build_fragments
+    from studybench.testset.corpus.books import CorpusError
+    from studybench.testset.corpus.fragments import FRAGMENTS, FragmentSettings, build_fragments
 
     if books is None:
         if not os.environ.get("STUDYBENCH_BOOKS"):
@@ -55,7 +53,6 @@ def fragments_cmd(
                       "(fragments marked redacted: false)", soft_wrap=True)
 
 
-@build_app.command("retrieve")
 def retrieve_cmd(
     work: Annotated[Path, typer.Option("--work", help="The work directory: reads fragments.jsonl and kp_canonical.jsonl, writes retrieval.jsonl.")],
     queries: Annotated[Path | None, typer.Option("--queries", help="Canonical KPs, one JSON object per line (default WORK/kp_canonical.jsonl).")] = None,
@@ -75,8 +72,10 @@ def retrieve_cmd(
     and queries) and sentence embeddings, each keeping --depth, fused by reciprocal rank fusion and
     multiplied by --out-of-domain-factor for books outside the KP's domain. The fragment embeddings are
     cached in WORK/cache/ keyed by the fragments file's digest and the model; a rerun resumes."""
-    from studybench.build.embedding import load_embedder
-    from studybench.build.retrieve import (
+    from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.files import file_sha256
+    from studybench.testset.embedding import load_embedder
+    from studybench.testset.retrieval.hybrid import (
         KP_CANONICAL,
         RETRIEVAL,
         RetrieveError,
@@ -86,8 +85,6 @@ def retrieve_cmd(
         load_kps,
         retrieve,
     )
-    from studybench.datasets import DatasetError, load_dataset, resolve_split
-    from studybench.files import file_sha256
 
     if mode not in ("hybrid", "bm25", "dense"):
         fail(f"--mode must be hybrid, bm25 or dense, got {mode!r}")

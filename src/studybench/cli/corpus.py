@@ -49,7 +49,7 @@ def _parents(split: str, data_dir: Path | None) -> list[Any]:
 
 
 def _write_reports(root: Path, name: str, data: dict[str, Any], markdown: str, out: Path | None = None) -> Path:
-    from studybench.build.corpus import REPORTS
+    from studybench.testset.corpus.books import REPORTS
 
     target = out or root / REPORTS
     try:
@@ -68,7 +68,14 @@ def check_cmd(
     data_dir: _DataDir = None,
 ) -> None:
     """Show the layout of the books directory and say exactly what is missing for a stage. Exit 1 when something is."""
-    from studybench.build.corpus import CLEAN, FULL, REDACTED, CorpusError, layout_problems, scan_books
+    from studybench.testset.corpus.books import (
+        CLEAN,
+        FULL,
+        REDACTED,
+        CorpusError,
+        layout_problems,
+        scan_books,
+    )
 
     if stage not in ("parse", "clean", "redact", "audit"):
         fail(f"--stage must be parse, clean, redact or audit, got {stage!r}")
@@ -102,7 +109,7 @@ def parse_cmd(
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per PDF.")] = None,
 ) -> None:
     """PDF -> full.md for every chapter through MinerU (the `mineru` extra). Resumable: done chapters are skipped."""
-    from studybench.build.corpus import CorpusError, parse_books
+    from studybench.testset.corpus.books import CorpusError, parse_books
 
     root = _books(books)
     try:
@@ -120,7 +127,7 @@ def parse_cmd(
 @corpus_app.command("clean")
 def clean_cmd(books: _Books = None) -> None:
     """full.md -> clean.md with the deterministic OCR clean-up rules; report edits per rule."""
-    from studybench.build.corpus import RULES, CorpusError, clean_books
+    from studybench.testset.corpus.books import RULES, CorpusError, clean_books
 
     root = _books(books)
     try:
@@ -152,8 +159,8 @@ def redact_cmd(
     min_match: Annotated[int, typer.Option("--min-match", help="Normalised characters a found copy must share with the test item (short items: 60% of their length).")] = 100,
 ) -> None:
     """clean.md -> clean.redacted.md: every copy of each test item's problem, solution and answer-key entry becomes a marker line."""
-    from studybench.build.corpus import CorpusError
-    from studybench.build.redact import RedactParams, redact_books
+    from studybench.testset.corpus.books import CorpusError
+    from studybench.testset.corpus.redact import RedactParams, redact_books
 
     if min_match < 24:
         fail("--min-match must be >= 24")
@@ -189,8 +196,8 @@ def audit_cmd(
 ) -> None:
     """Search every clean.redacted.md for verbatim residue of the test items (40-character normalised
     anchors) and check every parent has a marker in its book. Exit 1 with a per-parent list when anything remains."""
-    from studybench.build.corpus import CorpusError
-    from studybench.build.redact import audit_books
+    from studybench.testset.corpus.books import CorpusError
+    from studybench.testset.corpus.redact import audit_books
 
     if min_anchors < 1:
         fail("--min-anchors must be >= 1")
@@ -242,7 +249,7 @@ def ingest_cnxml_cmd(
     force: Annotated[bool, typer.Option("--force", help="Convert again chapters whose inputs did not change.")] = False,
 ) -> None:
     """CNXML textbook (MathML) -> Markdown chapters through pandoc, plus its worked examples and answered exercises as a pool."""
-    from studybench.build.ingest import IngestError, ingest_cnxml
+    from studybench.testset.corpus.ingest import IngestError, ingest_cnxml
 
     if not src.is_dir():
         fail(f"{src}: not a directory", code=2)

@@ -211,10 +211,10 @@ def data_stats_cmd(
     the builtin tokenizer's estimate (see `studybench export chunks --help`)."""
     from rich.table import Table
 
-    from studybench.build.corpus import CorpusError
-    from studybench.build.stats import data_stats
     from studybench.datasets import DatasetError, load_dataset, resolve_split, resolve_train_dir
     from studybench.instructions import InstructionError, find_instruction_files, load_instructions
+    from studybench.testset.corpus.books import CorpusError
+    from studybench.testset.corpus.stats import data_stats
 
     layers, sets, missing = [], [], []
     try:

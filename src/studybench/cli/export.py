@@ -2,23 +2,27 @@
 
 ``export attempts RUN_DIR`` writes the run as one tidy table, one row per parent x sub-problem x seed
 x attempt, with the verdicts that count (what the report scores) (:mod:`studybench.analysis.attempts`).
-``export chunks --books DIR`` cuts the redacted corpus into token chunks (:mod:`studybench.build.chunks`).
+``export chunks --books DIR`` cuts the redacted corpus into token chunks (:mod:`studybench.testset.corpus.chunks`).
 ``export verl|trl|csv`` write the instruction layers as training material (:mod:`studybench.methods.exports`).
+Every command finds its writer in the one registry of formats, :mod:`studybench.exports`, and is
+registered in the registry's order (:data:`EXPORT_COMMANDS`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from studybench.cli.common import console, fail, fail_write, plural
 from studybench.cli.health import AllowIncomplete, exit_if_incomplete, refuse
+from studybench.exports import FORMATS, export_format
 
-__all__ = ["export_app"]
+__all__ = ["EXPORT_COMMANDS", "export_app"]
 
 export_app = typer.Typer(
     help="Export data. A run: `attempts` (one tidy table of every attempt, CSV / Parquet / JSON Lines). "
@@ -30,10 +34,16 @@ export_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _registered(name: str) -> tuple[Callable[..., Any] | None, Callable[..., Any]]:
+    """The format's (rows gatherer or None, writer) from the one registry, :mod:`studybench.exports`."""
+    fmt = export_format(name)
+    return fmt.load_rows(), fmt.load_writer()
+
+
 _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
-@export_app.command("attempts")
 def attempts_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory made by `studybench eval`.")],
     fmt: Annotated[str | None, typer.Option("--format", help="csv | parquet | jsonl (default: from --out's suffix, else csv). Parquet needs the analysis extra (pyarrow).")] = None,
@@ -48,8 +58,10 @@ def attempts_cmd(
     rule_status says whether the turn's rule verdict is current, stale (made on an older completion)
     or missing. run_complete / run_health say whether the run is complete; an incomplete or unreadable
     run is refused unless --allow-incomplete (then exported with those columns saying why, exit 1)."""
-    from studybench.analysis.attempts import EXPORT_FORMATS, attempt_rows, write_attempts
+    from studybench.analysis.attempts import EXPORT_FORMATS
     from studybench.report import SCORINGS, IncompleteRunError
+
+    attempt_rows, write_attempts = _registered("attempts")
 
     if fmt is None:
         fmt = _SUFFIXES.get(out.suffix.lower(), "csv") if out is not None else "csv"
@@ -77,7 +89,6 @@ def attempts_cmd(
         exit_if_incomplete([(str(run_dir), {"complete": False, "reasons": [rows[0]["run_health"].removeprefix("INCOMPLETE: ")]})])
 
 
-@export_app.command("chunks")
 def chunks_cmd(
     books: Annotated[Path | None, typer.Option("--books", help="Books directory DIR/<source>/<chapter>/clean.redacted.md (after `studybench corpus redact`; default $STUDYBENCH_BOOKS).")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON Lines file to write; its manifest goes beside it as STEM.manifest.json.")] = Path("chunks.jsonl"),
@@ -96,9 +107,11 @@ def chunks_cmd(
     --include-answers. Without --out the file is chunks.jsonl in the current directory."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from studybench.build.chunks import export_chunks, manifest_path
-    from studybench.build.corpus import CorpusError
+    from studybench.testset.corpus.books import CorpusError
+    from studybench.testset.corpus.chunks import manifest_path
     from studybench.tokens import TokenizerError
+
+    _, export_chunks = _registered("chunks")
 
     if books is None:
         if not os.environ.get("STUDYBENCH_BOOKS"):
@@ -141,9 +154,11 @@ _LAYERS_HELP = "Comma list of instruction layers: single, multi_sub (and without
 _TRAIN_DIR_HELP = "The instruction files' directory (default: train/ in $STUDYBENCH_DATA or the `data fetch --train` cache)."
 
 
-def _training_layers(train_dir: Path | None, layers: str) -> list:
+def _training_layers(name: str, train_dir: Path | None, layers: str) -> list:
     from studybench.instructions import InstructionError
-    from studybench.methods.exports import ExportError, load_layers
+    from studybench.methods.exports import ExportError
+
+    load_layers, _ = _registered(name)
 
     try:
         return load_layers(train_dir, [x.strip() for x in layers.split(",") if x.strip()])
@@ -215,7 +230,6 @@ _SystemPrompt = Annotated[Path | None, typer.Option("--system-prompt", help="Fil
 _NoSystemPrompt = Annotated[bool, typer.Option("--no-system-prompt", help="No system message.")]
 
 
-@export_app.command("verl")
 def verl_cmd(
     out: Annotated[Path, typer.Option("--out", help="Directory for train.parquet, validation.parquet and export.json.")],
     layers: Annotated[str, typer.Option("--layers", help=_LAYERS_HELP)] = "single,multi_sub",
@@ -232,15 +246,13 @@ def verl_cmd(
     gold_unit), extra_info. Score with reward.custom_reward_function.path = studybench/rewards.py,
     name = compute_score. Records whose gold the verifier cannot use are left out with a warning.
     Needs the train extra (pyarrow)."""
-    from studybench.methods.exports import export_verl
-
+    _, export_verl = _registered("verl")
     sp = _system_prompt(system_prompt, no_system_prompt)
-    loaded = _training_layers(train_dir, layers)
+    loaded = _training_layers("verl", train_dir, layers)
     result = _run_export(export_verl, out, layers=loaded, val_fraction=val_fraction, seed=seed, system_prompt=sp)
     _summary(result, ("train", "validation"), "verl")
 
 
-@export_app.command("trl")
 def trl_cmd(
     out: Annotated[Path, typer.Option("--out", help="Directory for the DatasetDict (datasets.load_from_disk).")],
     layers: Annotated[str, typer.Option("--layers", help=_LAYERS_HELP)] = "single,multi_sub",
@@ -256,18 +268,16 @@ def trl_cmd(
     Columns prompt, answer, answer_type, type_sequence, gold_unit (read by
     studybench.rewards.trl_reward), layer, record, source, source_problem_id, source_chapter,
     sub_discipline, sub_index. Split by exercise like `export verl`. Needs the train extra (datasets)."""
-    from studybench.methods.exports import export_trl
-
+    _, export_trl = _registered("trl")
     if with_without_answer and "without_answer" not in layers:
         layers = f"{layers},without_answer"
     sp = _system_prompt(system_prompt, no_system_prompt)
-    loaded = _training_layers(train_dir, layers)
+    loaded = _training_layers("trl", train_dir, layers)
     result = _run_export(export_trl, out, layers=loaded, val_fraction=val_fraction, seed=seed, system_prompt=sp,
                          with_without_answer=with_without_answer)
     _summary(result, ("train", "validation"), "trl")
 
 
-@export_app.command("csv")
 def csv_cmd(
     out: Annotated[Path, typer.Option("--out", help="The CSV file (a FILE.json sidecar is written beside it).")],
     layers: Annotated[str, typer.Option("--layers", help=_LAYERS_HELP)] = "single,multi_sub",
@@ -280,14 +290,26 @@ def csv_cmd(
 
     A multi-sub record's question is its conversation as text (Part 1, Answer to part 1, ..., then
     the part to answer). Each source with at least 3 exercises gets at least one exercise in each split."""
-    from studybench.methods.exports import export_csv
-
+    _, export_csv = _registered("csv")
     try:
         fr = [float(x) for x in fractions.split(",")]
     except ValueError:
         fail(f"--fractions must be three numbers like 0.2,0.1,0.7, got {fractions!r}")
     if out.is_dir():
         fail(f"--out {out} is a directory; give a file")
-    loaded = _training_layers(train_dir, layers)
+    loaded = _training_layers("csv", train_dir, layers)
     result = _run_export(export_csv, out, layers=loaded, fractions=fr, seed=seed)
     _summary(result, ("train", "val", "test"), "csv")
+
+
+EXPORT_COMMANDS: dict[str, Callable[..., Any]] = {
+    "attempts": attempts_cmd,
+    "chunks": chunks_cmd,
+    "verl": verl_cmd,
+    "trl": trl_cmd,
+    "csv": csv_cmd,
+}
+"""The command of every format of :data:`studybench.exports.FORMATS`; registered in the registry's order."""
+
+for _name in FORMATS:
+    export_app.command(_name)(EXPORT_COMMANDS[_name])

@@ -3,10 +3,10 @@
 **Inputs** (the work directory, each file in the format its writer documents): ``kps.jsonl`` (one
 sub-problem per line: ``key``, ``status``, the four key fields) and ``kp_canonical.jsonl`` (``id``,
 ``type``, ``name``, ``descriptions``, ``keywords``, ``uses``: sub-problem keys) from
-:mod:`studybench.build.decompose`; ``retrieval.jsonl`` from :mod:`studybench.build.retrieve` (one
+:mod:`studybench.testset.knowledge.points`; ``retrieval.jsonl`` from :mod:`studybench.testset.retrieval.hybrid` (one
 canonical KP per line: ``kp``, the canonical ``id``, and ``candidates``, best first, each with
 ``fragment`` (the fragment id); the 1-based position in the list is the candidate's rank); and
-``fragments.jsonl`` from :mod:`studybench.build.fragments` (``id``, ``book``, ``chapter``, ``section``,
+``fragments.jsonl`` from :mod:`studybench.testset.corpus.fragments` (``id``, ``book``, ``chapter``, ``section``,
 ``kind`` ``"exposition"`` or ``"example"``, ``text``). ``kp_id``/``fragment_id``/``rank``/``source``
 are read too where a hand-made file uses them.
 
@@ -62,9 +62,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studybench.build.llmstage import StageLLM, check_stage_meta, input_digest, read_rows, run_items
 from studybench.escaping import csv_writer, md_cell
 from studybench.files import InputFileError, atomic_write_lines, atomic_write_text, parse_json
+from studybench.testset.llmstage import StageLLM, check_stage_meta, input_digest, read_rows, run_items
 
 __all__ = [
     "KP_STATUSES",
@@ -473,5 +473,5 @@ def _markdown(summary: dict[str, Any], sub_rows: list[dict[str, Any]], kp_rows: 
     lines += ["", f"Teacher: {u.get('requests', 0)} requests, {u.get('cached', 0)} cached replies, {u.get('reasked', 0)} re-asks; "
               f"tokens {u.get('prompt_tokens', 0)} prompt, {u.get('completion_tokens', 0)} completion, "
               f"{u.get('reasoning_tokens', 0)} reasoning.",
-              "", "Definitions: see `studybench.build.kpverify` (a failed call makes a KP unverified, never uncovered)."]
+              "", "Definitions: see `studybench.testset.verification.kpverify` (a failed call makes a KP unverified, never uncovered)."]
     return "\n".join(lines) + "\n"

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studybench.build.corpus import CLEAN, FULL, REDACTED, Chapter, CorpusError, scan_books
 from studybench.files import (
     InputFileError,
     atomic_write_lines,
@@ -46,6 +45,7 @@ from studybench.files import (
     dumps_json,
     read_user_bytes,
 )
+from studybench.testset.corpus.books import CLEAN, FULL, REDACTED, Chapter, CorpusError, scan_books
 from studybench.tokens import Tokenizer, load_tokenizer
 
 __all__ = [

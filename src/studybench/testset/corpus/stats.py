@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.build.corpus import CLEAN, FULL, REDACTED, CorpusError, scan_books
 from studybench.datasets import Dataset
 from studybench.files import MAX_DATA_BYTES, InputFileError, read_user_bytes
 from studybench.instructions import PAPER_COUNTS, InstructionLayer
 from studybench.records import label_map
+from studybench.testset.corpus.books import CLEAN, FULL, REDACTED, CorpusError, scan_books
 
 __all__ = ["CorpusStats", "DataStats", "LayerStats", "SetStats", "corpus_stats", "data_stats", "layer_stats"]
 
@@ -151,7 +151,7 @@ def corpus_stats(root: str | os.PathLike[str], count_tokens: Any = None) -> Corp
     """Chapter files, megabytes and estimated tokens of a books directory (paper Table 1, Corpus).
 
     Each chapter counts its latest file: ``clean.redacted.md``, else ``clean.md``, else ``full.md``.
-    Answer folders (solution manuals, :attr:`studybench.build.corpus.Chapter.answer_folder`) are left
+    Answer folders (solution manuals, :attr:`studybench.testset.corpus.books.Chapter.answer_folder`) are left
     out of the counts and counted apart.
 
     Args:
@@ -162,7 +162,7 @@ def corpus_stats(root: str | os.PathLike[str], count_tokens: Any = None) -> Corp
         The counts.
 
     Raises:
-        studybench.build.corpus.CorpusError: ``root`` is not a directory, or a chapter file cannot be
+        studybench.testset.corpus.books.CorpusError: ``root`` is not a directory, or a chapter file cannot be
             read (not a regular file, too large).
     """
     if count_tokens is None:
@@ -210,7 +210,7 @@ def data_stats(layers: list[InstructionLayer], sets: list[Dataset], books: str |
         punctuation are one label across both test sets.
 
     Raises:
-        studybench.build.corpus.CorpusError: ``books`` is not a directory.
+        studybench.testset.corpus.books.CorpusError: ``books`` is not a directory.
         OSError: a chapter file cannot be read.
     """
     labels = label_map(p.problem_type for ds in sets for p in ds.parents)

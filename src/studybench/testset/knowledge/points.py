@@ -6,7 +6,7 @@
 ``technique``, ``assumption``), a 2-6 word ``name``, a 1-2 sentence ``description`` and 2-6 ``keywords``.
 Each KP is validated by :class:`KnowledgePoint` (pydantic); an invalid KP is dropped (its reason kept in
 the record), and a reply with fewer than 3 valid KPs, or that is not such JSON, is malformed and re-asked
-(3 attempts at temperature 0.2, :class:`~studybench.build.llmstage.StageLLM`). At most 15 KPs are kept.
+(3 attempts at temperature 0.2, :class:`~studybench.testset.llmstage.StageLLM`). At most 15 KPs are kept.
 A sub-problem whose extraction failed (transport failure, every reply malformed or cut by the token
 limit) is recorded with ``status: "failed"`` and its error: never dropped, counted in the summary, and
 asked again when the command is re-run.
@@ -14,7 +14,7 @@ asked again when the command is re-run.
 **Canonicalisation** (:func:`canonicalise`): first exact, KPs of one type whose names agree after
 :func:`normalise_name` (case, punctuation, possessives, plurals, leading articles) are one KP; then,
 unless disabled, a group joins an earlier canonical KP of the same type whose name embedding
-(:func:`studybench.build.embedding.load_embedder`; default the offline all-MiniLM-L6-v2 package) has
+(:func:`studybench.testset.embedding.load_embedder`; default the offline all-MiniLM-L6-v2 package) has
 cosine >= ``merge_threshold`` with it. Groups are visited by use count, most used first, and compared with each canonical KP's
 representative only (no chaining through a series of near neighbours). Every embedding merge is listed
 in ``DIR/kp_merges.md`` for review.
@@ -39,12 +39,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from studybench.build.embedding import load_embedder
-from studybench.build.llmstage import StageLLM, check_stage_meta, read_rows, run_items
 from studybench.datasets import Dataset
 from studybench.escaping import md_cell
 from studybench.files import InputFileError, atomic_write_lines, atomic_write_text, parse_json
 from studybench.records import SubProblemRef, label_map
+from studybench.testset.embedding import load_embedder
+from studybench.testset.llmstage import StageLLM, check_stage_meta, read_rows, run_items
 
 __all__ = [
     "KP_TYPES",

@@ -1,7 +1,7 @@
 """Textbook fragments for retrieval (``studybench build fragments``; paper 2.1, the reference's size rules).
 
 Each chapter's training file ``DIR/<source>/<chapter>/clean.redacted.md`` (the redaction rule is the one of
-:func:`studybench.build.chunks.plan_chapters`: unredacted chapters are refused unless ``allow_unredacted``) is
+:func:`studybench.testset.corpus.chunks.plan_chapters`: unredacted chapters are refused unless ``allow_unredacted``) is
 cut into fragments:
 
 1. **At headings.** A fragment starts at every ATX heading (``#`` .. ``######``, outside fenced code) of the
@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.build.chunks import plan_chapters, read_chapter
-from studybench.build.corpus import REDACTED, is_answer_name
 from studybench.files import atomic_write_lines, atomic_write_text, dumps_json
+from studybench.testset.corpus.books import REDACTED, is_answer_name
+from studybench.testset.corpus.chunks import plan_chapters, read_chapter
 
 __all__ = [
     "EXAMPLE_HEADING",

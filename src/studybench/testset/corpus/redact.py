@@ -3,7 +3,7 @@
 **Redact** (:func:`redact_books`): for every parent of the test set (the Application Set by
 default), its problem statement(s) and reference solution(s), parent and sub-problems, are searched
 in every ``clean.md`` of the parent's source (book chapters and solution-manual folders alike) with
-:func:`studybench.build.textmatch.find_copies`, which survives OCR noise and finds every copy, not
+:func:`studybench.testset.corpus.textmatch.find_copies`, which survives OCR noise and finds every copy, not
 only the longest. Its answer-key entries are found in answer sections (a heading naming answers,
 solutions or hints, or a whole answer/solution folder): an entry is a line starting with the
 parent's problem label (``E1.4`` / ``1.4``, letters ignored) up to the next labelled line, a Markdown
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from studybench.build.corpus import CLEAN, REDACTED, Chapter, read_text, scan_books, write_text
-from studybench.build.textmatch import NormText, find_copies, normalise
 from studybench.records import Parent
+from studybench.testset.corpus.books import CLEAN, REDACTED, Chapter, read_text, scan_books, write_text
+from studybench.testset.corpus.textmatch import NormText, find_copies, normalise
 
 __all__ = [
     "MARKER",
@@ -78,7 +78,7 @@ def _marker_keys(text: str) -> set[tuple[str, str, str]]:
 
 @dataclass
 class RedactParams:
-    """Matching parameters (normalised characters; see :func:`studybench.build.textmatch.find_copies`)."""
+    """Matching parameters (normalised characters; see :func:`studybench.testset.corpus.textmatch.find_copies`)."""
 
     k: int = 24
     gap: int = 120
@@ -363,7 +363,7 @@ def redact_books(
         [...]}}, "not_found": [uids with nothing found], "missing_sources": [...], "skipped": [...]}``.
 
     Raises:
-        studybench.build.corpus.CorpusError: unusable books directory or an unreadable file.
+        studybench.testset.corpus.books.CorpusError: unusable books directory or an unreadable file.
     """
     books = scan_books(root)
     by_source: dict[str, list[Parent]] = defaultdict(list)
@@ -432,7 +432,7 @@ def audit_books(
         "missing_markers": [{"parent", "source", "source_problem_id"}], "parents": n, "anchors": n}``.
 
     Raises:
-        studybench.build.corpus.CorpusError: unusable books directory.
+        studybench.testset.corpus.books.CorpusError: unusable books directory.
     """
     books = scan_books(root)
     anchor_map: dict[str, set[str]] = defaultdict(set)

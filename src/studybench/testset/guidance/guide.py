@@ -2,7 +2,7 @@ r"""``build guide``: method-only guidance per sub-problem behind a leakage gate 
 
 Inputs, under the work directory ``DIR``:
 
-``coverage.jsonl`` (written by ``build verify``, format in :mod:`studybench.build.kpverify`): the lines
+``coverage.jsonl`` (written by ``build verify``, format in :mod:`studybench.testset.verification.kpverify`): the lines
     with ``record: "sub_problem"`` (lines with ``record: "kp"`` are skipped; a line without ``record`` is
     taken as a sub-problem). Fields read: the four key fields ``source``, ``year``,
     ``source_problem_id``, ``problem_id`` (top-level strings, or an object under ``key``); ``status``;
@@ -18,14 +18,14 @@ Per sub-problem with a covered KP: up to :data:`MAX_KPS` covered KPs (best match
 :data:`MAX_FRAGMENTS` fragments each (their first :data:`FRAGMENT_CHARS` characters). The writer
 (temperature 0.7) writes method-only guidance; each round is
 
-(a) the deterministic gate (:func:`studybench.build.leakage.check_leakage`),
+(a) the deterministic gate (:func:`studybench.testset.guidance.leakage.check_leakage`),
 (b) a review by the reviewer model (default: the writer), which sees the **parent stem**, the
     sub-problem and the gold and answers ``{"verdict": "pass"|"fail", "reasons": [...]}``,
 (c) a writer reply cut by the token limit, a failed call or an empty reply is a failed round
     (never passing; it is not kept as a draft).
 
 Up to :data:`ROUNDS` rounds; a failure's reasons go into the next prompt. When none passes, the
-sanitiser (:func:`studybench.build.leakage.sanitise`) runs on the last complete draft.
+sanitiser (:func:`studybench.testset.guidance.leakage.sanitise`) runs on the last complete draft.
 
 Outputs: ``DIR/guide.jsonl``, one record per sub-problem (resumable; ``path`` is
 ``passed_round_N``, ``sanitised_fallback``, ``failed`` or ``no_coverage``; ``transport_failed`` when
@@ -47,8 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studybench.build.leakage import GoldSlot, check_leakage, gold_slots, sanitise
-from studybench.build.llmstage import (
+from studybench.datasets import Dataset
+from studybench.files import InputFileError, JsonlLog, atomic_write_lines, parse_json
+from studybench.records import Parent, SubProblem
+from studybench.testset.guidance.leakage import GoldSlot, check_leakage, gold_slots, sanitise
+from studybench.testset.llmstage import (
     Asked,
     StageLLM,
     StageMetaError,
@@ -56,9 +59,6 @@ from studybench.build.llmstage import (
     input_digest,
     run_items,
 )
-from studybench.datasets import Dataset
-from studybench.files import InputFileError, JsonlLog, atomic_write_lines, parse_json
-from studybench.records import Parent, SubProblem
 from studybench.verify import Verifier
 
 __all__ = [
