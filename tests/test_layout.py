@@ -1,5 +1,5 @@
 """The package's layout rules (docs/architecture.md): no module imports another module's private names,
-every ``__all__`` names what the module defines, source files stay small. The one-way import layers are
+every ``__all__`` names what the module defines, source files stay small (or say why). The one-way import layers are
 checked by import-linter (``lint-imports``, configured in pyproject.toml), run in CI next to these."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "studybench"
 FILES = sorted(p for p in SRC.rglob("*.py") if "egg-info" not in str(p))
-MAX_LINES = 800
-LONGER = {
-    # file -> why it may exceed MAX_LINES (keep this list short and say why in the closing note)
-}
+MAX_LINES = 600
+REASON = "Longer than 600 lines because"
+"""A source file over MAX_LINES says why in its module docstring, in a sentence starting with this."""
+# TODO(issue 26 merge): these four are brought under MAX_LINES on other branches (evaluate, methods,
+# build -> testset); this mark goes once those branches are merged.
+FIXED_BY_THE_MERGE = {"evaluate/run.py", "methods/gepa.py", "build/leakage.py", "build/ingest.py"}
 
 
 def _module(path: Path) -> str:
@@ -66,6 +68,16 @@ def test_dunder_all_is_true(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(SRC)))
 def test_source_files_stay_small(path: Path) -> None:
-    rel = str(path.relative_to(SRC))
-    n = len(path.read_text(encoding="utf-8").splitlines())
-    assert n <= MAX_LINES or rel in LONGER, f"{rel} has {n} lines (more than {MAX_LINES}); split it or say why in LONGER"
+    rel = str(path.relative_to(SRC).as_posix())
+    text = path.read_text(encoding="utf-8")
+    n = len(text.splitlines())
+    if n <= MAX_LINES:
+        return
+    if rel in FIXED_BY_THE_MERGE:
+        pytest.xfail(f"{rel} has {n} lines; brought under {MAX_LINES} on another issue 26 branch")
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    says_why = REASON in " ".join(doc.split())
+    assert says_why, (
+        f"{rel} has {n} lines (more than {MAX_LINES}); split it or say why in its module docstring "
+        f"('{REASON} ...')"
+    )
