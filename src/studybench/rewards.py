@@ -54,6 +54,11 @@ rollout of a batch to ONE :meth:`studybench.verify.Verifier.verify_many` call on
 (``STUDYBENCH_REWARD_WORKERS`` processes, default the CPU count, at most 8), each verification
 under its own timeout. Each rollout gets exactly the reward :func:`compute_score` gives it alone.
 ``bench/reward_batch_bench.py`` measures a 1,024-rollout batch.
+
+Longer than 600 lines because verl loads this one file by path (``custom_reward_function.path``)
+and every adapter (verl single and batch, TRL, the plain rewards) shares its private state: the one
+lazily started verifier, the once-per-process warnings and the ground-truth reading; the module
+imports only the standard library when loaded.
 """
 
 from __future__ import annotations
