@@ -92,6 +92,9 @@ KEPT_NAMES = {
     "studybench.models.http11": "ConnectError ConnectTimeout Http11Pool HttpError HttpResponse HttpStatusError HttpTimeout "
                                 "MAX_BODY_BYTES MAX_HEAD_BYTES ReadError ReadTimeout RemoteProtocolError dumps_body "
                                 "loads_body proxy_for sendable split_query",
+    "studybench.rewards": "DENSE_WEIGHTS close_reward_verifier compute_score compute_score_batch compute_score_batch_dense "
+                          "compute_score_dense dense_components dense_reward_for reward_for reward_verifier trl_reward "
+                          "trl_reward_dense",
     "studybench.models.openai_backend": "HTTP_CLIENTS HTTP_CLIENT_ENV OpenAIBackend PROMPT_ESTIMATE estimate_prompt_tokens "
                                         "is_retryable redact_url split_query",
     "studybench.verify.verifier": "Item MAX_FAST_CHARS MAX_PRED_BOXES MAX_PRED_CHARS Verifier check_gold_parsable "
