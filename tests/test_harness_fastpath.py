@@ -29,7 +29,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from studybench import secrets as secrets_module
-from studybench.files import InputFileError, _parse_json_strictly, parse_json
+from studybench.files import InputFileError, parse_json
+from studybench.files.strict_json import _parse_json_strictly
 from studybench.models.base import PRESETS, ChatRequest, ChatResult
 from studybench.models.openai_backend import HTTP_CLIENT_ENV, OpenAIBackend
 from studybench.protocol import messages_digest, reference_messages_digest

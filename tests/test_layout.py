@@ -1,5 +1,5 @@
 """The package's layout rules (docs/architecture.md): no module imports another module's private names,
-every ``__all__`` names what the module defines, source files stay small. The one-way import layers are
+every ``__all__`` names what the module defines, source files stay small (or say why). The one-way import layers are
 checked by import-linter (``lint-imports``, configured in pyproject.toml), run in CI next to these."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "studybench"
 FILES = sorted(p for p in SRC.rglob("*.py") if "egg-info" not in str(p))
-MAX_LINES = 800
-LONGER = {
-    # file -> why it may exceed MAX_LINES (keep this list short and say why in the closing note)
-}
+MAX_LINES = 600
+REASON = "Longer than 600 lines because"
+"""A source file over MAX_LINES says why in its module docstring, in a sentence starting with this."""
+# TODO(issue 26 merge): these four are brought under MAX_LINES on other branches (evaluate, methods,
+# build -> testset); this mark goes once those branches are merged.
+FIXED_BY_THE_MERGE = {"evaluate/run.py", "methods/gepa.py", "build/leakage.py", "build/ingest.py"}
 
 
 def _module(path: Path) -> str:
@@ -66,6 +68,45 @@ def test_dunder_all_is_true(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(SRC)))
 def test_source_files_stay_small(path: Path) -> None:
-    rel = str(path.relative_to(SRC))
-    n = len(path.read_text(encoding="utf-8").splitlines())
-    assert n <= MAX_LINES or rel in LONGER, f"{rel} has {n} lines (more than {MAX_LINES}); split it or say why in LONGER"
+    rel = str(path.relative_to(SRC).as_posix())
+    text = path.read_text(encoding="utf-8")
+    n = len(text.splitlines())
+    if n <= MAX_LINES:
+        return
+    if rel in FIXED_BY_THE_MERGE:
+        pytest.xfail(f"{rel} has {n} lines; brought under {MAX_LINES} on another issue 26 branch")
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    says_why = REASON in " ".join(doc.split())
+    assert says_why, (
+        f"{rel} has {n} lines (more than {MAX_LINES}); split it or say why in its module docstring "
+        f"('{REASON} ...')"
+    )
+
+
+KEPT_NAMES = {
+    # modules split under MAX_LINES (issue 26): every name they exported before is still exported from them
+    "studybench.files": "InputFileError JsonlLog MAX_DATA_BYTES MAX_JSON_BYTES MAX_LOG_BYTES MAX_LOG_LINE_BYTES "
+                        "MAX_TEXT_BYTES append_text atomic_write_bytes atomic_write_lines atomic_write_text decode_utf8 "
+                        "dumps_json file_sha256 json_line jsonl_lines parse_json read_json read_user_bytes read_user_text "
+                        "text_digest",
+    "studybench.models.http11": "ConnectError ConnectTimeout Http11Pool HttpError HttpResponse HttpStatusError HttpTimeout "
+                                "MAX_BODY_BYTES MAX_HEAD_BYTES ReadError ReadTimeout RemoteProtocolError dumps_body "
+                                "loads_body proxy_for sendable split_query",
+    "studybench.rewards": "DENSE_WEIGHTS close_reward_verifier compute_score compute_score_batch compute_score_batch_dense "
+                          "compute_score_dense dense_components dense_reward_for reward_for reward_verifier trl_reward "
+                          "trl_reward_dense",
+    "studybench.models.openai_backend": "HTTP_CLIENTS HTTP_CLIENT_ENV OpenAIBackend PROMPT_ESTIMATE estimate_prompt_tokens "
+                                        "is_retryable redact_url split_query",
+    "studybench.verify.verifier": "Item MAX_FAST_CHARS MAX_PRED_BOXES MAX_PRED_CHARS Verifier check_gold_parsable "
+                                  "default_verifier extract_pair verify_boxes verify_response",
+    "studybench.verify.reading.latex": "LatexError bar_to_prime expand_braceless join_digit_groups norm_string norm_text "
+                                       "relation_chain rhs split_relations states_inequality strip_text_remarks tokenize "
+                                       "value_link vector_tuple",
+}
+
+
+@pytest.mark.parametrize("module", sorted(KEPT_NAMES))
+def test_split_modules_still_export_their_names(module: str) -> None:
+    mod = importlib.import_module(module)
+    lost = [n for n in KEPT_NAMES[module].split() if n not in getattr(mod, "__all__", ()) or not hasattr(mod, n)]
+    assert not lost, f"{module} no longer exports {lost} (re-export what a split moved out)"

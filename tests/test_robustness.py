@@ -18,7 +18,8 @@ import pytest
 from studybench.datasets import DatasetError, load_dataset
 from studybench.evaluate import EvalSpec, generate_turns, prepare_eval
 from studybench.models.base import ChatRequest, ChatResult
-from studybench.models.openai_backend import OpenAIBackend, _parse
+from studybench.models.openai_backend import OpenAIBackend
+from studybench.models.replies import parse_reply as _parse
 from studybench.protocol import ArtefactError, Artefacts, load_artefacts
 from studybench.report import build_report, write_report
 from studybench.store import RunStore

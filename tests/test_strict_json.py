@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from studybench.cli import app
 from studybench.costs import TokenCounts, normalise_usage
 from studybench.files import InputFileError, JsonlLog, dumps_json, json_line, parse_json, read_json
-from studybench.models.openai_backend import _parse
+from studybench.models.replies import parse_reply as _parse
 from studybench.testing import Reply, start_stub_server
 
 SRC = Path(__file__).parent.parent / "src" / "studybench"

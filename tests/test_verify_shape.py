@@ -96,9 +96,9 @@ def test_the_judge_is_told_the_label_of_the_table(t: AnswerType, monkeypatch: py
 
 
 def test_the_dense_reward_checks_what_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
-    from studybench import rewards
+    from studybench import reward_scores, rewards
 
-    monkeypatch.setattr(rewards, "_verifier", lambda: _NoVerifier())
+    monkeypatch.setattr(reward_scores, "_verifier", lambda: _NoVerifier())
     response = "Final Answer: \\boxed{3\\,\\mathrm{kg}}"
     assert rewards.dense_components(response, "\\boxed{3\\,\\mathrm{m}}", "NV")["dimensional"] == rewards.DENSE_WEIGHTS["wrong_dimension"]
     monkeypatch.setattr(AnswerType.NV, "info", replace(AnswerType.NV.info, dense=""))
@@ -148,7 +148,7 @@ _PRIVATE_LISTS = [
     re.compile(r"AnswerType\.(?:NV|EX|EQ|IN|MC|TF|QL)\s*,\s*AnswerType\.(?:NV|EX|EQ|IN|MC|TF|QL)\s*,\s*AnswerType\."),
     re.compile(r"""^\s*["'](?:NV|EX|EQ|TUP|IN|MC|TF|QL|ALT)["']\s*:\s*["']""", re.M),  # a dict keyed by type names
 ]
-_USERS = ["records.py", "llm_judge/inputs.py", "rewards.py", "methods/ttrl.py", "testing/fuzz.py",
+_USERS = ["records.py", "llm_judge/inputs.py", "rewards.py", "reward_scores.py", "methods/ttrl.py", "testing/fuzz.py",
           "verify/physics/definitions.py", "verify/rules/__init__.py"]
 
 

@@ -46,12 +46,15 @@ off) with the raw-body ``client.post("/chat/completions", body=..., cast_to=obje
 the body is exactly the JSON :meth:`OpenAIBackend.build_payload` builds, errors read the same, and
 connections are spread over several pools, each holding (and keeping alive) its share of
 ``concurrency``, so the pools never cap the requests in flight below it.
+
+What is sent (sampling, budgets, the body) is :class:`~studybench.models.payload.RequestBuilder`,
+which this backend extends; how replies and failures are read (retries, ``Retry-After``, the chat
+completion) is :mod:`studybench.models.replies`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import math
@@ -65,7 +68,6 @@ import httpx
 import openai
 
 from studybench import __version__
-from studybench.costs import normalise_usage
 from studybench.models.base import (
     PROMPT_ESTIMATE,
     ChatRequest,
@@ -90,6 +92,15 @@ from studybench.models.http11 import (
     sendable,
     split_query,
 )
+from studybench.models.payload import RequestBuilder
+from studybench.models.replies import (
+    BadResponse,
+    is_retryable,
+    parse_reply,
+    retry_after,
+    short_text,
+    status_message,
+)
 from studybench.models.slots import Slots
 from studybench.secrets import (
     Redactor,
@@ -113,7 +124,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _PLACEHOLDER_KEY = "EMPTY"
-_RETRY_STATUSES = frozenset({408, 409, 429})
 _PER_SHARD = 8  # concurrent requests per SDK client instance
 _PER_LEAN_SHARD = 64  # concurrent requests per lean connection pool
 _MAX_SHARDS = 16
@@ -125,55 +135,8 @@ HTTP_CLIENT_ENV = "STUDYBENCH_HTTP_CLIENT"
 """The environment variable that picks the HTTP client when ``http_client`` is not given (``lean`` or ``sdk``)."""
 
 
-class _BadResponse(Exception):
-    """A 2xx response whose body is not a usable chat completion (retried like a dropped connection)."""
-
-
 class _NoAnswer(Exception):
     """The server is hung: neither this request nor the liveness probe got an answer (not retried)."""
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Whether a failed request is worth retrying.
-
-    True for HTTP 408, 409, 429 and >= 500, timeouts, connection errors (including a connection
-    closed without a response) and malformed 2xx bodies; false for other HTTP statuses and anything
-    else. Both HTTP clients' exceptions are known (the ``openai`` SDK's and
-    :mod:`studybench.models.http11`'s).
-    """
-    if isinstance(exc, (openai.APIStatusError, HttpStatusError)):
-        return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
-    return isinstance(exc, (openai.APIConnectionError, HttpError, _BadResponse, json.JSONDecodeError))
-
-
-def _retry_after(exc: BaseException | None) -> float | None:
-    """Seconds from a ``Retry-After`` / ``retry-after-ms`` response header, or ``None``."""
-    if isinstance(exc, HttpStatusError):
-        headers: Any = exc.headers
-    else:
-        headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            return max(0.0, float(raw_ms) / 1000.0)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError):
-            return None
-        value = when.timestamp() - time.time()
-    if not math.isfinite(value):
-        return None
-    return max(0.0, value)
 
 
 @dataclass
@@ -190,7 +153,7 @@ class _LoopState:
     refusal: str | None = None  # why the lean client cannot send at all (a header it cannot carry)
 
 
-class OpenAIBackend:
+class OpenAIBackend(RequestBuilder):
     """Chat backend for an OpenAI-compatible endpoint (see the module docstring).
 
     Args:
@@ -323,107 +286,6 @@ class OpenAIBackend:
     def _redact(self, text: str) -> str:
         """``text`` (not model text) with the configured secrets and key-shaped tokens masked."""
         return self._redactor.text(text)
-
-    # -- request ---------------------------------------------------------------------------------------
-
-    def sampling_for(self, request: ChatRequest | None) -> SamplingParams:
-        """The backend's sampling with the request's overrides (:attr:`ChatRequest.sampling`) applied."""
-        if request is None or request.sampling is None:
-            return self.sampling
-        return self.sampling.merged(**request.sampling.to_dict())
-
-    def completion_budget(self, messages: list[dict[str, Any]], sampling: SamplingParams | None = None) -> int | None:
-        """The completion limit (``max_tokens``) to send for ``messages``.
-
-        Args:
-            messages: the conversation of the turn.
-            sampling: the request's sampling (default: the backend's).
-
-        Returns:
-            ``None`` when neither budget is set (nothing sent); else ``max_tokens``, or
-            ``context_budget - estimate_prompt_tokens(messages)``, or the smaller of the two. It may be
-            below :attr:`min_completion_tokens` (even negative): :meth:`budget_problem` says so.
-        """
-        s = self.sampling if sampling is None else sampling
-        limits = [s.max_tokens] if s.max_tokens is not None else []
-        cap = self.context_cap(s)
-        if cap is not None:
-            limits.append(cap - estimate_prompt_tokens(messages))
-        return min(limits) if limits else None
-
-    def context_cap(self, sampling: SamplingParams | None = None) -> int | None:
-        """The cap on prompt + completion: ``context_budget`` and :attr:`server_context`, the smaller.
-
-        The server's context caps a turn only when a budget is sent at all (with neither
-        ``max_tokens`` nor ``context_budget`` the server decides within its own context).
-
-        Args:
-            sampling: the request's sampling (default: the backend's).
-
-        Returns:
-            The cap in tokens, or ``None`` when there is none.
-        """
-        s = self.sampling if sampling is None else sampling
-        cap = s.context_budget
-        if self.server_context is not None and (cap is not None or s.max_tokens is not None):
-            cap = self.server_context if cap is None else min(cap, self.server_context)
-        return cap
-
-    def budget_problem(self, messages: list[dict[str, Any]], sampling: SamplingParams | None = None) -> str | None:
-        """Why a turn with ``messages`` must not be sent (its completion limit is below the floor), or ``None``.
-
-        Args:
-            messages: the conversation of the turn.
-            sampling: the request's sampling (default: the backend's).
-
-        Returns:
-            A one-line reason naming the numbers (completion limit, estimated prompt, context budget,
-            floor), or ``None`` when the limit is at least :attr:`min_completion_tokens` or unset.
-        """
-        budget = self.completion_budget(messages, sampling)
-        if budget is None or budget >= self.min_completion_tokens:
-            return None
-        s = self.sampling if sampling is None else sampling
-        cap = self.context_cap(s)
-        server = s.context_budget is None or (self.server_context is not None and cap == self.server_context < s.context_budget)
-        what = f"the server's context length {cap}" if server else f"the context budget {cap}"
-        if cap is not None and budget <= 0:
-            fix = ("serve the model with a longer context (vllm serve --max-model-len)" if server
-                   else "raise --context-budget if the server's context allows it")
-            return (f"the prompt alone (~{estimate_prompt_tokens(messages)} tokens estimated, {PROMPT_ESTIMATE}) does "
-                    f"not fit {what}: {fix}, or leave this problem out (--slice / --limit)")
-        if cap is not None and (s.max_tokens is None or budget < s.max_tokens):
-            fix = "serve the model with a longer context" if server else "raise --context-budget"
-            return (f"completion budget {budget} tokens is below the floor of {self.min_completion_tokens}: the prompt "
-                    f"(~{estimate_prompt_tokens(messages)} tokens estimated, {PROMPT_ESTIMATE}) leaves only {budget} of "
-                    f"{what}; {fix} (or lower --min-completion-tokens)")
-        return (f"completion budget {budget} tokens (--max-tokens) is below the floor of {self.min_completion_tokens}; "
-                "raise --max-tokens (or lower --min-completion-tokens)")
-
-    def build_payload(self, request: ChatRequest) -> dict[str, Any]:
-        """The exact JSON body sent for ``request`` (only non-``None`` parameters; the request's sampling overrides applied)."""
-        s = self.sampling_for(request)
-        return self._payload(request, s, self.completion_budget(request.messages, s))
-
-    def _payload(self, request: ChatRequest, s: SamplingParams, max_tokens: int | None) -> dict[str, Any]:
-        """:meth:`build_payload` with the sampling and completion limit already worked out."""
-        body: dict[str, Any] = {"model": self.model, "messages": request.messages}
-        for key, value in (
-            ("temperature", s.temperature),
-            ("top_p", s.top_p),
-            ("presence_penalty", s.presence_penalty),
-            ("max_tokens", max_tokens),
-            ("seed", request.seed),
-            # vLLM extensions (the SDK's extra_body):
-            ("top_k", s.top_k),
-            ("min_p", s.min_p),
-            ("repetition_penalty", s.repetition_penalty),
-        ):
-            if value is not None:
-                body[key] = value
-        if s.enable_thinking is not None:
-            body["chat_template_kwargs"] = {"enable_thinking": bool(s.enable_thinking)}
-        return body
 
     def _loop_state(self) -> _LoopState:
         """Clients and semaphore for the running loop (rebuilt if the loop changed)."""
@@ -566,7 +428,7 @@ class OpenAIBackend:
 
     def _backoff(self, exc: BaseException | None, attempt: int) -> float:
         """Seconds to sleep after failed attempt number ``attempt`` (1-based) before the next one."""
-        hinted = _retry_after(exc)
+        hinted = retry_after(exc)
         if hinted is not None:
             return min(hinted, self.backoff_max)
         base = min(self.backoff_max, self.backoff_initial * 2 ** (attempt - 1))
@@ -578,7 +440,7 @@ class OpenAIBackend:
         if isinstance(exc, (openai.APIStatusError, HttpStatusError)):
             reason = f"HTTP {exc.status_code} after {tries}"
             if not is_retryable(exc):
-                reason += f": {_short(_status_message(exc))}"
+                reason += f": {short_text(status_message(exc))}"
         elif isinstance(exc, (openai.APITimeoutError, HttpTimeout)):
             reason = f"timeout after {tries} (request_timeout={self.request_timeout:g}s)"
         elif isinstance(exc, _NoAnswer):
@@ -589,10 +451,10 @@ class OpenAIBackend:
             cause = exc.__cause__
             detail = f" ({type(cause).__name__})" if cause is not None else ""
             reason = f"connection error{detail} after {tries}"
-        elif isinstance(exc, (json.JSONDecodeError, _BadResponse)):
-            reason = f"malformed response after {tries}: {_short(str(exc))}"
+        elif isinstance(exc, (json.JSONDecodeError, BadResponse)):
+            reason = f"malformed response after {tries}: {short_text(str(exc))}"
         else:
-            reason = f"{type(exc).__name__} after {tries}: {_short(str(exc))}"
+            reason = f"{type(exc).__name__} after {tries}: {short_text(str(exc))}"
         return self._redact(reason)
 
     async def _attempt(self, state: _LoopState, payload: dict[str, Any], started: list[float]) -> dict[str, Any]:
@@ -601,7 +463,7 @@ class OpenAIBackend:
         ``started`` gets the time the first attempt got its slot (appended once).
 
         Raises:
-            _BadResponse: a 2xx body without choices; and whatever :meth:`_post` raises.
+            BadResponse: a 2xx body without choices; and whatever :meth:`_post` raises.
             ValueError: the lean client cannot send at all (a header it cannot carry).
         """
         if state.refusal is not None:
@@ -638,7 +500,7 @@ class OpenAIBackend:
                 health.end(token)
                 state.load[shard] -= 1
         if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-            raise _BadResponse("no choices in the response body")
+            raise BadResponse("no choices in the response body")
         return data
 
     async def complete(self, request: ChatRequest) -> ChatResult:
@@ -687,7 +549,7 @@ class OpenAIBackend:
                          self._reason(exc, attempts), wait)
                 await asyncio.sleep(wait)
         try:
-            result = _parse(data)
+            result = parse_reply(data)
         except Exception as exc:  # not retried: the server answered this
             return failed(exc)
         started = first[0] if first else called
@@ -726,57 +588,3 @@ class OpenAIBackend:
                 log.debug("ignoring error while closing an HTTP client", exc_info=True)
 
 
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _status_message(exc: openai.APIStatusError | HttpStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if body.get("message"):
-            return str(body["message"])
-    return str(exc.message)
-
-
-def _parse(data: dict[str, Any]) -> ChatResult:
-    """A :class:`ChatResult` from a chat-completion JSON body (``choices`` known to be non-empty).
-
-    Raises:
-        _BadResponse: the first choice is not an object.
-    """
-    choice = data["choices"][0]
-    if not isinstance(choice, dict):
-        raise _BadResponse("choice is not an object")
-    message = choice.get("message") or {}
-    content = message.get("content") if isinstance(message, dict) else None
-    reasoning = None
-    if isinstance(message, dict):
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-    usage_raw = data.get("usage")
-    usage = None
-    if isinstance(usage_raw, dict):
-        # counts only: a bool, a negative, non-finite or absurd number (a 400-digit integer) is dropped
-        # (the reply's usage is then unreported), compared as is: converting it first would raise
-        # OverflowError, and the turn would fail as if the server had dropped it
-        usage = {
-            str(k): int(v)
-            for k, v in usage_raw.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2**53
-        }
-        # reasoning and cached-prompt tokens come nested (``*_tokens_details``): keep them flat
-        usage.update({k: v for k, v in normalise_usage(usage_raw).items() if k not in usage})
-    extra: dict[str, Any] = {}
-    if data.get("id") is not None:
-        extra["response_id"] = str(data["id"])
-    finish = choice.get("finish_reason")
-    return ChatResult(
-        completion=content if isinstance(content, str) else "",
-        finish_reason=None if finish is None else str(finish),
-        usage=usage,
-        reasoning=reasoning if isinstance(reasoning, str) else None,
-        extra=extra,
-    )

@@ -12,6 +12,9 @@ default :class:`Verifier` (:func:`default_verifier`), started lazily.
 Safety: model text is never evaluated; SymPy objects are built only by latex2sympy from LaTeX, and
 only inside worker processes that are SIGKILLed on overrun. No exception escapes these functions or
 :class:`Verifier` methods.
+
+What a verifier is given (:data:`Item`, :func:`extract_pair`, the size limits) and how its pending
+work is spread over the worker threads are in :mod:`studybench.verify.items`, importable from here.
 """
 
 from __future__ import annotations
@@ -24,8 +27,18 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from studybench.answers import extract_answers
-from studybench.records import AnswerType, gold_boxes
+from studybench.records import AnswerType
+from studybench.verify.items import (
+    MAX_FAST_CHARS,
+    MAX_PRED_BOXES,
+    MAX_PRED_CHARS,
+    Item,
+    answer_type_key,
+    extract_pair,
+    plan_chunks,
+    type_sequence_key,
+    unit_key,
+)
 from studybench.verify.physics.definitions import extract_definitions
 from studybench.verify.rules import fast_verdict, normalise_types
 from studybench.verify.sandbox import SandboxPool, TimedOut, WorkerDied
@@ -44,104 +57,8 @@ __all__ = [
     "verify_response",
 ]
 
-MAX_PRED_CHARS = 2000
-"""Predicted boxes longer than this are compared by string rules only."""
-
-MAX_FAST_CHARS = 20_000
-"""Predicted boxes longer than this (and than twice the longest gold box) are incorrect outright."""
-
-MAX_PRED_BOXES = 64
-"""More predicted boxes than this (and than four per gold box) are incorrect outright."""
 
 _MEMO_SIZE = 200_000
-
-Item = tuple[Any, ...]
-"""``(gold_boxes, pred_boxes, answer_type, type_sequence)`` or the same with a fifth element,
-``gold_unit`` (see :func:`studybench.verify.physics.units.split_hints`), and a sixth, ``problem`` (the
-problem text, see :meth:`Verifier.verify`)."""
-
-
-def extract_pair(
-    gold_answer: str, response: str, answer_type: AnswerType | str, type_sequence: Sequence[AnswerType] | str = ""
-) -> tuple[list[str], list[str]] | Verdict:
-    r"""The gold boxes and the response's final answers: the step before every response is verified.
-
-    The gold boxes come from :func:`studybench.records.gold_boxes` (a TUP/ALT gold packed into one
-    box is split), the predicted ones from :func:`studybench.answers.extract_answers` (reasoning
-    removed, the ``Final Answer:`` line first, else the last boxes; as many as the gold has).
-
-    Args:
-        gold_answer: the gold string with one ``\boxed{}`` per answer.
-        response: the model's raw response.
-        answer_type: one of the nine types.
-        type_sequence: the primitive type of each box for TUP / ALT.
-
-    Returns:
-        ``(gold boxes, predicted answers)``, or the incorrect :class:`~studybench.verify.verdict.Verdict`
-        that ends verification early: ``"incorrect: bad gold (...)"``, ``"incorrect: gold has no
-        box"``, ``"incorrect: bad input (...)"`` or ``"incorrect: no final answer found"``. Never raises.
-    """
-    try:
-        at, ts = normalise_types(answer_type, type_sequence)
-        golds = gold_boxes(gold_answer, at, ts)
-    except Exception as e:
-        return Verdict(False, f"incorrect: bad gold ({type(e).__name__})", ())
-    if not golds:
-        return Verdict(False, "incorrect: gold has no box", ())
-    try:
-        preds = extract_answers(response, m=len(golds))
-    except Exception as e:  # a response that is no string
-        return Verdict(False, f"incorrect: bad input ({type(e).__name__})", ())
-    if not preds:
-        return Verdict(False, "incorrect: no final answer found", ())
-    return golds, preds
-
-
-def _ts_key(type_sequence: Any) -> str:
-    if type_sequence is None:
-        return ""
-    if isinstance(type_sequence, str):
-        return type_sequence.replace(" ", "").upper()
-    return ",".join(str(getattr(t, "value", t)).strip().upper() for t in type_sequence)
-
-
-def _at_key(answer_type: Any) -> str:
-    return str(getattr(answer_type, "value", answer_type)).strip().upper()
-
-
-def _unit_key(gold_unit: Any) -> Any:
-    if gold_unit is None or isinstance(gold_unit, str):
-        return gold_unit
-    try:
-        return tuple(None if u is None else str(u) for u in gold_unit)
-    except TypeError:
-        return None
-
-
-def _cost(key: tuple[Any, ...]) -> int:
-    """A rough cost guess for a pending verification: its text length, tripled for equations."""
-    n = sum(len(g) for g in key[0]) + sum(len(p) for p in key[1])
-    return 3 * n if "EQ" in key[2] or "EQ" in key[3] else n
-
-
-def _chunks(keys: list[tuple[Any, ...]], workers: int) -> list[list[tuple[Any, ...]]]:
-    """Pending verifications in chunks for the worker threads, most expensive first.
-
-    Keys with the same gold go to the same chunk (one thread runs a chunk in order and mostly keeps
-    its worker, whose parse cache then serves every prediction for that gold); a chunk holds at most
-    about an eighth of a worker's share, so the threads stay balanced; chunks are sorted by their
-    guessed cost, largest first (longest-processing-time-first list scheduling).
-    """
-    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-    for k in keys:
-        groups.setdefault((k[0], k[2], k[3]), []).append(k)
-    cap = max(1, math.ceil(len(keys) / (8 * max(1, workers))))
-    chunks: list[list[tuple[Any, ...]]] = []
-    for g in groups.values():
-        g.sort(key=_cost, reverse=True)
-        chunks.extend(g[i:i + cap] for i in range(0, len(g), cap))
-    chunks.sort(key=lambda c: sum(_cost(k) for k in c), reverse=True)
-    return chunks
 
 
 class Verifier:
@@ -220,7 +137,7 @@ class Verifier:
 
     # -- verifying
     def _key(self, gold: Sequence[str], pred: Sequence[str], at: Any, ts: Any, unit: Any = None, defs: Any = ()) -> tuple[Any, ...]:
-        return (tuple(gold), tuple(pred), _at_key(at), _ts_key(ts), _unit_key(unit), tuple(defs))
+        return (tuple(gold), tuple(pred), answer_type_key(at), type_sequence_key(ts), unit_key(unit), tuple(defs))
 
     def _prepare(
         self, gold: Any, pred: Any, at: Any, ts: Any, unit: Any = None, problem: Any = None
@@ -240,7 +157,7 @@ class Verifier:
         limit = max(MAX_FAST_CHARS, 2 * max((len(g) for g in golds), default=0))
         if any(len(p) > limit for p in preds):
             return None, Verdict(False, "incorrect: answer too long", tuple(p[:200] for p in preds))
-        defs = extract_definitions(problem if isinstance(problem, str) else None, golds, _at_key(at))
+        defs = extract_definitions(problem if isinstance(problem, str) else None, golds, answer_type_key(at))
         key = self._key(golds, preds, at, ts, unit, defs)
         v = self._get(key)
         if v is not None:
@@ -410,7 +327,7 @@ class Verifier:
             if len(keys) == 1:
                 results = [self._run_worker(keys[0])]
             else:
-                chunks = _chunks(keys, self._pool.max_workers)
+                chunks = plan_chunks(keys, self._pool.max_workers)
                 keys = [k for c in chunks for k in c]
                 try:
                     results = [v for c in self._executor().map(self._run_chunk, chunks) for v in c]
@@ -475,7 +392,7 @@ class Verifier:
         try:
             t = self.timeout if timeout is None else float(timeout)
             self._ensure_warm()  # as for verdicts: a worker's start-up never counts against the check's limit
-            return self._pool.call("parsable", (str(box), _at_key(answer_type)), t)
+            return self._pool.call("parsable", (str(box), answer_type_key(answer_type)), t)
         except TimedOut:
             return "timed out"
         except Exception as e:

@@ -20,6 +20,11 @@ Near misses (label ``False``): ``miss:set-swap`` (two entries of one tuple swapp
 ``miss:matrix-entry``, ``miss:matrix-transpose``, ``miss:matrix-shape``, ``miss:interval-bracket``,
 ``miss:interval-point``, ``miss:tf-double`` (``It is not false``, ``Yes, it does not hold``),
 ``miss:tf-hedge``, ``miss:mc-two`` (two options named).
+
+Longer than 600 lines because the golds, the readers of their printed forms and the transformations
+are one generator: every transformation reads back what the gold builder printed (the private
+``_elements`` / ``_value_of`` readers) and draws from the same value pool, and the one table
+:data:`FORMS` fixes the order in which the seeded pairs are generated.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ markup (``\vec E`` = ``E``) merge; differentials (``\mathrm{d}x``), derivatives
 (``\frac{\partial A}{\partial z}``, ``\partial_z A``, linear over bracketed sums), function calls
 with argument lists (``\psi(x, t)``) and integral limits become single keys; cross products of
 vectors are refused. Pure string work: the conversion to SymPy is :mod:`studybench.verify.reading.conversion`.
+
+Longer than 600 lines because :class:`Aliaser` alone is about 640: one pass over the tokens whose
+rules (atoms, differentials, derivatives, calls, integral limits) share its symbol table and state.
 """
 
 from __future__ import annotations
