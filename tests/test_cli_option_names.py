@@ -54,6 +54,16 @@ def _flags(cmd: object, *, hidden: bool = True) -> set[str]:
 ALL_FLAGS = set().union(*(_flags(c) for _, c in _commands())) | {"--help", "--version"}
 
 
+def _original(fn: object) -> object:
+    """The function a command's decorators wrap (option sets drop ``__wrapped__``: typer must not see it)."""
+    while True:
+        inner = [c.cell_contents for c in getattr(fn, "__closure__", None) or ()
+                 if inspect.isfunction(c.cell_contents) and c.cell_contents.__name__ == getattr(fn, "__name__", None)]
+        if not inner:
+            return inspect.unwrap(fn)
+        fn = inner[0]
+
+
 def _module_commands() -> dict[str, set[str]]:
     """``{source file: flags of the commands that use it}``: a command uses its own module and the modules its
     callback imports (the CLI imports the library inside each command)."""
@@ -62,7 +72,7 @@ def _module_commands() -> dict[str, set[str]]:
         fn = getattr(cmd, "callback", None)
         if fn is None or not getattr(fn, "__module__", "").startswith("studybench."):
             continue
-        fn = inspect.unwrap(fn)
+        fn = _original(fn)
         mods = {fn.__module__}
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
@@ -161,3 +171,77 @@ def test_the_old_verify_flags_still_work(tmp_path: Path) -> None:
     assert old.exit_code == new.exit_code == 0
     bad = CliRunner().invoke(app, ["verify", "\\boxed{2}", "\\boxed{2}", "--type", "NV", "--timeout", "0"])
     assert bad.exit_code == 2 and "--verify-timeout" in bad.output
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module:
+            out.add(n.module)
+            out |= {f"{n.module}.{a.name}" for a in n.names}
+        elif isinstance(n, ast.Import):
+            out |= {a.name for a in n.names}
+    return out
+
+
+def _loads_torch(tree: ast.AST) -> bool:
+    """Whether a module imports torch or sentence-transformers (statically, or by name: ``require_extra``)."""
+    return any(m.split(".")[0] in ("torch", "sentence_transformers") for m in _imports(tree)) or any(
+        isinstance(n, ast.Call) and any(isinstance(a, ast.Constant) and a.value == "sentence_transformers" for a in n.args)
+        for n in ast.walk(tree))
+
+
+def _torch_commands() -> dict[tuple[str, ...], object]:
+    """The commands that can run torch: their callback (or its module) imports a module that loads torch or
+    sentence-transformers, or a module importing one (two steps: deeper, a helper module is imported for
+    something else, e.g. ``build verify`` for the retrieval's text normalisation)."""
+    trees: dict[str, ast.AST] = {}
+    for f in SRC.rglob("*.py"):
+        rel = f.relative_to(SRC.parent).with_suffix("")
+        trees[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = ast.parse(f.read_text(encoding="utf-8"))
+    torch_mods = {m for m, t in trees.items() if _loads_torch(t)}
+
+    out = {}
+    for path, cmd in _commands():
+        fn = getattr(cmd, "callback", None)
+        if fn is None or not fn.__module__.startswith("studybench.") or getattr(cmd, "commands", None) is not None:
+            continue
+        fn = _original(fn)
+        top = ast.Module(body=[n for n in trees[fn.__module__].body if isinstance(n, ast.Import | ast.ImportFrom)],
+                         type_ignores=[])  # the module's own imports, not the other commands'
+        first = {m for m in _imports(ast.parse(textwrap.dedent(inspect.getsource(fn)))) | _imports(top)
+                 if m in trees and not m.startswith("studybench.cli")}
+        second = set().union(*(_imports(trees[m]) for m in first)) if first else set()
+        if (first | second) & torch_mods:
+            out[path] = cmd
+    return out
+
+
+def test_every_command_that_runs_torch_takes_torch_threads() -> None:
+    """``--torch-threads`` (one name, the README's and the bench scripts') on every command that embeds."""
+    found = _torch_commands()
+    assert {("build", "retrieve"), ("build", "decompose"), ("audit", "contamination")} <= set(found)
+    missing = [" ".join(p) for p, cmd in found.items() if "--torch-threads" not in _flags(cmd, hidden=False)]
+    assert not missing, f"no --torch-threads: {missing}"
+
+
+@pytest.mark.parametrize("args", [
+    ["build", "retrieve", "--work", "{tmp}/work"],
+    ["build", "decompose", "--work", "{tmp}/work", "--teacher", "t", "--split", "{tmp}/missing.json"],
+    ["audit", "contamination", "--train", "{tmp}/missing.jsonl", "--eval", "{tmp}/missing.jsonl", "--out", "{tmp}/out"],
+], ids=lambda a: " ".join(a[:2]))
+def test_torch_threads_is_applied_before_the_command_reads_its_inputs(args: list[str], tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from typer.testing import CliRunner
+
+    calls: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    res = CliRunner().invoke(app, [a.format(tmp=tmp_path) for a in args] + ["--torch-threads", "3"])
+    assert res.exit_code != 0  # the inputs are missing, but the setting came first
+    assert calls == [3]
+    calls.clear()
+    CliRunner().invoke(app, [a.format(tmp=tmp_path) for a in args])
+    assert calls == []  # without the option torch keeps its own choice
+    res = CliRunner().invoke(app, [a.format(tmp=tmp_path) for a in args] + ["--torch-threads", "0"])
+    assert res.exit_code == 2 and calls == []

@@ -20,6 +20,7 @@ from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
 from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural
+from studybench.cli.threads import TorchThreads, set_torch_threads
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -84,6 +85,7 @@ def contamination(
     cosine_threshold: Annotated[float, typer.Option(help="Stage 2: candidates with cosine >= this.")] = 0.85,
     batch_size: Annotated[int, typer.Option(help="Embedding batch size.")] = 64,
     device: Annotated[str, typer.Option(help="Torch device for the embedding model (cpu, cuda, cuda:1, ...).")] = "cpu",
+    torch_threads: TorchThreads = None,
     max_seq_length: Annotated[
         int | None,
         typer.Option(help="Truncate texts to this many word pieces for embedding (default: the model's own limit, "
@@ -195,6 +197,8 @@ def contamination(
         fail(str(e))
     if out.exists() and not out.is_dir():
         fail(f"--out {out} exists and is not a directory")
+    if embeddings:
+        set_torch_threads(torch_threads)
     t0 = time.perf_counter()
     try:
         train_records = read_files(train, text_field=text_field, id_field=id_field)

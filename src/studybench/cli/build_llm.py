@@ -20,6 +20,7 @@ from studybench.cli.common import (
     plural,
     progress_bars,
 )
+from studybench.cli.threads import TorchThreads, set_torch_threads
 
 __all__ = ["attach_budget", "decompose_cmd", "finish_stage", "usage_line", "verify_cmd"]
 
@@ -178,6 +179,7 @@ def decompose_cmd(
     merge_threshold: Annotated[float, typer.Option("--merge-threshold", help="Cosine of KP-name embeddings at or above which two KPs of one type merge (0.90: 'energy conservation' = 'conservation of energy' at 0.95, but not 'conservation of mechanical energy' at 0.87).")] = 0.90,
     embed_merge: Annotated[bool, typer.Option("--embed-merge/--no-embed-merge", help="Merge KPs by name embeddings after the exact merge.")] = True,
     embedding_model: Annotated[str | None, typer.Option("--embedding-model", help="sentence-transformers name or path (default: the bundled offline all-MiniLM-L6-v2).")] = None,
+    torch_threads: TorchThreads = None,
     restart: _Restart = False,
     *,
     teacher_options: dict[str, Any],
@@ -197,6 +199,8 @@ def decompose_cmd(
         fail(f"--merge-threshold must be in (0, 1], got {merge_threshold}")
     if limit is not None and limit < 1:
         fail("--limit must be >= 1")
+    if embed_merge:
+        set_torch_threads(torch_threads)
     try:
         ds = load_dataset(resolve_split(split, data_dir), name=split if split in ("application", "transfer") else None)
     except (DatasetError, ValueError) as e:

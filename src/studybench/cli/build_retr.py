@@ -10,6 +10,7 @@ import typer
 
 from studybench.cli.build import build_app
 from studybench.cli.common import console, escape, fail, fail_write, plural, progress_bars
+from studybench.cli.threads import TorchThreads, set_torch_threads
 
 __all__ = ["fragments_cmd", "retrieve_cmd"]
 
@@ -70,6 +71,7 @@ def retrieve_cmd(
     mode: Annotated[str, typer.Option("--mode", help="hybrid, bm25 or dense.")] = "hybrid",
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="Where --from-split names are looked up (default $STUDYBENCH_DATA).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Discard an existing retrieval.jsonl instead of resuming it.")] = False,
+    torch_threads: TorchThreads = None,
 ) -> None:
     """Retrieve the top --top-n fragments for every canonical KP: BM25 (the same normalisation for fragments
     and queries) and sentence embeddings, each keeping --depth, fused by reciprocal rank fusion and
@@ -93,6 +95,8 @@ def retrieve_cmd(
         fail(f"--mode must be hybrid, bm25 or dense, got {mode!r}")
     if queries is not None and from_split is not None:
         fail("give --queries or --from-split, not both")
+    if mode != "bm25":
+        set_torch_threads(torch_threads)
     st = RetrieveSettings(depth=depth, rrf_k=rrf_k, out_of_domain=out_of_domain, top_n=top_n, embed_model=embed_model,
                           max_seq_length=max_seq_length, use_bm25=mode != "dense", use_dense=mode != "bm25")
     try:
