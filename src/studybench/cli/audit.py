@@ -12,14 +12,13 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from studybench.audit.common import AuditExtraMissing
 from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
-from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural
+from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural, progress_bars
 from studybench.cli.threads import TorchThreads, set_torch_threads
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
@@ -210,20 +209,13 @@ def contamination(
         f"audit: {len(train_records)} training records x {len(eval_records)} evaluation records", soft_wrap=True
     )
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        tasks: dict[str, int] = {}
+    with progress_bars(unit="") as bar:  # bars on a terminal, else lines (a log, a pipe)
+        shown: dict[str, int] = {}
 
-        def report(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = progress.add_task(label, total=max(total, 1))
-            progress.update(tasks[label], completed=done if total else 1, total=max(total, 1))
+        def report(label: str, done: int, total: int) -> None:  # run_audit counts from 0; bars advance
+            goal = done if total else 1
+            bar(label, goal - shown.get(label, 0), max(total, 1))
+            shown[label] = goal
 
         try:
             result = run_audit(train_records, eval_records, config, progress=report)

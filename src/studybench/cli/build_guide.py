@@ -10,7 +10,7 @@ import typer
 
 from studybench.cli.budget import BUDGET_OPTIONS, exit_budget_stopped
 from studybench.cli.build import build_app
-from studybench.cli.common import console, fail, fail_write, plural
+from studybench.cli.common import console, fail, fail_write, plural, progress_bars
 
 __all__ = ["build_capability", "build_guide", "build_retry"]
 
@@ -67,16 +67,18 @@ def build_guide(
 
     budget = attach_budget(work, "guide", [writer, rev], budget_options)
 
-    async def go() -> dict[str, Any]:
+    async def go(bar: Any) -> dict[str, Any]:
         try:
-            return await run_guide(work, ds, writer, rev, settings, concurrency=concurrency, restart=restart)
+            return await run_guide(work, ds, writer, rev, settings, concurrency=concurrency, restart=restart,
+                                   progress=lambda advance, total: bar("guide", advance, total))
         finally:
             await writer.aclose()
             if rev is not writer:
                 await rev.aclose()
 
     try:
-        res = asyncio.run(go())
+        with progress_bars(unit="sub-problems") as bar:
+            res = asyncio.run(go(bar))
     except GuideError as e:
         fail(str(e))
     except OSError as e:
@@ -141,8 +143,9 @@ def build_retry(
 
     ds = _dataset(split)
     try:
-        res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed,
-                        eval_options=_filter_options(max_tokens, concurrency, budget_options))
+        with progress_bars() as bar:
+            res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed,
+                            eval_options=_filter_options(max_tokens, concurrency, budget_options), progress=bar)
     except BudgetStoppedError as e:
         exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
     except (EvalError, ValueError) as e:
@@ -173,9 +176,10 @@ def build_capability(
 
     ds = _dataset(split)
     try:
-        res = run_capability(ds, model, out, base_url=base_url, k=k, seed=seed, per_discipline=per_discipline,
-                             admit_solved_once_for=admit_solved_once_for or (), guidance=guidance,
-                             eval_options=_filter_options(max_tokens, concurrency, budget_options))
+        with progress_bars() as bar:
+            res = run_capability(ds, model, out, base_url=base_url, k=k, seed=seed, per_discipline=per_discipline,
+                                 admit_solved_once_for=admit_solved_once_for or (), guidance=guidance,
+                                 eval_options=_filter_options(max_tokens, concurrency, budget_options), progress=bar)
     except BudgetStoppedError as e:
         exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
     except (EvalError, ValueError) as e:

@@ -41,7 +41,9 @@ def fragments_cmd(
     st = FragmentSettings(min_chars=min_chars, max_chars=max_chars, chunk_chars=chunk_chars, overlap=overlap)
     try:
         st.check()
-        m = build_fragments(books, work, settings=st, allow_unredacted=allow_unredacted)
+        with progress_bars(unit="chapters") as bar:
+            m = build_fragments(books, work, settings=st, allow_unredacted=allow_unredacted,
+                                progress=lambda _label, done, total: bar("fragments", 1, total))
     except (CorpusError, ValueError) as e:
         fail(str(e))
     except OSError as e:
