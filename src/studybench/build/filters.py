@@ -44,7 +44,25 @@ from studybench.models import ChatBackend
 from studybench.records import Parent, label_map, normalise_label
 from studybench.store import RunRows, RunStore, turn_verdicts
 
-__all__ = ["CapabilityResult", "attempt_solves", "partition", "run_capability", "run_retry", "select_parents"]
+__all__ = ["CapabilityResult", "FilterRunIncompleteError", "attempt_solves", "partition", "run_capability", "run_retry",
+           "select_parents"]
+
+
+class FilterRunIncompleteError(RuntimeError):
+    """Turns of a filter's run failed after all the backend's retries (HTTP errors, timeouts, dropped
+    connections): nothing is admitted or selected from an incomplete run. The run directory keeps the turns
+    done; running the same filter again asks the failed turns again.
+
+    Attributes:
+        failed: the number of failed turns.
+        run_dir: the filter's run directory.
+    """
+
+    def __init__(self, failed: int, run_dir: Path, what: str) -> None:
+        self.failed, self.run_dir = failed, run_dir
+        super().__init__(f"{failed} turn{'' if failed == 1 else 's'} of the filter run in {run_dir} failed after all "
+                         f"retries (HTTP errors, timeouts; see the run's report), so {what}. Re-running the same "
+                         "command asks them again (the turns done are kept).")
 
 
 def attempt_solves(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -80,11 +98,11 @@ def _spec(dataset: Dataset, model: str, base_url: str | None, k: int, seed: int,
                     verifier_mode="rule", ignore_unmatched_guidance=True, **extra)
 
 
-def _run_retry_eval(spec: EvalSpec, run_dir: Path, backend: ChatBackend | None, progress: ProgressFn | None = None) -> None:
+def _run_retry_eval(spec: EvalSpec, run_dir: Path, backend: ChatBackend | None, progress: ProgressFn | None = None) -> Any:
     """:func:`run_eval` into the retry's run directory (``WORK/retry``). A refusal to resume names that
     directory as the way to a new run (``build retry`` has no ``--out``)."""
     try:
-        run_eval(spec, run_dir, backend=backend, progress=progress)
+        return run_eval(spec, run_dir, backend=backend, progress=progress)
     except EvalError as e:
         if e.field != "out" or NEW_RUN_HINT not in str(e):
             raise
@@ -117,6 +135,7 @@ def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None 
     Raises:
         ValueError: no guidance file or no candidate (the message says which).
         studybench.evaluate.EvalError: the evaluation cannot run.
+        FilterRunIncompleteError: turns failed after all retries (``admitted.jsonl`` is not written).
     """
     gfile = work / "guidance.jsonl"
     if not os.path.lexists(gfile):
@@ -133,7 +152,9 @@ def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None 
         raise ValueError(f"{gfile}: no guidance entry matches a parent of {dataset.name}")
     cands = Dataset.from_parents(parents, f"{dataset.name}-retry")
     run_dir = work / "retry"
-    _run_retry_eval(_spec(cands, model, base_url, k, seed, gfile, eval_options or {}), run_dir, backend, progress)
+    res = _run_retry_eval(_spec(cands, model, base_url, k, seed, gfile, eval_options or {}), run_dir, backend, progress)
+    if res.failed_turns:
+        raise FilterRunIncompleteError(res.failed_turns, run_dir, f"{work / 'admitted.jsonl'} was not written")
     solves = attempt_solves(run_dir)
     lines = []
     for p in parents:
@@ -260,10 +281,14 @@ def run_capability(dataset: Dataset, model: str, out: Path, *, base_url: str | N
 
     Raises:
         studybench.evaluate.EvalError: the evaluation cannot run.
+        FilterRunIncompleteError: turns failed after all retries (nothing is selected or written).
         ValueError: nothing selected.
     """
     run_dir = out / "run"
-    run_eval(_spec(dataset, model, base_url, k, seed, None, eval_options or {}), run_dir, backend=backend, progress=progress)
+    res = run_eval(_spec(dataset, model, base_url, k, seed, None, eval_options or {}), run_dir, backend=backend,
+                   progress=progress)
+    if res.failed_turns:
+        raise FilterRunIncompleteError(res.failed_turns, run_dir, "no parent was selected")
     solves = attempt_solves(run_dir)
     groups = {p.uid: partition(solves.get(p.uid, {}).get("solves", 0)) for p in dataset.parents}
     selected = select_parents(dataset.parents, groups, seed=seed, per_discipline=per_discipline,

@@ -10,6 +10,7 @@ import typer
 
 from studybench.cli.budget import BUDGET_OPTIONS, exit_budget_stopped
 from studybench.cli.build import build_app
+from studybench.cli.build_llm import TRANSPORT_OPTIONS
 from studybench.cli.common import console, fail, fail_write, plural, progress_bars
 
 __all__ = ["build_capability", "build_guide", "build_retry"]
@@ -29,6 +30,7 @@ def _dataset(split: str) -> Any:
 
 
 @build_app.command("guide")
+@TRANSPORT_OPTIONS
 @BUDGET_OPTIONS
 def build_guide(
     work: _Work,
@@ -39,9 +41,10 @@ def build_guide(
     reviewer_url: Annotated[str | None, typer.Option("--reviewer-url", help="Reviewer endpoint (default: --base-url).")] = None,
     accept_fallback: Annotated[bool, typer.Option("--accept-fallback", help="Also emit sanitised guidance that never passed the review.")] = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=16, help="Writer completion budget.")] = 1024,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Requests in flight at once.")] = 8,
     restart: Annotated[bool, typer.Option("--restart", help="Discard guide.jsonl and start again.")] = False,
     *,
+    transport_options: dict[str, Any],
     budget_options: dict[str, Any],
 ) -> None:
     """Write method-only guidance per covered sub-problem: writer, leakage gate, review; 3 rounds, then the sanitiser.
@@ -55,9 +58,9 @@ def build_guide(
     settings = GuideSettings(teacher=teacher, reviewer=reviewer or teacher, max_tokens=max_tokens,
                              accept_fallback=accept_fallback)
     try:
-        wb = open_backend(teacher, base_url, concurrency=concurrency)
+        wb = open_backend(teacher, base_url, concurrency=concurrency, **transport_options)
         rb = wb if reviewer is None and reviewer_url is None else open_backend(reviewer or teacher, reviewer_url or base_url,
-                                                                               concurrency=concurrency)
+                                                                               concurrency=concurrency, **transport_options)
     except ValueError as e:
         fail(str(e))
     work.mkdir(parents=True, exist_ok=True)
@@ -138,7 +141,7 @@ def build_retry(
     budget_options: dict[str, Any],
 ) -> None:
     """Naive Reachability Filter: the filter model with the guidance, pass@k; admitted when solved at least once."""
-    from studybench.build.filters import run_retry
+    from studybench.build.filters import FilterRunIncompleteError, run_retry
     from studybench.evaluate import BudgetStoppedError, EvalError
 
     ds = _dataset(split)
@@ -148,6 +151,8 @@ def build_retry(
                             eval_options=_filter_options(max_tokens, concurrency, budget_options), progress=bar)
     except BudgetStoppedError as e:
         exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
+    except FilterRunIncompleteError as e:
+        fail(str(e), 1)
     except (EvalError, ValueError) as e:
         fail(str(e))
     console.print(f"retry: {res['admitted']} of {res['candidates']} parents admitted -> {work / 'admitted.jsonl'}")
@@ -171,7 +176,7 @@ def build_capability(
     budget_options: dict[str, Any],
 ) -> None:
     """Capability Filter: pass@k, partition (failed / solved once / solved), seeded selection, the test set."""
-    from studybench.build.filters import run_capability
+    from studybench.build.filters import FilterRunIncompleteError, run_capability
     from studybench.evaluate import BudgetStoppedError, EvalError
 
     ds = _dataset(split)
@@ -182,6 +187,8 @@ def build_capability(
                                  eval_options=_filter_options(max_tokens, concurrency, budget_options), progress=bar)
     except BudgetStoppedError as e:
         exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
+    except FilterRunIncompleteError as e:
+        fail(str(e), 1)
     except (EvalError, ValueError) as e:
         fail(str(e))
     except OSError as e:

@@ -22,7 +22,8 @@ from studybench.cli.common import (
 )
 from studybench.cli.threads import TorchThreads, set_torch_threads
 
-__all__ = ["attach_budget", "decompose_cmd", "finish_stage", "usage_line", "verify_cmd"]
+__all__ = ["TEACHER_OPTIONS", "TRANSPORT_OPTIONS", "attach_budget", "decompose_cmd", "finish_stage", "usage_line",
+           "verify_cmd"]
 
 _T = "Teacher"
 TEACHER_OPTIONS = OptionSet("teacher_options", {
@@ -34,6 +35,11 @@ TEACHER_OPTIONS = OptionSet("teacher_options", {
     "max_retries": (Annotated[int, typer.Option("--max-retries", rich_help_panel=_T, help="Retries per request on 429/5xx/timeouts/dropped connections.")], 6),
     "max_tokens": (Annotated[int, typer.Option("--max-tokens", rich_help_panel=_T, help="Completion budget per request; a reply cut at it is a failed attempt.")], 4096),
 })
+
+TRANSPORT_OPTIONS = OptionSet("transport_options", {
+    k: TEACHER_OPTIONS.options[k] for k in ("api_key_env", "request_timeout", "max_retries")})
+"""The endpoint's key and the one retry policy (the models layer's: 429/5xx/timeouts/dropped connections with
+backoff) of :data:`TEACHER_OPTIONS`, for a stage with models of its own (``build guide``)."""
 
 _Work = Annotated[Path, typer.Option("--work", help="Work directory of the construction (read and written).")]
 _Restart = Annotated[bool, typer.Option("--restart", help="Discard this stage's output and recorded settings and start again (the reply cache is kept).")]
