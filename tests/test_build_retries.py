@@ -123,11 +123,6 @@ def _run(args: list[Any], base_url: str, *extra: str) -> Any:
                               env={"STUDYBENCH_PROGRESS": "0", "COLUMNS": "200"}, catch_exceptions=False)
 
 
-def _retries(stage: str, n: int) -> list[str]:
-    # the filters take the evaluation's retry options through eval_options; the LLM stages their own flag
-    return ["--max-retries", str(n)] if stage in ("decompose", "verify", "guide") else []
-
-
 @pytest.mark.parametrize("stage", list(STAGES))
 def test_a_transient_failure_is_retried_and_the_stage_succeeds(stage: str, tmp_path: Path) -> None:
     with start_stub_server(_reply) as srv:
@@ -148,7 +143,7 @@ def test_a_persistent_failure_exits_1_and_the_next_run_asks_only_it(stage: str, 
     args = STAGES[stage](tmp_path, work)
     with start_stub_server(_reply) as srv:
         srv.fault_when(re.escape(ONE), Fault("status", status=500, retry_after=0.0))  # every try of that item
-        res = _run(args, srv.base_url, *_retries(stage, 1))
+        res = _run(args, srv.base_url, "--max-retries", "1")
         assert res.exit_code == 1, res.output
         assert "failed" in res.output and "again" in res.output  # says what failed and that a re-run asks it
     with start_stub_server(_reply) as srv:

@@ -117,9 +117,12 @@ _FilterConcurrency = Annotated[int | None, typer.Option(
     "requests in flight.")]
 
 
-def _filter_options(max_tokens: int | None, concurrency: int | None, budget_options: dict[str, Any]) -> dict[str, Any] | None:
-    """The filter run's extra EvalSpec fields: the completion cap, the concurrency and the budget options."""
+def _filter_options(max_tokens: int | None, concurrency: int | None, budget_options: dict[str, Any],
+                    transport_options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The filter run's extra EvalSpec fields: the completion cap, the concurrency, the endpoint's key and retry
+    policy, and the budget options."""
     opts: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+    opts.update(transport_options or {})
     if concurrency is not None:
         opts["concurrency"] = concurrency
     opts.update({k: v for k, v in budget_options.items() if v is not None})
@@ -127,6 +130,7 @@ def _filter_options(max_tokens: int | None, concurrency: int | None, budget_opti
 
 
 @build_app.command("retry")
+@TRANSPORT_OPTIONS
 @BUDGET_OPTIONS
 def build_retry(
     work: _Work,
@@ -138,6 +142,7 @@ def build_retry(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
     concurrency: _FilterConcurrency = None,
     *,
+    transport_options: dict[str, Any],
     budget_options: dict[str, Any],
 ) -> None:
     """Naive Reachability Filter: the filter model with the guidance, pass@k; admitted when solved at least once."""
@@ -147,8 +152,8 @@ def build_retry(
     ds = _dataset(split)
     try:
         with progress_bars() as bar:
-            res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed,
-                            eval_options=_filter_options(max_tokens, concurrency, budget_options), progress=bar)
+            res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed, progress=bar,
+                            eval_options=_filter_options(max_tokens, concurrency, budget_options, transport_options))
     except BudgetStoppedError as e:
         exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
     except FilterRunIncompleteError as e:
@@ -159,6 +164,7 @@ def build_retry(
 
 
 @build_app.command("capability")
+@TRANSPORT_OPTIONS
 @BUDGET_OPTIONS
 def build_capability(
     split: Annotated[str, typer.Option("--split", help="The candidate pool: application | transfer | PATH.")],
@@ -173,6 +179,7 @@ def build_capability(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
     concurrency: _FilterConcurrency = None,
     *,
+    transport_options: dict[str, Any],
     budget_options: dict[str, Any],
 ) -> None:
     """Capability Filter: pass@k, partition (failed / solved once / solved), seeded selection, the test set."""
@@ -184,7 +191,8 @@ def build_capability(
         with progress_bars() as bar:
             res = run_capability(ds, model, out, base_url=base_url, k=k, seed=seed, per_discipline=per_discipline,
                                  admit_solved_once_for=admit_solved_once_for or (), guidance=guidance,
-                                 eval_options=_filter_options(max_tokens, concurrency, budget_options), progress=bar)
+                                 eval_options=_filter_options(max_tokens, concurrency, budget_options, transport_options),
+                                 progress=bar)
     except BudgetStoppedError as e:
         exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
     except FilterRunIncompleteError as e:

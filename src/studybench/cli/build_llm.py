@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,8 +37,18 @@ TEACHER_OPTIONS = OptionSet("teacher_options", {
     "max_tokens": (Annotated[int, typer.Option("--max-tokens", rich_help_panel=_T, help="Completion budget per request; a reply cut at it is a failed attempt.")], 4096),
 })
 
+
+
+def _in_panel(option: tuple[Any, Any], panel: str) -> tuple[Any, Any]:
+    """An option of an :class:`OptionSet` shown under another help panel (the same flag, help and default)."""
+    ann, default = option
+    info = copy.copy(ann.__metadata__[0])
+    info.rich_help_panel = panel
+    return Annotated[ann.__origin__, info], default
+
+
 TRANSPORT_OPTIONS = OptionSet("transport_options", {
-    k: TEACHER_OPTIONS.options[k] for k in ("api_key_env", "request_timeout", "max_retries")})
+    k: _in_panel(TEACHER_OPTIONS.options[k], "Endpoint") for k in ("api_key_env", "request_timeout", "max_retries")})
 """The endpoint's key and the one retry policy (the models layer's: 429/5xx/timeouts/dropped connections with
 backoff) of :data:`TEACHER_OPTIONS`, for a stage with models of its own (``build guide``)."""
 
