@@ -245,3 +245,25 @@ def test_torch_threads_is_applied_before_the_command_reads_its_inputs(args: list
     assert calls == []  # without the option torch keeps its own choice
     res = CliRunner().invoke(app, [a.format(tmp=tmp_path) for a in args] + ["--torch-threads", "0"])
     assert res.exit_code == 2 and calls == []
+
+
+def test_every_spec_field_an_error_can_name_maps_to_an_option_of_eval() -> None:
+    """``fail_for`` turns a library error's field into a flag (``flag_for``): every field of the evaluation's
+    spec (nested parts included) maps to an option ``eval`` has (``labels`` became ``--labels``, ``--label``'s
+    plural; ``dataset`` became ``--dataset``)."""
+    from pydantic import BaseModel
+
+    from studybench.cli.common import flag_for
+    from studybench.evaluate import EvalSpec
+
+    def leaves(model: type[BaseModel]) -> Iterator[str]:
+        for name, f in model.model_fields.items():
+            sub = f.annotation
+            if isinstance(sub, type) and issubclass(sub, BaseModel):
+                yield from leaves(sub)
+            else:
+                yield name
+
+    eval_flags = _flags(dict(_commands())[("eval",)])
+    bad = [f"{name} -> {flag_for(name)}" for name in leaves(EvalSpec) if flag_for(name) not in eval_flags]
+    assert not bad, bad
