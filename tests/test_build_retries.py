@@ -151,3 +151,30 @@ def test_a_persistent_failure_exits_1_and_the_next_run_asks_only_it(stage: str, 
         assert res.exit_code == 0, res.output
         asked = [" ".join(message_text(m.get("content")) for m in r["messages"]) for r in srv.requests]
     assert asked and all(ONE in a for a in asked), asked  # the failed item, and no other
+
+
+def test_decompose_reports_the_kp_name_embedding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedding merges of ``build decompose`` (every KP name of the set, through the embedding model) report
+    progress chunk by chunk, as ``build retrieve``'s fragment embedding does."""
+    np = pytest.importorskip("numpy")
+    import studybench.build.decompose as decompose_mod
+    import studybench.build.embedding as embedding
+
+    embedded: list[int] = []
+
+    def fake_embedder(*_a: Any, **_k: Any) -> Callable[[list[str]], Any]:
+        def embed(texts: list[str]) -> Any:
+            embedded.append(len(texts))
+            return np.eye(len(texts), 8, dtype=np.float32)
+        return embed
+
+    monkeypatch.setattr(decompose_mod, "load_embedder", fake_embedder)
+    monkeypatch.setattr(embedding, "EMBED_CHUNK", 2)
+    with start_stub_server(_reply) as srv:
+        args = [str(a) for a in _decompose(tmp_path, tmp_path / "w") if a != "--no-embed-merge"]
+        res = CliRunner().invoke(app, [*args, "--base-url", srv.base_url],
+                                 env={"STUDYBENCH_PROGRESS": "lines", "COLUMNS": "200"}, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert embedded == [2, 1]  # the 3 distinct KP names, in chunks of 2
+    lines = [x for x in res.output.splitlines() if x.startswith("embedding KP names: ")]
+    assert lines and lines[-1].startswith("embedding KP names: 3/3"), res.output

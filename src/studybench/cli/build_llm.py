@@ -171,7 +171,7 @@ def _work_dir(work: Path) -> Path:
 def _run(fn: Any, what: str) -> Any:
     try:
         with interruptible() as term, progress_bars() as bars:
-            return fn(lambda advance, total: bars(what, advance, total))
+            return fn(lambda advance, total: bars(what, advance, total), bars)
     except KeyboardInterrupt:
         console.print("[bold yellow]interrupted:[/bold yellow] what is done is saved; re-run the same command to resume")
         raise typer.Exit(143 if term else 130) from None
@@ -231,7 +231,14 @@ def decompose_cmd(
                                  concurrency=teacher_options["concurrency"], merge_threshold=merge_threshold,
                                  embed_merge=embed_merge, embedding_model=embedding_model)
     console.print(f"decompose: {plural(ds.n_sub_problems, 'sub-problem')} of {escape(ds.name)}; teacher {escape(llm.model)}")
-    summary = _run(lambda progress: decompose(ds, work, llm, settings, restart=restart, progress=progress), "decompose")
+    shown = [0]
+
+    def embedded(done: int, total: int, bars: Any) -> None:  # (done, total) -> the bar's advance
+        bars("embedding KP names", done - shown[0], total)
+        shown[0] = done
+
+    summary = _run(lambda progress, bars: decompose(ds, work, llm, settings, restart=restart, progress=progress,
+                                                    embed_progress=lambda d, n: embedded(d, n, bars)), "decompose")
     console.print(f"sub-problems: {summary['ok']} decomposed ({summary['resumed']} from an earlier run), "
                   f"{summary['failed']} failed; {plural(summary['kps'], 'knowledge point')} "
                   f"({summary['invalid_kps']} invalid dropped) -> {plural(summary['canonical'], 'canonical KP')} "
@@ -277,7 +284,7 @@ def verify_cmd(
     budget = attach_budget(work, "verify", [llm], budget_options)
     settings = VerifySettings(candidates=candidates, attempts=attempts, max_tokens=teacher_options["max_tokens"],
                               concurrency=teacher_options["concurrency"])
-    summary = _run(lambda progress: verify(work, llm, settings, restart=restart, progress=progress), "verify")
+    summary = _run(lambda progress, _bars: verify(work, llm, settings, restart=restart, progress=progress), "verify")
     subs = ", ".join(f"{n} {s}" for s, n in summary["sub_problems"].items())
     kps = ", ".join(f"{n} {s}" for s, n in summary["kps"].items())
     console.print(f"pairs: {summary['pairs']} scored ({summary['resumed']} from an earlier run), {summary['failed_pairs']} failed calls, "
