@@ -65,8 +65,8 @@ def _original(fn: object) -> object:
 
 
 def _module_commands() -> dict[str, set[str]]:
-    """``{source file: flags of the commands that use it}``: a command uses its own module and the modules its
-    callback imports (the CLI imports the library inside each command)."""
+    """``{source file: flags of the commands that use it}``: a command uses its own module, the modules its
+    callback imports (the CLI imports the library inside each command) and the modules those import."""
     out: dict[str, set[str]] = {}
     for _, cmd in _commands():
         fn = getattr(cmd, "callback", None)
@@ -77,6 +77,14 @@ def _module_commands() -> dict[str, set[str]]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
                  and n.module.startswith("studybench.")}
+        for m in list(mods):  # and the library modules those import at their top (not the CLI's shared ones)
+            try:
+                f = inspect.getsourcefile(importlib.import_module(m))
+            except (ImportError, TypeError):
+                continue
+            mods |= {n.module for n in ast.parse(Path(f).read_text(encoding="utf-8")).body
+                     if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("studybench.")
+                     and not n.module.startswith("studybench.cli")} if f else set()
         for m in mods:
             try:
                 f = inspect.getsourcefile(importlib.import_module(m))
