@@ -261,3 +261,28 @@ def test_quantize_is_opt_in_and_keys_its_own_cache(tmp_path: Path):
     ix = HybridIndex(frags, digest, RetrieveSettings(quantize="int8"), cache_dir=tmp_path / "cache", embed=b)
     assert not ix.cache_hit and b.calls == [len(frags)]  # never served the float32 vectors
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2
+
+
+def test_fragment_embedding_reports_progress_chunk_by_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The fragment-embedding step (13 minutes on the real corpus) reports after every chunk, and the vectors are
+    those of one call; a cache hit embeds and reports nothing."""
+    import studybench.testset.embedding as embedding
+
+    texts = {f"A/ch{i}/0000": ("A", f"fragment {i} about force number {i} " + "energy " * (i % 7)) for i in range(23)}
+    texts["A/blank/0000"] = ("A", "  ")
+    write_fragments(tmp_path, texts)
+    frags, digest = load_fragments(tmp_path / "fragments.jsonl")
+    whole = HybridIndex(frags, digest, RetrieveSettings(), embed=FakeEmbed()).embeddings
+    monkeypatch.setattr(embedding, "EMBED_CHUNK", 5)
+    calls: list[tuple[str, int, int]] = []
+    kps = [KP("k1", "force")]
+    emb = FakeEmbed()
+    retrieve(tmp_path, kps, embed=emb, progress=lambda what, d, n: calls.append((what, d, n)))
+    steps = [(d, n) for what, d, n in calls if what == "embedding fragments"]
+    assert steps == [(0, 23), (5, 23), (10, 23), (15, 23), (20, 23), (23, 23)]  # the blank fragment is not embedded
+    assert emb.calls == [5, 5, 5, 5, 3, 1]  # 5 chunks of fragments, then the query
+    np.testing.assert_allclose(HybridIndex(frags, digest, RetrieveSettings(), embed=FakeEmbed(),
+                                           progress=lambda d, n: None).embeddings, whole, atol=1e-6)
+    calls.clear()
+    retrieve(tmp_path, kps, embed=FakeEmbed(), restart=True, progress=lambda what, d, n: calls.append((what, d, n)))
+    assert [c for c in calls if c[0] == "embedding fragments"] == []  # cached

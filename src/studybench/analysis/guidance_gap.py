@@ -101,7 +101,7 @@ def _pair(solo: Path | str, guided: Path | str, scoring: str | None, k: int | No
           allow_incomplete: bool = False) -> tuple[Any, Any]:
     s, g = _load(solo, scoring, k, allow_incomplete), _load(guided, scoring, k, allow_incomplete)
     if not _digests(g[1]).get("guidance"):
-        raise GuidanceGapError(f"guided run {g[0]} has no guidance artefact (its manifest records no guidance file; made without --guidance?)")
+        raise GuidanceGapError(f"guided run {g[0]} has no guidance artefact (its manifest records no guidance file; made without `eval --guidance`?)")
     if _digests(s[1]).get("guidance"):
         raise GuidanceGapError(f"solo run {s[0]} was made with guidance (its manifest records a guidance file); a solo run has none")
     _same_items(s, g, check_k=k is None)

@@ -12,14 +12,14 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from studybench.audit.common import AuditExtraMissing
 from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
-from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural
+from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural, progress_bars
+from studybench.cli.threads import TorchThreads, set_torch_threads
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -84,6 +84,7 @@ def contamination(
     cosine_threshold: Annotated[float, typer.Option(help="Stage 2: candidates with cosine >= this.")] = 0.85,
     batch_size: Annotated[int, typer.Option(help="Embedding batch size.")] = 64,
     device: Annotated[str, typer.Option(help="Torch device for the embedding model (cpu, cuda, cuda:1, ...).")] = "cpu",
+    torch_threads: TorchThreads = None,
     max_seq_length: Annotated[
         int | None,
         typer.Option(help="Truncate texts to this many word pieces for embedding (default: the model's own limit, "
@@ -195,6 +196,8 @@ def contamination(
         fail(str(e))
     if out.exists() and not out.is_dir():
         fail(f"--out {out} exists and is not a directory")
+    if embeddings:
+        set_torch_threads(torch_threads)
     t0 = time.perf_counter()
     try:
         train_records = read_files(train, text_field=text_field, id_field=id_field)
@@ -206,20 +209,13 @@ def contamination(
         f"audit: {len(train_records)} training records x {len(eval_records)} evaluation records", soft_wrap=True
     )
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        tasks: dict[str, int] = {}
+    with progress_bars(unit="") as bar:  # bars on a terminal, else lines (a log, a pipe)
+        shown: dict[str, int] = {}
 
-        def report(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = progress.add_task(label, total=max(total, 1))
-            progress.update(tasks[label], completed=done if total else 1, total=max(total, 1))
+        def report(label: str, done: int, total: int) -> None:  # run_audit counts from 0; bars advance
+            goal = done if total else 1
+            bar(label, goal - shown.get(label, 0), max(total, 1))
+            shown[label] = goal
 
         try:
             result = run_audit(train_records, eval_records, config, progress=report)

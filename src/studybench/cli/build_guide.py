@@ -9,7 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from studybench.cli.budget import BUDGET_OPTIONS, exit_budget_stopped
-from studybench.cli.common import console, fail, fail_write, plural
+from studybench.cli.build_llm import TRANSPORT_OPTIONS
+from studybench.cli.common import console, fail, fail_write, plural, progress_bars
 
 __all__ = ["build_capability", "build_guide", "build_retry"]
 
@@ -27,6 +28,7 @@ def _dataset(split: str) -> Any:
         fail(f"--split: {e}")
 
 
+@TRANSPORT_OPTIONS
 @BUDGET_OPTIONS
 def build_guide(
     work: _Work,
@@ -37,9 +39,10 @@ def build_guide(
     reviewer_url: Annotated[str | None, typer.Option("--reviewer-url", help="Reviewer endpoint (default: --base-url).")] = None,
     accept_fallback: Annotated[bool, typer.Option("--accept-fallback", help="Also emit sanitised guidance that never passed the review.")] = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=16, help="Writer completion budget.")] = 1024,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Requests in flight at once.")] = 8,
     restart: Annotated[bool, typer.Option("--restart", help="Discard guide.jsonl and start again.")] = False,
     *,
+    transport_options: dict[str, Any],
     budget_options: dict[str, Any],
 ) -> None:
     """Write method-only guidance per covered sub-problem: writer, leakage gate, review; 3 rounds, then the sanitiser.
@@ -53,9 +56,9 @@ def build_guide(
     settings = GuideSettings(teacher=teacher, reviewer=reviewer or teacher, max_tokens=max_tokens,
                              accept_fallback=accept_fallback)
     try:
-        wb = open_backend(teacher, base_url, concurrency=concurrency)
+        wb = open_backend(teacher, base_url, concurrency=concurrency, **transport_options)
         rb = wb if reviewer is None and reviewer_url is None else open_backend(reviewer or teacher, reviewer_url or base_url,
-                                                                               concurrency=concurrency)
+                                                                               concurrency=concurrency, **transport_options)
     except ValueError as e:
         fail(str(e))
     work.mkdir(parents=True, exist_ok=True)
@@ -65,16 +68,18 @@ def build_guide(
 
     budget = attach_budget(work, "guide", [writer, rev], budget_options)
 
-    async def go() -> dict[str, Any]:
+    async def go(bar: Any) -> dict[str, Any]:
         try:
-            return await run_guide(work, ds, writer, rev, settings, concurrency=concurrency, restart=restart)
+            return await run_guide(work, ds, writer, rev, settings, concurrency=concurrency, restart=restart,
+                                   progress=lambda advance, total: bar("guide", advance, total))
         finally:
             await writer.aclose()
             if rev is not writer:
                 await rev.aclose()
 
     try:
-        res = asyncio.run(go())
+        with progress_bars(unit="sub-problems") as bar:
+            res = asyncio.run(go(bar))
     except GuideError as e:
         fail(str(e))
     except OSError as e:
@@ -110,15 +115,19 @@ _FilterConcurrency = Annotated[int | None, typer.Option(
     "requests in flight.")]
 
 
-def _filter_options(max_tokens: int | None, concurrency: int | None, budget_options: dict[str, Any]) -> dict[str, Any] | None:
-    """The filter run's extra EvalSpec fields: the completion cap, the concurrency and the budget options."""
+def _filter_options(max_tokens: int | None, concurrency: int | None, budget_options: dict[str, Any],
+                    transport_options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The filter run's extra EvalSpec fields: the completion cap, the concurrency, the endpoint's key and retry
+    policy, and the budget options."""
     opts: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+    opts.update(transport_options or {})
     if concurrency is not None:
         opts["concurrency"] = concurrency
     opts.update({k: v for k, v in budget_options.items() if v is not None})
     return opts or None
 
 
+@TRANSPORT_OPTIONS
 @BUDGET_OPTIONS
 def build_retry(
     work: _Work,
@@ -130,23 +139,28 @@ def build_retry(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
     concurrency: _FilterConcurrency = None,
     *,
+    transport_options: dict[str, Any],
     budget_options: dict[str, Any],
 ) -> None:
     """Naive Reachability Filter: the filter model with the guidance, pass@k; admitted when solved at least once."""
     from studybench.evaluate import BudgetStoppedError, EvalError
-    from studybench.testset.filters.passk import run_retry
+    from studybench.testset.filters.passk import FilterRunIncompleteError, run_retry
 
     ds = _dataset(split)
     try:
-        res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed,
-                        eval_options=_filter_options(max_tokens, concurrency, budget_options))
+        with progress_bars() as bar:
+            res = run_retry(work, ds, model, base_url=base_url, k=k, seed=seed, progress=bar,
+                            eval_options=_filter_options(max_tokens, concurrency, budget_options, transport_options))
     except BudgetStoppedError as e:
         exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
+    except FilterRunIncompleteError as e:
+        fail(str(e), 1)
     except (EvalError, ValueError) as e:
         fail(str(e))
     console.print(f"retry: {res['admitted']} of {res['candidates']} parents admitted -> {work / 'admitted.jsonl'}")
 
 
+@TRANSPORT_OPTIONS
 @BUDGET_OPTIONS
 def build_capability(
     split: Annotated[str, typer.Option("--split", help="The candidate pool: application | transfer | PATH.")],
@@ -161,19 +175,24 @@ def build_capability(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
     concurrency: _FilterConcurrency = None,
     *,
+    transport_options: dict[str, Any],
     budget_options: dict[str, Any],
 ) -> None:
     """Capability Filter: pass@k, partition (failed / solved once / solved), seeded selection, the test set."""
     from studybench.evaluate import BudgetStoppedError, EvalError
-    from studybench.testset.filters.passk import run_capability
+    from studybench.testset.filters.passk import FilterRunIncompleteError, run_capability
 
     ds = _dataset(split)
     try:
-        res = run_capability(ds, model, out, base_url=base_url, k=k, seed=seed, per_discipline=per_discipline,
-                             admit_solved_once_for=admit_solved_once_for or (), guidance=guidance,
-                             eval_options=_filter_options(max_tokens, concurrency, budget_options))
+        with progress_bars() as bar:
+            res = run_capability(ds, model, out, base_url=base_url, k=k, seed=seed, per_discipline=per_discipline,
+                                 admit_solved_once_for=admit_solved_once_for or (), guidance=guidance,
+                                 eval_options=_filter_options(max_tokens, concurrency, budget_options, transport_options),
+                                 progress=bar)
     except BudgetStoppedError as e:
         exit_budget_stopped(e, " (the filter run's directory keeps what was done)")
+    except FilterRunIncompleteError as e:
+        fail(str(e), 1)
     except (EvalError, ValueError) as e:
         fail(str(e))
     except OSError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,8 +20,10 @@ from studybench.cli.common import (
     plural,
     progress_bars,
 )
+from studybench.cli.threads import TorchThreads, set_torch_threads
 
-__all__ = ["attach_budget", "decompose_cmd", "finish_stage", "usage_line", "verify_cmd"]
+__all__ = ["TEACHER_OPTIONS", "TRANSPORT_OPTIONS", "attach_budget", "decompose_cmd", "finish_stage", "usage_line",
+           "verify_cmd"]
 
 _T = "Teacher"
 TEACHER_OPTIONS = OptionSet("teacher_options", {
@@ -32,6 +35,21 @@ TEACHER_OPTIONS = OptionSet("teacher_options", {
     "max_retries": (Annotated[int, typer.Option("--max-retries", rich_help_panel=_T, help="Retries per request on 429/5xx/timeouts/dropped connections.")], 6),
     "max_tokens": (Annotated[int, typer.Option("--max-tokens", rich_help_panel=_T, help="Completion budget per request; a reply cut at it is a failed attempt.")], 4096),
 })
+
+
+
+def _in_panel(option: tuple[Any, Any], panel: str) -> tuple[Any, Any]:
+    """An option of an :class:`OptionSet` shown under another help panel (the same flag, help and default)."""
+    ann, default = option
+    info = copy.copy(ann.__metadata__[0])
+    info.rich_help_panel = panel
+    return Annotated[ann.__origin__, info], default
+
+
+TRANSPORT_OPTIONS = OptionSet("transport_options", {
+    k: _in_panel(TEACHER_OPTIONS.options[k], "Endpoint") for k in ("api_key_env", "request_timeout", "max_retries")})
+"""The endpoint's key and the one retry policy (the models layer's: 429/5xx/timeouts/dropped connections with
+backoff) of :data:`TEACHER_OPTIONS`, for a stage with models of its own (``build guide``)."""
 
 _Work = Annotated[Path, typer.Option("--work", help="Work directory of the construction (read and written).")]
 _Restart = Annotated[bool, typer.Option("--restart", help="Discard this stage's output and recorded settings and start again (the reply cache is kept).")]
@@ -152,7 +170,7 @@ def _work_dir(work: Path) -> Path:
 def _run(fn: Any, what: str) -> Any:
     try:
         with interruptible() as term, progress_bars() as bars:
-            return fn(lambda advance, total: bars(what, advance, total))
+            return fn(lambda advance, total: bars(what, advance, total), bars)
     except KeyboardInterrupt:
         console.print("[bold yellow]interrupted:[/bold yellow] what is done is saved; re-run the same command to resume")
         raise typer.Exit(143 if term else 130) from None
@@ -176,6 +194,7 @@ def decompose_cmd(
     merge_threshold: Annotated[float, typer.Option("--merge-threshold", help="Cosine of KP-name embeddings at or above which two KPs of one type merge (0.90: 'energy conservation' = 'conservation of energy' at 0.95, but not 'conservation of mechanical energy' at 0.87).")] = 0.90,
     embed_merge: Annotated[bool, typer.Option("--embed-merge/--no-embed-merge", help="Merge KPs by name embeddings after the exact merge.")] = True,
     embedding_model: Annotated[str | None, typer.Option("--embedding-model", help="sentence-transformers name or path (default: the bundled offline all-MiniLM-L6-v2).")] = None,
+    torch_threads: TorchThreads = None,
     restart: _Restart = False,
     *,
     teacher_options: dict[str, Any],
@@ -195,6 +214,8 @@ def decompose_cmd(
         fail(f"--merge-threshold must be in (0, 1], got {merge_threshold}")
     if limit is not None and limit < 1:
         fail("--limit must be >= 1")
+    if embed_merge:
+        set_torch_threads(torch_threads)
     try:
         ds = load_dataset(resolve_split(split, data_dir), name=split if split in ("application", "transfer") else None)
     except (DatasetError, ValueError) as e:
@@ -208,7 +229,14 @@ def decompose_cmd(
                                  concurrency=teacher_options["concurrency"], merge_threshold=merge_threshold,
                                  embed_merge=embed_merge, embedding_model=embedding_model)
     console.print(f"decompose: {plural(ds.n_sub_problems, 'sub-problem')} of {escape(ds.name)}; teacher {escape(llm.model)}")
-    summary = _run(lambda progress: decompose(ds, work, llm, settings, restart=restart, progress=progress), "decompose")
+    shown = [0]
+
+    def embedded(done: int, total: int, bars: Any) -> None:  # (done, total) -> the bar's advance
+        bars("embedding KP names", done - shown[0], total)
+        shown[0] = done
+
+    summary = _run(lambda progress, bars: decompose(ds, work, llm, settings, restart=restart, progress=progress,
+                                                    embed_progress=lambda d, n: embedded(d, n, bars)), "decompose")
     console.print(f"sub-problems: {summary['ok']} decomposed ({summary['resumed']} from an earlier run), "
                   f"{summary['failed']} failed; {plural(summary['kps'], 'knowledge point')} "
                   f"({summary['invalid_kps']} invalid dropped) -> {plural(summary['canonical'], 'canonical KP')} "
@@ -253,7 +281,7 @@ def verify_cmd(
     budget = attach_budget(work, "verify", [llm], budget_options)
     settings = VerifySettings(candidates=candidates, attempts=attempts, max_tokens=teacher_options["max_tokens"],
                               concurrency=teacher_options["concurrency"])
-    summary = _run(lambda progress: verify(work, llm, settings, restart=restart, progress=progress), "verify")
+    summary = _run(lambda progress, _bars: verify(work, llm, settings, restart=restart, progress=progress), "verify")
     subs = ", ".join(f"{n} {s}" for s, n in summary["sub_problems"].items())
     kps = ", ".join(f"{n} {s}" for s, n in summary["kps"].items())
     console.print(f"pairs: {summary['pairs']} scored ({summary['resumed']} from an earlier run), {summary['failed_pairs']} failed calls, "

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from studybench.cli.common import console, escape, fail, fail_write, plural, progress_bars
+from studybench.cli.threads import TorchThreads, set_torch_threads
 
 __all__ = ["fragments_cmd", "retrieve_cmd"]
 
@@ -38,7 +39,9 @@ def fragments_cmd(
     st = FragmentSettings(min_chars=min_chars, max_chars=max_chars, chunk_chars=chunk_chars, overlap=overlap)
     try:
         st.check()
-        m = build_fragments(books, work, settings=st, allow_unredacted=allow_unredacted)
+        with progress_bars(unit="chapters") as bar:
+            m = build_fragments(books, work, settings=st, allow_unredacted=allow_unredacted,
+                                progress=lambda _label, done, total: bar("fragments", 1, total))
     except (CorpusError, ValueError) as e:
         fail(str(e))
     except OSError as e:
@@ -67,6 +70,7 @@ def retrieve_cmd(
     mode: Annotated[str, typer.Option("--mode", help="hybrid, bm25 or dense.")] = "hybrid",
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="Where --from-split names are looked up (default $STUDYBENCH_DATA).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Discard an existing retrieval.jsonl instead of resuming it.")] = False,
+    torch_threads: TorchThreads = None,
 ) -> None:
     """Retrieve the top --top-n fragments for every canonical KP: BM25 (the same normalisation for fragments
     and queries) and sentence embeddings, each keeping --depth, fused by reciprocal rank fusion and
@@ -90,6 +94,8 @@ def retrieve_cmd(
         fail(f"--mode must be hybrid, bm25 or dense, got {mode!r}")
     if queries is not None and from_split is not None:
         fail("give --queries or --from-split, not both")
+    if mode != "bm25":
+        set_torch_threads(torch_threads)
     st = RetrieveSettings(depth=depth, rrf_k=rrf_k, out_of_domain=out_of_domain, top_n=top_n, embed_model=embed_model,
                           max_seq_length=max_seq_length, use_bm25=mode != "dense", use_dense=mode != "bm25")
     try:

@@ -135,7 +135,7 @@ def deprecated(old: str, new: str) -> None:
 
 
 _FLAGS = {"k": "-k", "parent_slice": "--slice", "out": "--out", "split": "--split", "judge": "--judge-model",
-          "parent_ids": "--parent", "exclude_ids": "--exclude"}
+          "parent_ids": "--parent", "exclude_ids": "--exclude", "dataset": "--split", "labels": "--label"}
 
 
 def flag_for(field: str | None) -> str | None:

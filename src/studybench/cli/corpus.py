@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from studybench.cli.common import console, fail, fail_write, out_console
+from studybench.cli.common import console, fail, fail_write, out_console, progress_bars
 from studybench.escaping import md_cell
 from studybench.files import atomic_write_text, dumps_json
 
@@ -131,7 +131,8 @@ def clean_cmd(books: _Books = None) -> None:
 
     root = _books(books)
     try:
-        res = clean_books(root)
+        with progress_bars(unit="chapters") as bar:
+            res = clean_books(root, progress=lambda _label: bar("clean", 1, None))
     except CorpusError as e:
         fail(str(e))
     totals: dict[str, int] = res["totals"]  # type: ignore[assignment]
@@ -167,7 +168,9 @@ def redact_cmd(
     root = _books(books)
     parents = _parents(split, data_dir)
     try:
-        res = redact_books(root, parents, params=RedactParams(min_match=min_match))
+        with progress_bars(unit="chapters") as bar:
+            res = redact_books(root, parents, params=RedactParams(min_match=min_match),
+                               progress=lambda _label: bar("redact", 1, None))
     except CorpusError as e:
         fail(str(e))
     blocks = sum(res["files"].values())
@@ -206,7 +209,8 @@ def audit_cmd(
     root = _books(books)
     parents = _parents(split, data_dir)
     try:
-        res = audit_books(root, parents, min_anchors=min_anchors)
+        with progress_bars(unit="files") as bar:
+            res = audit_books(root, parents, min_anchors=min_anchors, progress=lambda _label: bar("audit", 1, None))
     except CorpusError as e:
         fail(str(e))
     md = ["# Residue audit", "", f"{res['files']} redacted files, {res['parents']} parents, {res['anchors']} anchors.", ""]

@@ -21,7 +21,7 @@ RAY_ADDRESS_HELP = "Ray cluster to judge on (implies --ray): auto, HOST:6379 (`r
 
 def _check_timeout(timeout: float) -> None:
     if not math.isfinite(timeout) or not 1e-3 <= timeout <= 86_400.0:
-        fail(f"--timeout must be a finite number in [0.001, 86400], got {timeout}")
+        fail(f"--verify-timeout must be a finite number in [0.001, 86400], got {timeout}")
 
 
 def _pair_boxes(gold: str, response: str, answer_type: Any, type_sequence: Any) -> tuple[list[str], list[str]]:
@@ -125,7 +125,8 @@ def verify_cmd(
         str | None,
         typer.Option("--gold-unit", help="Unit of a unitless gold, e.g. '\\mathrm{km}' (one per box, comma-separated, 'None' for none)."),
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds for the symbolic verification.")] = 5.0,
+    verify_timeout: Annotated[float, typer.Option("--verify-timeout", help="Hard wall-clock seconds for the symbolic verification.")] = 5.0,
+    old_timeout: Annotated[float | None, typer.Option("--timeout", hidden=True, help="The old name of --verify-timeout.")] = None,
     problem: Annotated[
         str | None,
         typer.Option("--problem", help="The problem text: definitions it states ('where \\omega_0 = \\sqrt{k/m}') are used."),
@@ -136,6 +137,7 @@ def verify_cmd(
     verifier failed: an internal error, said on stderr), 2 on bad input."""
     from studybench.verify import Verifier, is_internal_error
 
+    timeout = verify_timeout if old_timeout is None else old_timeout  # the old name kept working (hidden, silent)
     _check_timeout(timeout)
     if not gold.strip():
         fail("the gold answer is empty")
@@ -168,10 +170,12 @@ def verify_file_cmd(
                             "(the problem text, whose definitions are used; the dev-pair format)."),
     ],
     out_path: Annotated[Path, typer.Option("-o", "--out", help="Output JSONL: the same rows with correct and reason added.")],
-    workers: Annotated[int | None, typer.Option("--workers", help="Verifier worker processes (default: CPU count).")] = None,
-    timeout: Annotated[float, typer.Option(help="Hard wall-clock seconds per symbolic verification.")] = 5.0,
-    use_ray: Annotated[bool, typer.Option("--ray", help=RAY_HELP + " --workers: the actors.")] = False,
+    workers: Annotated[int | None, typer.Option("--verify-workers", help="Verifier worker processes (default: CPU count).")] = None,
+    verify_timeout: Annotated[float, typer.Option("--verify-timeout", help="Hard wall-clock seconds per symbolic verification.")] = 5.0,
+    use_ray: Annotated[bool, typer.Option("--ray", help=RAY_HELP + " --verify-workers: the actors.")] = False,
     ray_address: Annotated[str | None, typer.Option("--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP)] = None,
+    old_workers: Annotated[int | None, typer.Option("--workers", hidden=True, help="The old name of --verify-workers.")] = None,
+    old_timeout: Annotated[float | None, typer.Option("--timeout", hidden=True, help="The old name of --verify-timeout.")] = None,
 ) -> None:
     """Verify every row of a JSONL file on a process pool (or on Ray); write rows with `correct` and `reason` added.
 
@@ -188,9 +192,12 @@ def verify_file_cmd(
     from studybench.report import INTERNAL_ERROR_ADVICE
     from studybench.verify import Verifier, is_internal_error
 
+    if old_workers is not None:
+        workers = old_workers
+    timeout = verify_timeout if old_timeout is None else old_timeout  # the old name kept working (hidden, silent)
     _check_timeout(timeout)
     if workers is not None and not 1 <= workers <= 1024:
-        fail(f"--workers must be in [1, 1024], got {workers}")
+        fail(f"--verify-workers must be in [1, 1024], got {workers}")
     try:
         text = read_user_text(in_path, limit=MAX_DATA_BYTES)
     except InputFileError as e:

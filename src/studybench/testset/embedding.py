@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["QUANTIZE", "Embedder", "load_embedder"]
+__all__ = ["EMBED_CHUNK", "QUANTIZE", "Embedder", "embed_with_progress", "load_embedder"]
 
 QUANTIZE = (None, "int8")
 """Accepted values of ``quantize``."""
@@ -99,3 +99,45 @@ def load_embedder(name: str | None = None, *, max_seq_length: int | None = None,
         return out
 
     return embed
+
+
+EMBED_CHUNK = 1024
+"""Texts per call of :func:`embed_with_progress` (a multiple of every usual batch size, so the batches are those
+of one call)."""
+
+
+def embed_with_progress(embed: Embedder, texts: list[str], progress: Callable[[int, int], None] | None,
+                        *, chunk: int | None = None) -> Any:
+    """``embed(texts)``, reporting ``progress(done, total)`` after each chunk of texts.
+
+    The non-blank texts are embedded shortest first in chunks of ``chunk`` (the order and the batches
+    :func:`load_embedder`'s function uses for one call, so the vectors are the same); blank texts get zero rows.
+
+    Args:
+        embed: the embedding function (:data:`Embedder`).
+        texts: the texts.
+        progress: ``progress(done, total)`` over the non-blank texts: ``(0, total)`` first, then after each
+            chunk; ``None``: one ``embed(texts)`` call.
+        chunk: texts per call (default :data:`EMBED_CHUNK`).
+
+    Returns:
+        A float32 array ``(len(texts), dim)``.
+    """
+    import numpy as np
+
+    if progress is None:
+        return embed(texts)
+    step = max(1, chunk or EMBED_CHUNK)
+    idx = sorted((k for k, t in enumerate(texts) if t.strip()), key=lambda k: len(texts[k]))
+    progress(0, len(idx))
+    if not idx:
+        return embed(texts)
+    out: Any = None
+    for start in range(0, len(idx), step):
+        part = idx[start:start + step]
+        emb = np.asarray(embed([texts[k] for k in part]), dtype=np.float32)
+        if out is None:
+            out = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
+        out[part] = emb
+        progress(min(start + step, len(idx)), len(idx))
+    return out

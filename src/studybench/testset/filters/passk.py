@@ -30,7 +30,7 @@ from typing import Any
 
 from studybench.datasets import Dataset
 from studybench.escaping import md_cell
-from studybench.evaluate import NEW_RUN_HINT, EvalError, EvalSpec, run_eval
+from studybench.evaluate import NEW_RUN_HINT, EvalError, EvalSpec, ProgressFn, run_eval
 from studybench.files import (
     MAX_DATA_BYTES,
     atomic_write_lines,
@@ -44,7 +44,25 @@ from studybench.models import ChatBackend
 from studybench.records import Parent, label_map, normalise_label
 from studybench.store import RunRows, RunStore, turn_verdicts
 
-__all__ = ["CapabilityResult", "attempt_solves", "partition", "run_capability", "run_retry", "select_parents"]
+__all__ = ["CapabilityResult", "FilterRunIncompleteError", "attempt_solves", "partition", "run_capability", "run_retry",
+           "select_parents"]
+
+
+class FilterRunIncompleteError(RuntimeError):
+    """Turns of a filter's run failed after all the backend's retries (HTTP errors, timeouts, dropped
+    connections): nothing is admitted or selected from an incomplete run. The run directory keeps the turns
+    done; running the same filter again asks the failed turns again.
+
+    Attributes:
+        failed: the number of failed turns.
+        run_dir: the filter's run directory.
+    """
+
+    def __init__(self, failed: int, run_dir: Path, what: str) -> None:
+        self.failed, self.run_dir = failed, run_dir
+        super().__init__(f"{failed} turn{'' if failed == 1 else 's'} of the filter run in {run_dir} failed after all "
+                         f"retries (HTTP errors, timeouts; see the run's report), so {what}. Re-running the same "
+                         "command asks them again (the turns done are kept).")
 
 
 def attempt_solves(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -80,11 +98,11 @@ def _spec(dataset: Dataset, model: str, base_url: str | None, k: int, seed: int,
                     verifier_mode="rule", ignore_unmatched_guidance=True, **extra)
 
 
-def _run_retry_eval(spec: EvalSpec, run_dir: Path, backend: ChatBackend | None) -> None:
+def _run_retry_eval(spec: EvalSpec, run_dir: Path, backend: ChatBackend | None, progress: ProgressFn | None = None) -> Any:
     """:func:`run_eval` into the retry's run directory (``WORK/retry``). A refusal to resume names that
     directory as the way to a new run (``build retry`` has no ``--out``)."""
     try:
-        run_eval(spec, run_dir, backend=backend)
+        return run_eval(spec, run_dir, backend=backend, progress=progress)
     except EvalError as e:
         if e.field != "out" or NEW_RUN_HINT not in str(e):
             raise
@@ -93,7 +111,8 @@ def _run_retry_eval(spec: EvalSpec, run_dir: Path, backend: ChatBackend | None) 
 
 
 def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None = None, k: int = 8, seed: int = 0,
-              backend: ChatBackend | None = None, eval_options: dict[str, Any] | None = None) -> dict[str, Any]:
+              backend: ChatBackend | None = None, eval_options: dict[str, Any] | None = None,
+              progress: ProgressFn | None = None) -> dict[str, Any]:
     """The Naive Reachability Filter: the filter model with ``DIR/guidance.jsonl`` injected, pass@k.
 
     The candidates are the parents with at least one sub-problem in the guidance file. Writes the run
@@ -108,6 +127,7 @@ def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None 
         seed: the run seed.
         backend: a chat backend to use instead (tests).
         eval_options: further :class:`~studybench.evaluate.EvalSpec` fields (sampling, concurrency).
+        progress: the evaluation's progress (:data:`~studybench.evaluate.ProgressFn`: turns per phase).
 
     Returns:
         ``{"candidates", "admitted", "run_dir"}``.
@@ -115,6 +135,7 @@ def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None 
     Raises:
         ValueError: no guidance file or no candidate (the message says which).
         studybench.evaluate.EvalError: the evaluation cannot run.
+        FilterRunIncompleteError: turns failed after all retries (``admitted.jsonl`` is not written).
     """
     gfile = work / "guidance.jsonl"
     if not os.path.lexists(gfile):
@@ -131,7 +152,9 @@ def run_retry(work: Path, dataset: Dataset, model: str, *, base_url: str | None 
         raise ValueError(f"{gfile}: no guidance entry matches a parent of {dataset.name}")
     cands = Dataset.from_parents(parents, f"{dataset.name}-retry")
     run_dir = work / "retry"
-    _run_retry_eval(_spec(cands, model, base_url, k, seed, gfile, eval_options or {}), run_dir, backend)
+    res = _run_retry_eval(_spec(cands, model, base_url, k, seed, gfile, eval_options or {}), run_dir, backend, progress)
+    if res.failed_turns:
+        raise FilterRunIncompleteError(res.failed_turns, run_dir, f"{work / 'admitted.jsonl'} was not written")
     solves = attempt_solves(run_dir)
     lines = []
     for p in parents:
@@ -230,7 +253,7 @@ def _markdown(table: list[dict[str, Any]]) -> str:
 def run_capability(dataset: Dataset, model: str, out: Path, *, base_url: str | None = None, k: int = 8, seed: int = 0,
                    per_discipline: int | None = None, admit_solved_once_for: list[str] | tuple[str, ...] = (),
                    guidance: Path | None = None, backend: ChatBackend | None = None,
-                   eval_options: dict[str, Any] | None = None) -> CapabilityResult:
+                   eval_options: dict[str, Any] | None = None, progress: ProgressFn | None = None) -> CapabilityResult:
     """The Capability Filter: pass@k of a filter model on a pool, partition, seeded selection, the test set.
 
     Writes under ``out``: ``run/`` (the evaluation), ``partition.jsonl`` (each parent's solves and
@@ -251,16 +274,21 @@ def run_capability(dataset: Dataset, model: str, out: Path, *, base_url: str | N
         guidance: a guidance file to filter to the selection.
         backend: a chat backend to use instead (tests).
         eval_options: further :class:`~studybench.evaluate.EvalSpec` fields.
+        progress: the evaluation's progress (:data:`~studybench.evaluate.ProgressFn`: turns per phase).
 
     Returns:
         The counts and the table.
 
     Raises:
         studybench.evaluate.EvalError: the evaluation cannot run.
+        FilterRunIncompleteError: turns failed after all retries (nothing is selected or written).
         ValueError: nothing selected.
     """
     run_dir = out / "run"
-    run_eval(_spec(dataset, model, base_url, k, seed, None, eval_options or {}), run_dir, backend=backend)
+    res = run_eval(_spec(dataset, model, base_url, k, seed, None, eval_options or {}), run_dir, backend=backend,
+                   progress=progress)
+    if res.failed_turns:
+        raise FilterRunIncompleteError(res.failed_turns, run_dir, "no parent was selected")
     solves = attempt_solves(run_dir)
     groups = {p.uid: partition(solves.get(p.uid, {}).get("solves", 0)) for p in dataset.parents}
     selected = select_parents(dataset.parents, groups, seed=seed, per_discipline=per_discipline,

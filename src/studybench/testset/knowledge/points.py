@@ -34,6 +34,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from studybench.datasets import Dataset
 from studybench.escaping import md_cell
 from studybench.files import InputFileError, atomic_write_lines, atomic_write_text, parse_json
 from studybench.records import SubProblemRef, label_map
-from studybench.testset.embedding import load_embedder
+from studybench.testset.embedding import embed_with_progress, load_embedder
 from studybench.testset.llmstage import StageLLM, check_stage_meta, read_rows, run_items
 
 __all__ = [
@@ -384,6 +385,7 @@ def decompose(
     *,
     restart: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    embed_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``build decompose`` on every sub-problem of ``dataset`` into the work directory ``work``.
 
@@ -398,6 +400,8 @@ def decompose(
         settings: the settings.
         restart: discard ``kps.jsonl`` and the recorded settings first.
         progress: ``(advance, total)`` as sub-problems finish.
+        embed_progress: ``(done, total)`` over the KP names embedded for the merges
+            (:func:`~studybench.testset.embedding.embed_with_progress`).
 
     Returns:
         The summary: ``sub_problems``, ``ok``, ``failed``, ``kps``, ``invalid_kps``, ``canonical``,
@@ -444,6 +448,8 @@ def decompose(
     wanted = {sub_key(r) for r in refs}
     rows = [r for r in read_rows(out) if r.get("key") in wanted]
     embed = load_embedder(settings.embedding_model) if settings.embed_merge else None
+    if embed is not None and embed_progress is not None:
+        embed = partial(embed_with_progress, embed, progress=embed_progress)
     try:
         canonical, merges = canonicalise(rows, merge_threshold=settings.merge_threshold, embed=embed)
     except RuntimeError as e:  # the embedding model (loaded on its first use)

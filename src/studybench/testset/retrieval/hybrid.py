@@ -52,7 +52,7 @@ from studybench.files import (
     read_user_text,
 )
 from studybench.testset.corpus.fragments import FRAGMENTS
-from studybench.testset.embedding import Embedder
+from studybench.testset.embedding import Embedder, embed_with_progress
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -355,7 +355,8 @@ class HybridIndex:
     """BM25 and embeddings over one fragments file; built once, queried many times."""
 
     def __init__(self, fragments: list[dict[str, Any]], digest: str, settings: RetrieveSettings | None = None, *,
-                 cache_dir: Path | None = None, embed: Embedder | None = None) -> None:
+                 cache_dir: Path | None = None, embed: Embedder | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         """Index the fragments.
 
         Args:
@@ -365,6 +366,7 @@ class HybridIndex:
             cache_dir: where the embeddings ``.npy`` is cached (``None``: not cached).
             embed: ``embed(texts) -> float32 array (len(texts), dim)`` of L2-normalised rows (zero rows for
                 empty texts); required when dense retrieval is on. ``settings.model_key`` names it in the cache.
+            progress: ``progress(done, total)`` over the fragments embedded (not called on a cache hit).
 
         Raises:
             ValueError: dense retrieval on and no ``embed``.
@@ -399,7 +401,7 @@ class HybridIndex:
                     self.embeddings, self.cache_hit = emb, True
             if self.embeddings is None:
                 assert embed is not None
-                self.embeddings = np.ascontiguousarray(embed(docs), dtype=np.float32)
+                self.embeddings = np.ascontiguousarray(embed_with_progress(embed, docs, progress), dtype=np.float32)
                 if cache is not None:
                     cache.parent.mkdir(parents=True, exist_ok=True)
                     tmp = cache.with_name(cache.name + ".tmp.npy")
@@ -526,7 +528,8 @@ def retrieve(
         restart: discard an existing ``retrieval.jsonl`` instead of resuming.
         embed: the embedding function (:class:`HybridIndex`); required when dense retrieval is on.
         progress: ``progress(what, done, total)``: ``"indexing fragments"`` (0 of N, then N of N once the
-            index, embeddings included, is built) and ``"retrieving KPs"`` after each batch.
+            index, embeddings included, is built), ``"embedding fragments"`` after each chunk of
+            :data:`~studybench.testset.embedding.EMBED_CHUNK` (unless cached) and ``"retrieving KPs"`` after each batch.
 
     Returns:
         The meta record plus ``written`` and ``skipped`` counts, ``cache_hit`` and ``index_seconds``.
@@ -563,7 +566,8 @@ def retrieve(
     t0 = time.perf_counter()
     if progress:
         progress("indexing fragments", 0, len(frags))
-    index = HybridIndex(frags, digest, st, cache_dir=work / "cache", embed=embed)
+    index = HybridIndex(frags, digest, st, cache_dir=work / "cache", embed=embed,
+                        progress=(lambda d, n: progress("embedding fragments", d, n)) if progress else None)
     index_seconds = time.perf_counter() - t0
     todo = [kp for kp in kps if kp.id not in done]
     if progress:
