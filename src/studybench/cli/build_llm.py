@@ -189,7 +189,7 @@ def decompose_cmd(
     replayed: raise --attempts with --restart, or delete DIR/cache/decompose.jsonl). Exit 1 when any failed;
     exit 3 when --max-cost / --max-total-tokens (which count every reply in DIR/cache/decompose.jsonl) stopped it."""
     from studybench.build.decompose import DecomposeSettings, decompose
-    from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
+    from studybench.datasets import Dataset, DatasetError, load_split
 
     if attempts < 1:
         fail("--attempts must be >= 1")
@@ -198,7 +198,7 @@ def decompose_cmd(
     if limit is not None and limit < 1:
         fail("--limit must be >= 1")
     try:
-        ds = load_dataset(resolve_split(split, data_dir), name=split if split in ("application", "transfer") else None)
+        ds = load_split(split, data_dir)
     except (DatasetError, ValueError) as e:
         fail(f"--split: {e}")
     if limit is not None:
