@@ -565,7 +565,7 @@ def record_pricing(run_dir: Path, pricing: Pricing) -> None:
 
 
 def open_budget(limits: BudgetLimits, *, spent: Mapping[str, TokenCounts] | None = None,
-                run_dir: Path | None = None) -> BudgetTracker:
+                run_dir: Path | None = None, pricing: Pricing | None = None) -> BudgetTracker:
     """The tracker of a job's limits: its prices loaded, its limits checked, what it spent counted.
 
     Args:
@@ -573,6 +573,7 @@ def open_budget(limits: BudgetLimits, *, spent: Mapping[str, TokenCounts] | None
         spent: what earlier invocations of the same job spent, per model.
         run_dir: a run directory whose recorded prices (:data:`PRICING_FILE`) apply when
             ``limits.pricing`` is not given.
+        pricing: prices already loaded (then neither the file nor the record is read).
 
     Returns:
         The tracker (``tracker.pricing``: the prices, or ``None``); without limits it only counts.
@@ -581,11 +582,10 @@ def open_budget(limits: BudgetLimits, *, spent: Mapping[str, TokenCounts] | None
         BudgetError: an unreadable or malformed pricing file or record (field ``pricing``), a cost limit
             without prices (``max_cost``), or a negative limit.
     """
-    pricing: Pricing | None = None
     try:
-        if limits.pricing is not None:
+        if pricing is None and limits.pricing is not None:
             pricing = load_pricing(limits.pricing)
-        elif run_dir is not None:
+        elif pricing is None and run_dir is not None:
             pricing = recorded_pricing(run_dir)
     except (PricingError, ValueError) as e:
         raise BudgetError(str(e), "pricing") from None

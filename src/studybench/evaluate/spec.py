@@ -21,8 +21,8 @@ Fields ``b`` left at their defaults never override. The result is validated agai
 **The flat form.** Before the parts, every setting was a keyword of ``EvalSpec`` itself. That form
 still works: ``EvalSpec(split="transfer", model="reference", k=1)`` routes each keyword to its part
 (:data:`FLAT_FIELDS`, :func:`route_flat`; :meth:`EvalSpec.from_flat` says so by name), flat names read
-through (``spec.k``), and ``model_copy(update=...)`` takes them. Errors name the flat setting
-(``k: ...``), as before.
+through (``spec.k``), and :meth:`EvalSpec.merge` takes them. Errors name the flat setting (``k: ...``),
+as before. (``model_copy(update=...)`` is pydantic's: it takes parts, not flat settings.)
 """
 
 from __future__ import annotations
@@ -91,6 +91,17 @@ class _Part(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, populate_by_name=True,
                               use_attribute_docstrings=True)
+
+    def __init__(self, **values: Any) -> None:
+        """Validate the part's fields (see each field's docstring).
+
+        Raises:
+            EvalError: the first invalid field, with ``field`` naming it.
+        """
+        try:
+            super().__init__(**values)
+        except ValidationError as e:
+            raise _eval_error(e) from None
 
     def merge(self, other: Any) -> Any:
         """This part with every field *set* in ``other`` taking ``other``'s value.
@@ -377,7 +388,7 @@ class EvalSpec(BaseModel):
     Compose it of parts, or give every setting as a flat keyword (``EvalSpec(split="transfer",
     model="reference", k=1)``, the form from before the parts, which keeps working): each keyword is
     routed to its part (:data:`FLAT_FIELDS`). Flat names also read (``spec.k`` is ``spec.data.k``), and
-    ``spec.model_copy(update={"max_tokens": 4096})`` updates the part that holds the field.
+    :meth:`merge` takes them (``spec.merge({"max_tokens": 4096})``).
 
     Attributes:
         data: data and selection (:class:`DataSpec`): test set, parents, errata setting, k and seeds.
@@ -395,15 +406,15 @@ class EvalSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True)
 
     data: DataSpec = Field(default_factory=DataSpec)
-    """Data and selection."""
+    """Data and selection: the test set, the parents, the errata setting, k and the seeds."""
     generation: GenerationSpec = Field(default_factory=GenerationSpec)
-    """Backend and sampling."""
+    """Backend and sampling: the model, how it is reached, how it samples."""
     budgets: BudgetLimits = Field(default_factory=BudgetLimits)
-    """Budgets."""
+    """Budgets: the prices and the token and cost limits (resumable stops)."""
     verification: VerificationSpec = Field(default_factory=VerificationSpec)
-    """Verification and judging."""
+    """Verification and judging: the rule verifier's settings and the LLM judge."""
     artefacts: ArtefactSpec = Field(default_factory=ArtefactSpec)
-    """Method artefacts."""
+    """Method artefacts: system prompt, playbook and guidance files."""
     only_generate: bool = False
     """Generate turns; do not verify or report."""
     only_verify: bool = False
@@ -462,17 +473,6 @@ class EvalSpec(BaseModel):
         """
         return cls(**values)
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> EvalSpec:
-        """A copy; ``update`` may name flat settings (routed to their parts) as well as parts and flags.
-
-        Like pydantic's ``model_copy``, the updated values are not validated (use :meth:`merge` for that).
-        """
-        routed = dict(route_flat(update or {}))
-        for name in PARTS:
-            if isinstance(routed.get(name), Mapping):
-                routed[name] = getattr(self, name).model_copy(update=routed[name], deep=deep)
-        return super().model_copy(update=routed, deep=deep)
-
     def merge(self, other: EvalSpec | Mapping[str, Any]) -> EvalSpec:
         """This spec with every setting *set* in ``other`` taking ``other``'s value, part by part.
 
@@ -491,10 +491,13 @@ class EvalSpec(BaseModel):
         else:
             given = dict(route_flat(other))
         values: dict[str, Any] = {n: getattr(self, n) for n in self.model_fields_set if n not in PARTS}
-        for name in PARTS:
-            part = getattr(self, name)
-            values[name] = part.merge(given.pop(name)) if name in given else part
-        return EvalSpec(**values, **given)
+        try:
+            for name in PARTS:
+                part = getattr(self, name)
+                values[name] = part.merge(given.pop(name)) if name in given else part
+        except ValidationError as e:  # the budgets part is pydantic's own
+            raise _eval_error(e) from None
+        return EvalSpec(**{**values, **given})
 
     @property
     def uses_reference(self) -> bool:
