@@ -561,7 +561,8 @@ def record_pricing(run_dir: Path, pricing: Pricing) -> None:
     Raises:
         OSError: the file cannot be written.
     """
-    atomic_write_text(Path(run_dir) / PRICING_FILE, dumps_json(pricing.to_dict()) + "\n")
+    record = pricing.to_dict()
+    atomic_write_text(Path(run_dir) / PRICING_FILE, dumps_json(record) + "\n")
 
 
 def open_budget(limits: BudgetLimits, *, spent: Mapping[str, TokenCounts] | None = None,

@@ -33,7 +33,7 @@ from studybench.evaluate.stopping import run_budget, stop_error
 from studybench.llm_judge import LLMJudgeConfigError
 from studybench.models import ChatBackend, EndpointError, ReferenceBackend, check_endpoint
 from studybench.report import write_report
-from studybench.report.tokens import PRICING_FILE, record_pricing
+from studybench.report.tokens import PRICING_FILE
 from studybench.store import RunStore, TurnKey, VerifierInfo, merge_labels, record_environment
 
 __all__ = [
@@ -168,8 +168,6 @@ def run_plan(
                                                split_path=plan.dataset.path)  # asks the server's version once
             store = plan.open_store()
             try:
-                if spec.budgets.pricing is not None and plan.pricing is not None:  # given now: later reports use it
-                    record_pricing(store, plan.pricing)
                 # one budget for the model's and the LLM judge's requests, from what the run already spent
                 budget = run_budget(store, plan.manifest.backend.get("model"), plan.pricing, spec.budgets)
                 if not spec.only_verify:
@@ -252,6 +250,7 @@ def run_eval(
         EvalError: a setting, input, endpoint or run directory that cannot be used.
         studybench.llm_judge.LLMJudgeConfigError: the judge endpoint refuses every request.
     """
-    return run_plan(prepare_eval(spec, out_dir, backend=backend), progress=progress, on_turn_error=on_turn_error)
+    plan = prepare_eval(spec, out_dir, backend=backend)
+    return run_plan(plan, progress=progress, on_turn_error=on_turn_error)
 
 

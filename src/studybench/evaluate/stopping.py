@@ -21,7 +21,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from studybench.costs import BudgetError, BudgetLimits, BudgetTracker, Pricing, TokenCounts, open_budget
+from studybench.costs import (
+    BudgetError,
+    BudgetLimits,
+    BudgetTracker,
+    Pricing,
+    TokenCounts,
+    open_budget,
+    record_pricing,
+)
 from studybench.evaluate.spec import EvalError
 from studybench.llm_judge import judge_usage
 from studybench.store import RunStore
@@ -118,20 +126,22 @@ def plan_pricing(limits: BudgetLimits, run_dir: Path | None = None) -> Pricing |
 
 
 def run_spent(store: RunStore, model: str | None) -> dict[str, TokenCounts]:
-    """What the requests stored in a run directory spent, per model: the model's and the LLM judge's.
+    """What the requests stored in a run directory spent, per model: the LLM judge's and the model's.
 
     Args:
         store: the run directory.
         model: the run's model (the manifest's ``backend.model``).
     """
-    spent = {model or "": TokenCounts.of(row.get("usage") for row in store.generation_log.rows())}
-    for judge_model, used in judge_usage(store).items():  # the LLM judge's requests count too
-        spent.setdefault(judge_model, TokenCounts()).merge(used.spent)
+    spent = {judge_model: used.spent for judge_model, used in judge_usage(store).items()}  # the judge's requests count too
+    spent.setdefault(model or "", TokenCounts()).merge(TokenCounts.of(row.get("usage") for row in store.generation_log.rows()))
     return spent
 
 
 def run_budget(store: RunStore, model: str | None, pricing: Pricing | None, limits: BudgetLimits) -> BudgetTracker | None:
     """The budget of a run, starting from what the requests stored in its directory spent.
+
+    Prices given now (``limits.pricing``) are recorded in the run directory
+    (:func:`studybench.costs.record_pricing`): its later reports use them.
 
     Args:
         store: the run directory.
@@ -141,7 +151,12 @@ def run_budget(store: RunStore, model: str | None, pricing: Pricing | None, limi
 
     Returns:
         The tracker (:func:`studybench.costs.open_budget`), or ``None`` without limits.
+
+    Raises:
+        OSError: the prices cannot be recorded.
     """
-    if not limits.limited:
-        return None
-    return open_budget(limits, spent=run_spent(store, model), pricing=pricing)
+    spent = run_spent(store, model) if limits.limited else None
+    budget = open_budget(limits, spent=spent, pricing=pricing) if limits.limited else None
+    if limits.pricing is not None and pricing is not None:
+        record_pricing(store.root, pricing)
+    return budget
