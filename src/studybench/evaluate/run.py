@@ -147,9 +147,9 @@ def run_plan(
 
     Raises:
         EvalError: an endpoint check failed, or the run directory now holds another run.
-        EndpointStoppedError: the endpoint stopped answering mid-run (``spec.max_consecutive_failures``
+        EndpointStoppedError: the endpoint stopped answering mid-run (``spec.generation.max_consecutive_failures``
             turns in a row could not reach it); what was done is saved, verified and reported as incomplete.
-        BudgetStoppedError: ``spec.max_total_tokens`` or ``spec.max_cost`` was reached; likewise.
+        BudgetStoppedError: ``spec.budgets.max_total_tokens`` or ``max_cost`` was reached; likewise.
         studybench.store.RunDirInUseError: another process is writing the run directory (it is
             locked for the whole run: :meth:`studybench.store.RunStore.lock`).
         studybench.llm_judge.LLMJudgeConfigError: the judge endpoint refuses every request.

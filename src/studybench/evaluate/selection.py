@@ -220,7 +220,7 @@ def plan_selection(spec: DataSpec, ds: Dataset) -> tuple[list[Parent], ErrataPla
     """The parents ``spec`` selects from ``ds``, with the golds its errata setting scores.
 
     Args:
-        spec: the evaluation (``parent_slice``, ``parent_ids``, ``exclude_ids``, ``sample``,
+        spec: the data part of the evaluation (``EvalSpec.data``: ``parent_slice``, ``parent_ids``, ``exclude_ids``, ``sample``,
             ``sample_seed``, ``stratify``, ``limit``, ``errata``).
         ds: the test set.
 
