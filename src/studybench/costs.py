@@ -65,6 +65,7 @@ __all__ = [
     "MAX_PRICE",
     "NEEDS_PRICES",
     "PRICING_FILE",
+    "PRICING_LIMIT",
     "USAGE_FIELDS",
     "BudgetError",
     "BudgetLimits",
@@ -364,7 +365,7 @@ def load_pricing(path: Path | str) -> Pricing:
     """
     path = Path(path)
     try:
-        data = read_user_bytes(path, limit=1 << 20)
+        data = read_user_bytes(path, limit=PRICING_LIMIT)
         text = decode_utf8(data, path)
     except InputFileError as e:  # names the file
         raise PricingError(f"cannot read pricing file {e}") from None
@@ -482,7 +483,8 @@ NEEDS_PRICES = ("a cost limit needs prices: give --pricing FILE (EvalSpec(pricin
                 "a JSON or TOML file of prices per million tokens")
 """Why a cost limit without prices is refused."""
 
-_PRICING_LIMIT = 1 << 20  # bytes: as a pricing file a user names (load_pricing)
+PRICING_LIMIT = 1 << 20
+"""The largest pricing record read back (bytes): as a pricing file a user names (:func:`load_pricing`)."""
 
 
 class BudgetError(ValueError):
@@ -545,7 +547,7 @@ def recorded_pricing(run_dir: Path) -> Pricing | None:
     path = Path(run_dir) / PRICING_FILE
     if not os.path.lexists(path):
         return None
-    obj = read_json(path, limit=_PRICING_LIMIT)  # InputFileError (a ValueError) names the file
+    obj = read_json(path, limit=PRICING_LIMIT)  # InputFileError (a ValueError) names the file
     try:
         pricing = parse_pricing(obj, str(path))
     except PricingError as e:
@@ -556,11 +558,7 @@ def recorded_pricing(run_dir: Path) -> Pricing | None:
 
 
 def record_pricing(run_dir: Path, pricing: Pricing) -> None:
-    """Record ``pricing`` in the run directory (:data:`PRICING_FILE`) for its later reports.
-
-    Raises:
-        OSError: the file cannot be written.
-    """
+    """Record ``pricing`` in the run directory (:data:`PRICING_FILE`) for its later reports (``OSError``: not written)."""
     record = pricing.to_dict()
     atomic_write_text(Path(run_dir) / PRICING_FILE, dumps_json(record) + "\n")
 

@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from studybench import costs
-from studybench.costs import PRICING_FILE, Pricing, TokenCounts
+from studybench.costs import PRICING_FILE, PRICING_LIMIT, Pricing, TokenCounts
 from studybench.store import Manifest, RunStore, TurnKey
 
-__all__ = ["PRICING_FILE", "cost_block", "record_pricing", "recorded_pricing", "token_block", "token_table"]
+__all__ = ["PRICING_FILE", "PRICING_LIMIT", "cost_block", "record_pricing", "recorded_pricing", "token_block", "token_table"]
 
 _COST_DIGITS = 10
 
