@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.costs import BudgetTracker
+from studybench.costs import PRICING_FILE, BudgetTracker
 from studybench.datasets import Dataset
 from studybench.evaluate.llm_pass import LLMStats, add_llm_verdicts_to_scope
 from studybench.evaluate.plan import find_run_dataset
@@ -25,7 +25,6 @@ from studybench.evaluate.spec import EvalError
 from studybench.llm_judge import LLMJudge, LLMJudgeSpec, LLMJudgeSpecError
 from studybench.models import EndpointError, check_endpoint
 from studybench.report import write_report
-from studybench.report.tokens import PRICING_FILE
 from studybench.store import Manifest, RunStore, VerifierInfo, rule_settings
 
 __all__ = ["JudgeRunResult", "add_llm_verdicts", "judge_spec_from_run", "judge_turns", "verify_turns"]

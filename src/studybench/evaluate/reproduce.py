@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.costs import PRICING_FILE
 from studybench.datasets import Dataset
 from studybench.evaluate.judge_after import judge_spec_from_run
 from studybench.evaluate.plan import EvalPlan, find_run_dataset, prepare_eval
@@ -34,7 +35,6 @@ from studybench.evaluate.selection import selection_values
 from studybench.evaluate.spec import EvalError, EvalSpec
 from studybench.files import InputFileError, read_user_bytes
 from studybench.models import ChatBackend, SamplingParams
-from studybench.report.tokens import PRICING_FILE
 from studybench.store import Manifest, RunStore, TurnKey, current_budgets, manifest_differences
 
 __all__ = ["Reproduction", "ReproduceResult", "prepare_reproduction", "reproduce_run", "reproduction_spec"]

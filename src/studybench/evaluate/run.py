@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.costs import PRICING_FILE
 from studybench.evaluate.fit import plan_server_context
 from studybench.evaluate.generate import GenerationStats, generate_turns
 from studybench.evaluate.judge_after import (
@@ -33,7 +34,6 @@ from studybench.evaluate.stopping import run_budget, stop_error
 from studybench.llm_judge import LLMJudgeConfigError
 from studybench.models import ChatBackend, EndpointError, ReferenceBackend, check_endpoint
 from studybench.report import write_report
-from studybench.report.tokens import PRICING_FILE
 from studybench.store import RunStore, TurnKey, VerifierInfo, merge_labels, record_environment
 
 __all__ = [
