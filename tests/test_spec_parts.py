@@ -170,7 +170,7 @@ def test_the_judge_and_reproduce_find_a_run_s_test_set_alike(tmp_path: Path) -> 
             find()
         assert e.value.field == "split"
         refusals.append(str(e.value))
-    assert all("changed since the run was made (sha256" in r for r in refusals)
+    assert all("changed since the run was made (content differs from the run's test set: sha256" in r for r in refusals)
     assert "--allow-data-change" in refusals[1] and "--allow-data-change" not in refusals[2]
     changed = reproduction_spec(tmp_path / "run", split_path=moved, allow_data_change=True)
     assert changed.data_change == (man.split.sha256, changed.dataset.sha256)

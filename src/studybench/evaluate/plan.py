@@ -360,9 +360,9 @@ def find_run_dataset(
         raise EvalError(f"{where}: cannot find the test set this run was made on ({tried}); {how}{env}", "split")
     if allow_changed:
         return changed
-    raise EvalError(f"{where}: the test-set file {changed.path} changed since the run was made (sha256 "
-                    f"{str(want)[:12]} -> {changed.sha256[:12]}); the run's data is needed: restore the file or "
-                    f"{how.removeprefix('pass ').removeprefix('give ')} with a copy of the original{or_else}", "split")
+    raise EvalError(f"{where}: the test-set file {changed.path} changed since the run was made (content differs from "
+                    f"the run's test set: sha256 {str(want)[:12]} -> {changed.sha256[:12]}); restore the file or {how} "
+                    f"with a copy of the original{or_else}", "split")
 
 
 def run_dataset(manifest: Manifest, manifest_path: Path, data_dir: Path | None = None, split_path: Path | None = None,
