@@ -114,7 +114,7 @@ def test_judging_a_run_uses_the_golds_it_was_scored_with(data_dir: Path, tmp_pat
         await judge.aclose()
         return LLMStats()
 
-    monkeypatch.setattr("studybench.evaluate.run.add_llm_verdicts_to_scope", fake_llm_pass)
+    monkeypatch.setattr("studybench.evaluate.judge_after.add_llm_verdicts_to_scope", fake_llm_pass)
     res = add_llm_verdicts(out, LLMJudgeSpec(model="j", base_url="http://127.0.0.1:9/v1"), preflight=False, data_dir=data_dir)
     assert res.rule.verified == 0  # the corrected verdicts stand: nothing verified against the official golds
     for e in load_errata():

@@ -219,3 +219,58 @@ def test_unreachable_endpoint_fails_fast(tmp_path: Path) -> None:
     )
     assert r.returncode == 2 and "cannot reach the endpoint" in r.stderr
     assert time.time() - t0 < deadline(0.0, base, hang=120.0)
+
+
+# A run directory written before EvalSpec had parts (f51c815: a manifest without ``config``) resumes
+# with today's code to the same report. Made two ways: by the code of that commit itself, taken
+# from the repository's history when it is there (a shallow clone has no history: then skipped),
+# and by today's code with the manifest written as that commit wrote it (``config`` dropped, the only
+# manifest field the parts added).
+BEFORE_PARTS = "f51c815"
+_OLD_RUN = (
+    "import sys\n"
+    "from studybench.evaluate import EvalSpec, run_eval\n"
+    "run_eval(EvalSpec(split=sys.argv[1], model='reference', k=2, seeds=[0, 1], limit=8), sys.argv[2])\n"
+)
+
+
+def _run_made_before_parts(how: str, data: Path, out: Path, tmp: Path) -> None:
+    if how == "flat manifest":
+        subprocess.run([sys.executable, "-c", _OLD_RUN, str(data), str(out)], check=True, capture_output=True)
+        man = json.loads((out / "manifest.json").read_text())
+        del man["config"]
+        (out / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+        return
+    root = Path(__file__).resolve().parents[1]
+    have = subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{BEFORE_PARTS}^{{commit}}"], capture_output=True)
+    if have.returncode != 0:
+        pytest.skip(f"the repository's history lacks {BEFORE_PARTS} (a shallow clone)")
+    archive = subprocess.run(["git", "-C", str(root), "archive", BEFORE_PARTS, "src/studybench"], check=True,
+                             capture_output=True).stdout
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tmp / "old", filter="data")
+    env = {**os.environ, "PYTHONPATH": str(tmp / "old" / "src")}
+    subprocess.run([sys.executable, "-c", _OLD_RUN, str(data), str(out)], check=True, capture_output=True, env=env)
+
+
+@pytest.mark.parametrize("how", [BEFORE_PARTS, "flat manifest"])
+def test_a_run_made_before_the_nested_configuration_resumes_to_the_same_report(how: str, tmp_path: Path) -> None:
+    from studybench.evaluate import EvalSpec, run_eval
+    from studybench.store import RunStore
+
+    data, out = tmp_path / "set.json", tmp_path / "run"
+    _dataset(data)
+    _run_made_before_parts(how, data, out, tmp_path)
+    before = json.loads((out / "manifest.json").read_text())
+    assert "config" not in before and "k" in before and "backend" in before  # the flat record of the run
+    old_report = json.loads((out / "report.json").read_text())
+    assert RunStore(out).read_manifest().config is None  # loads as it is
+    result = run_eval(EvalSpec(split=str(data), model="reference", k=2, seeds=[0, 1], limit=8), out)
+    assert result.generation is not None and result.generation.generated == 0  # resumed: nothing asked again
+    assert result.generation.reused == result.report["turns"]["expected"] > 0
+    assert result.report == old_report
+    after = RunStore(out).read_manifest()
+    assert after.config is not None and after.config["data"]["k"] == 2 and after.created == before["created"]

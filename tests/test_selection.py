@@ -124,7 +124,7 @@ def test_the_manifest_records_the_selection_and_it_round_trips(tmp_path: Path) -
         "exclude_ids": ["BookA//P0"], "sample": 6, "sample_seed": 4, "stratify": "source"}
     assert man.errata is not None and man.errata["mode"] == "official"
     values = selection_values(man)
-    again = prepare_eval(spec.model_copy(update=values), tmp_path / "run")
+    again = prepare_eval(spec.merge(values), tmp_path / "run")
     assert [p.uid for p in again.scope.parents] == [p.uid for p in plan.scope.parents]
     plain = prepare_eval(EvalSpec(split=str(_write(tmp_path)), k=1, seeds=[0], limit=2), tmp_path / "plain")
     assert plain.manifest.selection is not None and not plain.manifest.selection.model_extra  # old keys only

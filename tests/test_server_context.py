@@ -128,10 +128,10 @@ def test_a_larger_server_context_changes_nothing_and_a_run_resumes_on_another_se
     data.write_text(json.dumps([_parent("P1", "A block.")]))
     spec = EvalSpec(split=str(data), model="stub-model", preset="paper", k=1, seeds=[0], verify_workers=1)
     with start_stub_server("Final Answer: \\boxed{1}", model="stub-model", max_model_len=131072) as srv:
-        run_eval(spec.model_copy(update={"base_url": srv.base_url}), tmp_path / "run")
+        run_eval(spec.merge({"base_url": srv.base_url}), tmp_path / "run")
         assert srv.requests[0]["max_tokens"] == 32768 - estimate_prompt_tokens(srv.requests[0]["messages"])
     with start_stub_server("Final Answer: \\boxed{1}", model="stub-model", n_ctx=8000) as srv:  # llama.cpp, smaller
-        result = run_eval(spec.model_copy(update={"base_url": srv.base_url}), tmp_path / "run")
+        result = run_eval(spec.merge({"base_url": srv.base_url}), tmp_path / "run")
         assert srv.count == 0  # resumed: the finished turns are kept
     assert result.report is not None and result.report["complete"]
     man = json.loads((tmp_path / "run" / "manifest.json").read_text())

@@ -67,10 +67,10 @@ def test_a_selection_whose_prompt_leaves_too_little_is_refused_before_any_reques
     assert e.value.field == "context_budget" and msg.startswith("context_budget: S//P1 / b (turn 2)")
     assert "context budget 400" in msg and "tokens estimated" in msg and "floor of 256" in msg
     assert not (tmp_path / "run").exists()
-    prepare_eval(spec.model_copy(update={"context_budget": 4000}), tmp_path / "ok")  # enough room
+    prepare_eval(spec.merge({"context_budget": 4000}), tmp_path / "ok")  # enough room
     # a prompt that alone overflows the cap: no negative budget, and no advice that cannot help
     with pytest.raises(EvalError) as e:
-        prepare_eval(spec.model_copy(update={"context_budget": 100, "min_completion_tokens": 16}), tmp_path / "run")
+        prepare_eval(spec.merge({"context_budget": 100, "min_completion_tokens": 16}), tmp_path / "run")
     msg = str(e.value)
     assert "does not fit the context budget 100" in msg and "-" not in msg.split("tokens estimated")[1].split("budget")[0]
     assert "--min-completion-tokens" not in msg and "--slice" in msg
@@ -108,12 +108,12 @@ def test_the_manifest_records_both_budgets_and_an_old_run_resumes(test_set: Path
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert prepare_eval(spec, run).resuming  # the same budgets: resuming is allowed
     with pytest.raises(EvalError, match=r"--context-budget 32768 \(now 16000\)"):
-        prepare_eval(spec.model_copy(update={"context_budget": 16000}), run)
+        prepare_eval(spec.merge({"context_budget": 16000}), run)
     # `--preset paper --max-tokens N` used to mean prompt + completion <= N: not the same run any more
     with pytest.raises(EvalError, match=r"--max-tokens unset \(now 4096\)"):
-        prepare_eval(spec.model_copy(update={"max_tokens": 4096}), run)
+        prepare_eval(spec.merge({"max_tokens": 4096}), run)
     # an old completion-only budget (budget_includes_prompt false) maps to max_tokens
-    greedy = spec.model_copy(update={"preset": "greedy"})
+    greedy = spec.merge({"preset": "greedy"})
     prepare_eval(greedy, tmp_path / "greedy").open_store().close()
     manifest = json.loads((tmp_path / "greedy" / "manifest.json").read_text())
     sampling = manifest["backend"]["sampling"]

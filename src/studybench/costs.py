@@ -27,10 +27,14 @@ matches it; ``"*"`` catches every model. ``cached_input`` defaults to ``input``.
 ``(prompt - cached) * input + cached * cached_input + completion * output``, divided by 10^6. A model
 no entry matches has no cost (``None``), and reports say so rather than print zero.
 
-**Budgets** (``--max-cost``, ``--max-total-tokens``): a :class:`BudgetTracker` adds up what calls
-spent (starting from what earlier invocations of a resumed job spent) and says when a limit is
-reached. Jobs check it before they start new work, so in-flight calls finish and are kept, and the
-job stops cleanly: re-running it with a higher limit resumes where it stopped.
+**Budgets** (``--max-cost``, ``--max-total-tokens``): this is the one budgets module. Evaluation,
+the LLM judge, test-set construction and reproduction all describe a job's limits as
+:class:`BudgetLimits` and open them with :func:`open_budget`, which loads the prices (the file given,
+else the ones a run directory recorded in :data:`PRICING_FILE`), checks the limits and returns a
+:class:`BudgetTracker`. The tracker adds up what calls spent (starting from what earlier invocations of a
+resumed job spent) and says when a limit is reached. Jobs check it before they start new work, so
+in-flight calls finish and are kept, and the job stops cleanly (the CLI exits with
+:data:`BUDGET_EXIT_CODE`): re-running it with a higher limit resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -38,17 +42,33 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.files import InputFileError, decode_utf8, read_user_bytes
+from pydantic import BaseModel, ConfigDict, Field
+
+from studybench.files import (
+    InputFileError,
+    atomic_write_text,
+    decode_utf8,
+    dumps_json,
+    read_json,
+    read_user_bytes,
+)
 
 __all__ = [
+    "BUDGET_EXIT_CODE",
     "MAX_PRICE",
+    "NEEDS_PRICES",
+    "PRICING_FILE",
+    "PRICING_LIMIT",
     "USAGE_FIELDS",
+    "BudgetError",
+    "BudgetLimits",
     "BudgetTracker",
     "ModelPrice",
     "Pricing",
@@ -56,7 +76,10 @@ __all__ = [
     "TokenCounts",
     "load_pricing",
     "normalise_usage",
+    "open_budget",
     "parse_pricing",
+    "record_pricing",
+    "recorded_pricing",
 ]
 
 #: The counts :func:`normalise_usage` returns, in this order.
@@ -342,7 +365,7 @@ def load_pricing(path: Path | str) -> Pricing:
     """
     path = Path(path)
     try:
-        data = read_user_bytes(path, limit=1 << 20)
+        data = read_user_bytes(path, limit=PRICING_LIMIT)
         text = decode_utf8(data, path)
     except InputFileError as e:  # names the file
         raise PricingError(f"cannot read pricing file {e}") from None
@@ -448,3 +471,127 @@ class BudgetTracker:
                 cur = self.pricing.currency if self.pricing else ""
                 return f"the cost budget is spent: {cost:.4f} {cur} >= --max-cost {self.max_cost:g}"
         return None
+
+
+BUDGET_EXIT_CODE = 3
+"""Exit status of a command that stopped because ``--max-cost`` or ``--max-total-tokens`` was reached."""
+
+PRICING_FILE = "pricing.json"
+"""A run directory's record of the prices its reports use (the parsed pricing file, with its sha256)."""
+
+NEEDS_PRICES = ("a cost limit needs prices: give --pricing FILE (EvalSpec(pricing=...)), "
+                "a JSON or TOML file of prices per million tokens")
+"""Why a cost limit without prices is refused."""
+
+PRICING_LIMIT = 1 << 20
+"""The largest pricing record read back (bytes): as a pricing file a user names (:func:`load_pricing`)."""
+
+
+class BudgetError(ValueError):
+    """Budget settings that cannot be used: an unreadable pricing file, a cost limit without prices.
+
+    Attributes:
+        field: the :class:`BudgetLimits` field at fault (``pricing``, ``max_cost`` or ``max_total_tokens``).
+    """
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class BudgetLimits(BaseModel):
+    """The budgets part of a job's configuration (``--pricing``, ``--max-cost``, ``--max-total-tokens``).
+
+    Neither limit is part of a run's identity: raise it (or drop it) and run the job again to continue.
+    """
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    pricing: Path | None = None
+    """A pricing file (JSON or TOML, see the module docstring): token counts are turned into cost, and a
+    run directory records the prices (:data:`PRICING_FILE`) for its later reports."""
+    max_cost: float | None = Field(None, ge=0.0, allow_inf_nan=False)
+    """Stop the job cleanly once its requests cost this much, in the pricing's currency (needs prices);
+    resumable."""
+    max_total_tokens: int | None = Field(None, ge=0)
+    """Stop the job cleanly once its requests spent this many prompt + completion tokens (what earlier
+    invocations of the same job spent counts); resumable."""
+
+    def merge(self, other: BudgetLimits | Mapping[str, Any]) -> BudgetLimits:
+        """These limits with every field *set* in ``other`` taking its value (unset fields keep ours).
+
+        Args:
+            other: limits (their explicitly set fields count, defaults do not) or a mapping of fields.
+        """
+        given = dict(other) if isinstance(other, Mapping) else {n: getattr(other, n) for n in other.model_fields_set}
+        return BudgetLimits(**{**{n: getattr(self, n) for n in self.model_fields_set}, **given})
+
+    @property
+    def limited(self) -> bool:
+        """Whether a limit is set (without one a tracker only counts)."""
+        return self.max_cost is not None or self.max_total_tokens is not None
+
+
+def recorded_pricing(run_dir: Path) -> Pricing | None:
+    """The pricing recorded in a run directory (:data:`PRICING_FILE`), or ``None`` when there is none.
+
+    Args:
+        run_dir: the run directory.
+
+    Returns:
+        The pricing, with the source file name and sha256 it was read from.
+
+    Raises:
+        ValueError: the record exists but is unreadable or malformed (the message names the file).
+    """
+    path = Path(run_dir) / PRICING_FILE
+    if not os.path.lexists(path):
+        return None
+    obj = read_json(path, limit=PRICING_LIMIT)  # InputFileError (a ValueError) names the file
+    try:
+        pricing = parse_pricing(obj, str(path))
+    except PricingError as e:
+        raise ValueError(str(e)) from None
+    pricing.source = str(obj.get("source") or path)
+    pricing.sha256 = str(obj.get("sha256") or "")
+    return pricing
+
+
+def record_pricing(run_dir: Path, pricing: Pricing) -> None:
+    """Record ``pricing`` in the run directory (:data:`PRICING_FILE`) for its later reports (``OSError``: not written)."""
+    record = pricing.to_dict()
+    atomic_write_text(Path(run_dir) / PRICING_FILE, dumps_json(record) + "\n")
+
+
+def open_budget(limits: BudgetLimits, *, spent: Mapping[str, TokenCounts] | None = None,
+                run_dir: Path | None = None, pricing: Pricing | None = None) -> BudgetTracker:
+    """The tracker of a job's limits: its prices loaded, its limits checked, what it spent counted.
+
+    Args:
+        limits: the job's budget settings.
+        spent: what earlier invocations of the same job spent, per model.
+        run_dir: a run directory whose recorded prices (:data:`PRICING_FILE`) apply when
+            ``limits.pricing`` is not given.
+        pricing: prices already loaded (then neither the file nor the record is read).
+
+    Returns:
+        The tracker (``tracker.pricing``: the prices, or ``None``); without limits it only counts.
+
+    Raises:
+        BudgetError: an unreadable or malformed pricing file or record (field ``pricing``), a cost limit
+            without prices (``max_cost``), or a negative limit.
+    """
+    try:
+        if pricing is None and limits.pricing is not None:
+            pricing = load_pricing(limits.pricing)
+        elif pricing is None and run_dir is not None:
+            pricing = recorded_pricing(run_dir)
+    except (PricingError, ValueError) as e:
+        raise BudgetError(str(e), "pricing") from None
+    if limits.max_cost is not None and pricing is None:
+        raise BudgetError(NEEDS_PRICES, "max_cost")
+    if limits.max_cost is not None and not limits.max_cost >= 0:
+        raise BudgetError(f"must be >= 0, got {limits.max_cost}", "max_cost")
+    if limits.max_total_tokens is not None and limits.max_total_tokens < 0:
+        raise BudgetError(f"must be >= 0, got {limits.max_total_tokens}", "max_total_tokens")
+    return BudgetTracker(max_cost=limits.max_cost, max_total_tokens=limits.max_total_tokens, pricing=pricing, spent=spent)

@@ -25,20 +25,32 @@ __all__ = [
     "DATA_ENV",
     "Dataset",
     "DatasetError",
+    "OFFICIAL_SPLITS",
     "SPLIT_FILES",
     "default_cache_dir",
     "load_dataset",
+    "load_split",
+    "official_name",
     "resolve_split",
     "resolve_train_dir",
 ]
 
 DATA_ENV = "STUDYBENCH_DATA"
 
-SPLIT_FILES = {
-    "application": "application.json",
-    "transfer": "transfer.json",
-}
+OFFICIAL_SPLITS: tuple[str, ...] = ("application", "transfer")
+"""The two official test sets (paper 2.1), in the order reports list them."""
+
+SPLIT_FILES = {split: f"{split}.json" for split in OFFICIAL_SPLITS}
 """Local file names of the two official test sets inside a data directory."""
+
+
+def official_name(split: str | None) -> str | None:
+    """``split`` when it names an official test set (:data:`OFFICIAL_SPLITS`), else ``None``.
+
+    A test set loaded under this name keeps it in turn keys and reports; any other file is named
+    by its stem.
+    """
+    return split if split in OFFICIAL_SPLITS else None
 
 
 class DatasetError(ValueError):
@@ -301,3 +313,17 @@ def load_dataset(path: str | os.PathLike[str], name: str | None = None) -> Datas
     if not parents:
         raise DatasetError(f"{p}: the file holds no parents")
     return Dataset(name or p.stem, p, parents, digest, wrapped, obj)
+
+
+def load_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> Dataset:
+    """Find and load a test set: :func:`resolve_split` then :func:`load_dataset`.
+
+    Args:
+        split: ``application``, ``transfer`` (named so in turn keys and reports) or a path to a
+            test-set JSON file (named by its stem).
+        data_dir: where the official files are (see :func:`resolve_split`).
+
+    Raises:
+        DatasetError: not found, or not a valid test set.
+    """
+    return load_dataset(resolve_split(split, data_dir), name=official_name(split))

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.datasets import OFFICIAL_SPLITS
 from studybench.escaping import csv_writer, md_cell
 from studybench.report import INCOMPLETE_MARK, load_run_report, require_complete
 from studybench.report.build import parent_outcomes
@@ -64,7 +65,7 @@ from studybench.store import RunStore
 
 __all__ = ["LeaderboardError", "LeaderboardRow", "build_leaderboard", "render_leaderboard", "FORMATS", "SPLITS"]
 
-SPLITS = ("application", "transfer")
+SPLITS = OFFICIAL_SPLITS
 """Column groups, in the paper's order; runs on other splits get columns of their own after these."""
 
 FORMATS = ("markdown", "latex", "csv", "json", "html")

@@ -15,12 +15,18 @@ import typer
 from rich.markup import escape
 
 from studybench.cli.common import OptionSet, console, fail
-from studybench.costs import BudgetTracker, Pricing, PricingError, TokenCounts, load_pricing
+from studybench.costs import (
+    BUDGET_EXIT_CODE,
+    NEEDS_PRICES,
+    BudgetError,
+    BudgetLimits,
+    BudgetTracker,
+    Pricing,
+    TokenCounts,
+    open_budget,
+)
 
 __all__ = ["BUDGET_EXIT_CODE", "BUDGET_OPTIONS", "budget_tracker", "cost_text", "exit_budget_stopped", "stop_for_budget"]
-
-BUDGET_EXIT_CODE = 3
-"""Exit status of a command that stopped because ``--max-cost`` or ``--max-total-tokens`` was reached."""
 
 _B = "Tokens and cost"
 BUDGET_OPTIONS = OptionSet("budget_options", {
@@ -41,20 +47,15 @@ def budget_tracker(opts: dict[str, Any], spent: Mapping[str, TokenCounts] | None
     Returns:
         A :class:`~studybench.costs.BudgetTracker` (no limits without ``--max-*``; it then only counts).
     """
-    pricing: Pricing | None = None
-    if opts.get("pricing") is not None:
-        try:
-            pricing = load_pricing(opts["pricing"])
-        except PricingError as e:
+    try:
+        limits = BudgetLimits.model_construct(**{k: opts.get(k) for k in ("pricing", "max_cost", "max_total_tokens")})
+        return open_budget(limits, spent=spent)
+    except BudgetError as e:
+        if e.field == "pricing":
             fail(f"--pricing: {e}")
-    if opts.get("max_cost") is not None and pricing is None:
-        fail("--max-cost needs --pricing FILE (the prices per model)")
-    if opts.get("max_cost") is not None and not opts["max_cost"] >= 0:
-        fail(f"--max-cost must be >= 0, got {opts['max_cost']}")
-    if opts.get("max_total_tokens") is not None and opts["max_total_tokens"] < 0:
-        fail(f"--max-total-tokens must be >= 0, got {opts['max_total_tokens']}")
-    return BudgetTracker(max_cost=opts.get("max_cost"), max_total_tokens=opts.get("max_total_tokens"),
-                         pricing=pricing, spent=spent)
+        if str(e) == NEEDS_PRICES:
+            fail("--max-cost needs --pricing FILE (the prices per model)")
+        fail(f"--{e.field.replace('_', '-')} {e}")
 
 
 def cost_text(cost: float | None, pricing: Pricing | None) -> str:

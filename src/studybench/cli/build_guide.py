@@ -20,10 +20,10 @@ _BaseUrl = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compati
 
 
 def _dataset(split: str) -> Any:
-    from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.datasets import DatasetError, load_split
 
     try:
-        return load_dataset(resolve_split(split, None), name=split if split in ("application", "transfer") else None)
+        return load_split(split, None)
     except (DatasetError, ValueError) as e:
         fail(f"--split: {e}")
 

@@ -205,7 +205,7 @@ def decompose_cmd(
     recorded as failed and asked again on the next run (a malformed or truncated reply is cached and
     replayed: raise --attempts with --restart, or delete DIR/cache/decompose.jsonl). Exit 1 when any failed;
     exit 3 when --max-cost / --max-total-tokens (which count every reply in DIR/cache/decompose.jsonl) stopped it."""
-    from studybench.datasets import Dataset, DatasetError, load_dataset, resolve_split
+    from studybench.datasets import Dataset, DatasetError, load_split
     from studybench.testset.knowledge.points import DecomposeSettings, decompose
 
     if attempts < 1:
@@ -217,7 +217,7 @@ def decompose_cmd(
     if embed_merge:
         set_torch_threads(torch_threads)
     try:
-        ds = load_dataset(resolve_split(split, data_dir), name=split if split in ("application", "transfer") else None)
+        ds = load_split(split, data_dir)
     except (DatasetError, ValueError) as e:
         fail(f"--split: {e}")
     if limit is not None:

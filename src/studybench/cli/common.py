@@ -13,7 +13,7 @@ import inspect
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, get_type_hints
@@ -318,6 +318,27 @@ class OptionSet:
         command.__annotations__ = {p.name: p.annotation for p in [*params, *extra]}
         del command.__wrapped__  # typer must read the new signature, not the wrapped one
         return command
+
+    @staticmethod
+    def ordered(names: Sequence[str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A decorator that lists a command's options in the order ``names`` gives (its ``--help`` order).
+
+        Apply it above the option sets. Options not named keep their order after the named ones.
+        Every option becomes keyword-only (typer passes them by name).
+
+        Args:
+            names: parameter names, in the order ``--help`` lists them.
+        """
+        rank = {n: i for i, n in enumerate(names)}
+
+        def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+            sig = inspect.signature(command)
+            params = sorted(sig.parameters.values(), key=lambda p: rank.get(p.name, len(rank)))
+            command.__signature__ = sig.replace(  # type: ignore[attr-defined]
+                parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params])
+            return command
+
+        return decorate
 
 
 _J = "LLM judge"

@@ -38,11 +38,11 @@ def _books(books: Path | None) -> Path:
 
 
 def _parents(split: str, data_dir: Path | None) -> list[Any]:
-    from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.datasets import DatasetError, load_dataset, official_name, resolve_split
 
     try:
         path = resolve_split(split, data_dir)
-        ds = load_dataset(path, name=split if split in ("application", "transfer") else None)
+        ds = load_dataset(path, name=official_name(split))
     except (DatasetError, ValueError) as e:
         fail(str(e))
     return list(ds.parents)

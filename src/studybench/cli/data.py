@@ -56,14 +56,14 @@ def data_check(
     from rich.table import Table
 
     from studybench.checks import check_dataset
-    from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.datasets import OFFICIAL_SPLITS, DatasetError, load_dataset, official_name, resolve_split
 
-    splits = split or ["application", "transfer"]
+    splits = split or list(OFFICIAL_SPLITS)
     bad = False
     for s in splits:
         try:
             path = resolve_split(s, data_dir)
-            ds = load_dataset(path, name=s if s in ("application", "transfer") else None)
+            ds = load_dataset(path, name=official_name(s))
         except DatasetError as e:
             console.print(f"[bold red]{s}: invalid[/bold red] {e}")
             bad = True
@@ -183,10 +183,10 @@ def data_ids(
     Plain output is tab-separated: source, year, source_problem_id, problem_id (control characters in an
     id shown as escapes such as \\x00; --json gives the exact text). With --json each line is
     an object with those fields; add a "guidance" field to make it a guidance record."""
-    from studybench.datasets import DatasetError, load_dataset, resolve_split
+    from studybench.datasets import DatasetError, load_split
 
     try:
-        ds = load_dataset(resolve_split(split, data_dir), name=split if split in ("application", "transfer") else None)
+        ds = load_split(split, data_dir)
     except DatasetError as e:
         fail(str(e))
     for key in ds.sub_problem_keys():
@@ -211,7 +211,7 @@ def data_stats_cmd(
     the builtin tokenizer's estimate (see `studybench export chunks --help`)."""
     from rich.table import Table
 
-    from studybench.datasets import DatasetError, load_dataset, resolve_split, resolve_train_dir
+    from studybench.datasets import OFFICIAL_SPLITS, DatasetError, load_split, resolve_train_dir
     from studybench.instructions import InstructionError, find_instruction_files, load_instructions
     from studybench.testset.corpus.books import CorpusError
     from studybench.testset.corpus.stats import data_stats
@@ -233,9 +233,9 @@ def data_stats_cmd(
                 layers.append(load_instructions(path))
             except InstructionError as e:
                 fail(str(e), 1)
-    for s in ("application", "transfer"):
+    for s in OFFICIAL_SPLITS:
         try:
-            sets.append(load_dataset(resolve_split(s, data_dir), name=s))
+            sets.append(load_split(s, data_dir))
         except DatasetError as e:
             missing.append(str(e))
     if not layers and not sets and books is None:

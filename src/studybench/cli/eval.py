@@ -1,4 +1,7 @@
-"""``studybench eval``: options -> :class:`~studybench.evaluate.EvalSpec` -> :func:`~studybench.evaluate.run_plan`."""
+"""``studybench eval``: options -> :class:`~studybench.evaluate.EvalSpec` -> :func:`~studybench.evaluate.run_plan`.
+
+The options of each part of the spec are declared once in :mod:`studybench.cli.spec_options`.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +17,15 @@ from studybench.cli.common import (
     JUDGE_OPTIONS,
     SELECTION_OPTIONS,
     VERIFY_OPTIONS,
+    OptionSet,
     console,
     deprecated,
     fail,
     fail_for,
     fail_write,
     interruptible,
-    judge_spec,
     plural,
     progress_bars,
-    selection_spec,
     verify_settings,
 )
 from studybench.cli.label import parse_labels
@@ -34,23 +36,22 @@ from studybench.cli.show import (
     print_report,
     print_unjudgeable_alarm,
 )
+from studybench.cli.spec_options import (
+    ARTEFACT_OPTIONS,
+    DATA_OPTIONS,
+    EVAL_BUDGET_OPTIONS,
+    EVAL_ORDER,
+    GENERATION_OPTIONS,
+    VERIFICATION_OPTIONS,
+    artefact_part,
+    budget_part,
+    data_part,
+    generation_part,
+    verification_part,
+)
 from studybench.cli.verify import RAY_ADDRESS_HELP, RAY_HELP, ray_verifier
 
 __all__ = ["eval_cmd"]
-
-
-def _seeds(n: int, base: int, seed_list: str | None) -> list[int]:
-    if seed_list:
-        try:
-            vals = [int(x) for x in seed_list.split(",") if x.strip()]
-        except ValueError:
-            fail(f"--seed-list must be comma-separated integers, got {seed_list!r}")
-        if len(set(vals)) != len(vals) or not vals:
-            fail("--seed-list must hold distinct integers")
-        return vals
-    if n < 1:
-        fail("--seeds must be >= 1")
-    return [base + i for i in range(n)]
 
 
 def _failure_advice(errors: list[str]) -> None:
@@ -73,62 +74,29 @@ def _failure_advice(errors: list[str]) -> None:
 
 
 
+@OptionSet.ordered(EVAL_ORDER)
 @JUDGE_OPTIONS
 @VERIFY_OPTIONS
 @SELECTION_OPTIONS
+@EVAL_BUDGET_OPTIONS
+@VERIFICATION_OPTIONS
+@ARTEFACT_OPTIONS
+@GENERATION_OPTIONS
+@DATA_OPTIONS
 def eval_cmd(
-    split: Annotated[str, typer.Option("--split", help="application | transfer | PATH to a test-set JSON file.")] = "transfer",
-    model: Annotated[str, typer.Option("--model", help="Model name at the endpoint, or 'reference' for the offline gold replay.")] = "reference",
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve). Default: $OPENAI_BASE_URL.")] = None,
-    backend: Annotated[str, typer.Option("--backend", help="auto | openai | reference (auto: reference when --model reference).")] = "auto",
-    k: Annotated[int, typer.Option("-k", "--k", help="Attempts per parent (Par@k, Sub@k).")] = 8,
-    seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds (each a full set of k attempts; the paper uses 3).")] = 3,
-    seed: Annotated[int, typer.Option("--seed", help="First seed; seeds are SEED..SEED+N-1.")] = 0,
-    seed_list: Annotated[str | None, typer.Option("--seed-list", help="Explicit comma-separated seeds (overrides --seeds/--seed).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<model>-<split>, runs/reference-<mode>-<split> for the reference backend). Re-running the same command resumes.")] = None,
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Directory holding application.json / transfer.json (default $STUDYBENCH_DATA, then the fetch cache).")] = None,
-    preset: Annotated[str, typer.Option("--preset", help="Sampling preset: paper | greedy | none.")] = "none",
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
-    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling p.")] = None,
-    top_k: Annotated[int | None, typer.Option(help="Top-k sampling (vLLM extra_body).")] = None,
-    min_p: Annotated[float | None, typer.Option(help="Min-p sampling (vLLM extra_body).")] = None,
-    presence_penalty: Annotated[float | None, typer.Option(help="Presence penalty.")] = None,
-    repetition_penalty: Annotated[float | None, typer.Option(help="Repetition penalty (vLLM extra_body).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Completion budget per turn: the tokens the model may write (never includes the prompt).")] = None,
-    context_budget: Annotated[int | None, typer.Option("--context-budget", help="Cap on prompt + completion per turn (--preset paper: 32768; 0: no cap). The completion limit sent is min(--max-tokens, cap - estimated prompt).")] = None,
-    min_completion_tokens: Annotated[int | None, typer.Option("--min-completion-tokens", help="Refuse budgets that leave a turn fewer completion tokens than this (default 256); such a turn is never sent.")] = None,
-    thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Send chat_template_kwargs.enable_thinking (Qwen3).")] = None,
-    concurrency: Annotated[int, typer.Option(help="Maximum requests in flight.")] = 64,
-    request_timeout: Annotated[float, typer.Option(help="Seconds per HTTP request before it is retried.")] = 600.0,
-    max_retries: Annotated[int, typer.Option(help="Retries per turn on 429/5xx/timeouts/dropped connections.")] = 6,
-    max_consecutive_failures: Annotated[int, typer.Option("--max-consecutive-failures", help="Stop the run (saving what is done; re-run to resume) after this many request attempts in a row got no answer from the endpoint and none for 10 s; 0: never stop.")] = 8,
-    liveness_timeout: Annotated[float, typer.Option("--liveness-timeout", help="While requests are in flight and unanswered, probe the endpoint's model list (GET /models); when the probes too get no answer for this many seconds, the endpoint is hung: stop as for a dead one (saving what is done). A slow server that answers the probe is never cut; 0: never probe. The judge's endpoint too.")] = 20.0,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key (never stored).")] = "OPENAI_API_KEY",
-    system_prompt: Annotated[Path | None, typer.Option("--system-prompt", help="File replacing the system message (GEPA, EvoSkill).")] = None,
-    playbook: Annotated[Path | None, typer.Option("--playbook", help="File appended to the default system message (ACE; its bullet ids and helpful/harmful counters are removed).")] = None,
-    playbook_max_tokens: Annotated[int, typer.Option("--playbook-max-tokens", help="Refuse a playbook over this many tokens (built-in count; 0: no cap).")] = 12_000,
-    guidance: Annotated[Path | None, typer.Option("--guidance", help="JSON/JSONL hints joined on (source, year, source_problem_id, problem_id).")] = None,
-    ignore_unmatched_guidance: Annotated[
-        bool, typer.Option("--ignore-unmatched-guidance", help="Run even when --guidance entries match no sub-problem (default: an error naming them; list the keys with `studybench data ids`).")
-    ] = False,
-    reference_mode: Annotated[str, typer.Option("--reference-mode", help="reference backend: gold | solution.")] = "gold",
     only_generate: Annotated[bool, typer.Option("--only-generate", help="Generate turns, do not verify or report.")] = False,
     only_verify: Annotated[bool, typer.Option("--only-verify", help="Verify existing turns and report; generate nothing (needs no endpoint).")] = False,
     only_judge: Annotated[bool, typer.Option("--only-judge", hidden=True, help="Deprecated: --only-verify.")] = False,
-    retry_timeouts: Annotated[bool, typer.Option("--retry-timeouts", help="Verify again attempts whose rule verdict timed out (by default final until --verify-timeout changes), e.g. after a run on a loaded machine.")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N parents (after every other selection option).")] = None,
-    slice_: Annotated[str | None, typer.Option("--slice", help="Parents START:STOP (Python slice of the file order).")] = None,
-    verifier_mode: Annotated[
-        str | None,
-        typer.Option("--verifier-mode", rich_help_panel="LLM judge", help="rule (reward-safe, never calls an LLM) | rule+llm (leaderboard). Default: rule+llm with --judge-model, else the run's previous mode, else rule."),
-    ] = None,
-    pricing: Annotated[Path | None, typer.Option("--pricing", rich_help_panel="Cost", help="Pricing file (JSON or TOML: currency, and per model or glob pattern the input, output and cached_input prices per million tokens): the report gets the run's cost per run, seed and turn; the run directory records the prices for its later reports.")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", rich_help_panel="Cost", help="Stop the run cleanly (exit 3) once its requests cost this much, in the pricing file's currency (needs --pricing, or prices the run recorded). Requests in flight finish and are kept; re-run with a higher limit to resume.")] = None,
-    max_total_tokens: Annotated[int | None, typer.Option("--max-total-tokens", rich_help_panel="Cost", help="Stop the run cleanly (exit 3) once its requests spent this many prompt + completion tokens (every request stored in the run directory counts). Re-run with a higher limit (or none) to resume.")] = None,
     use_ray: Annotated[bool, typer.Option("--ray", rich_help_panel="Rule verifier", help=RAY_HELP + " --verify-workers: the actors.")] = False,
     ray_address: Annotated[str | None, typer.Option("--ray-address", metavar="ADDRESS", rich_help_panel="Rule verifier", help=RAY_ADDRESS_HELP)] = None,
     label: Annotated[list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="KEY=VALUE stored in the manifest and the report (repeatable), e.g. --label method=GEPA; a resumed run merges them (later wins). Change later: `studybench label`.")] = None,
     *,
+    data_options: dict[str, Any],
+    generation_options: dict[str, Any],
+    artefact_options: dict[str, Any],
+    verification_options: dict[str, Any],
+    budget_options: dict[str, Any],
     judge_options: dict[str, Any],
     verify_options: dict[str, Any],
     selection_options: dict[str, Any],
@@ -161,26 +129,14 @@ def eval_cmd(
                      if use_ray or ray_address else None)  # exit 2 now, before any work, when the extra is missing
     if only_judge:
         deprecated("--only-judge", "--only-verify")
-    seed_vals = _seeds(seeds, seed, seed_list)
-    if backend not in ("auto", "openai", "reference"):
-        fail(f"--backend must be auto, openai or reference, got {backend!r}")
-    if verifier_mode is not None and verifier_mode not in ("rule", "rule+llm"):
-        fail(f"--verifier-mode must be one of rule, rule+llm, got {verifier_mode!r}")
-    spec_judge = judge_spec(judge_options)
+    data = data_part(data_options, selection_options)
+    generation = generation_part(generation_options)
+    verification = verification_part(verification_options, judge_options, verify_timeout, verify_workers)
     try:
-        spec = EvalSpec.create(
-            split=split, data_dir=data_dir, parent_slice=slice_, limit=limit, model=model, backend=backend,
-            base_url=base_url, api_key_env=api_key_env, reference_mode=reference_mode, preset=preset,
-            temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty,
-            repetition_penalty=repetition_penalty, max_tokens=max_tokens, context_budget=context_budget,
-            **({} if min_completion_tokens is None else {"min_completion_tokens": min_completion_tokens}), thinking=thinking, concurrency=concurrency,
-            request_timeout=request_timeout, max_retries=max_retries, max_consecutive_failures=max_consecutive_failures,
-            liveness_timeout=liveness_timeout,
-            system_prompt=system_prompt, playbook=playbook, playbook_max_tokens=playbook_max_tokens,
-            guidance=guidance, ignore_unmatched_guidance=ignore_unmatched_guidance, k=k, seeds=seed_vals, verifier_mode=verifier_mode, verify_timeout=5.0 if verify_timeout is None else verify_timeout,
-            verify_workers=verify_workers, judge=spec_judge, only_generate=only_generate, only_verify=only_verify or only_judge,
-            retry_timeouts=retry_timeouts, labels=parse_labels(label), pricing=pricing, max_cost=max_cost,
-            max_total_tokens=max_total_tokens, **selection_spec(selection_options),
+        spec = EvalSpec(
+            data=data, generation=generation,
+            budgets=budget_part(budget_options), verification=verification, artefacts=artefact_part(artefact_options),
+            only_generate=only_generate, only_verify=only_verify or only_judge, labels=parse_labels(label),
         )
         plan = prepare_eval(spec, out)
     except EvalError as e:

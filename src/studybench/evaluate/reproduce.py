@@ -25,14 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.datasets import DATA_ENV, Dataset, DatasetError, load_dataset, resolve_split
-from studybench.evaluate.run import EvalPlan, EvalResult, judge_spec_from_run, prepare_eval, run_plan
+from studybench.costs import PRICING_FILE
+from studybench.datasets import Dataset
+from studybench.evaluate.judge_after import judge_spec_from_run
+from studybench.evaluate.plan import EvalPlan, find_run_dataset, prepare_eval
+from studybench.evaluate.run import EvalResult, run_plan
 from studybench.evaluate.scope import ProgressFn
 from studybench.evaluate.selection import selection_values
 from studybench.evaluate.spec import EvalError, EvalSpec
 from studybench.files import InputFileError, read_user_bytes
 from studybench.models import ChatBackend, SamplingParams
-from studybench.report.tokens import PRICING_FILE
 from studybench.store import Manifest, RunStore, TurnKey, current_budgets, manifest_differences
 
 __all__ = ["Reproduction", "ReproduceResult", "prepare_reproduction", "reproduce_run", "reproduction_spec"]
@@ -102,41 +104,11 @@ def _sha256(path: Path) -> str | None:
 
 def _dataset(source: Path, man: Manifest, split_path: Path | None, allow_data_change: bool
              ) -> tuple[Dataset, tuple[str | None, str] | None]:
-    name = man.split.name
-    official = name in ("application", "transfer")
-    candidates: list[Path] = []
-    if split_path is not None:
-        candidates.append(Path(split_path))
-    else:
-        if man.split.path and not man.split.path.startswith("<memory"):
-            candidates.append(Path(man.split.path))
-        if official:
-            try:
-                candidates.append(resolve_split(name))
-            except (DatasetError, ValueError):
-                pass
-    existing = [p for p in dict.fromkeys(candidates) if p.is_file()]
-    if not existing:
-        tried = ", ".join(str(p) for p in candidates) or "no file recorded (an in-memory test set?)"
-        raise EvalError(f"{source}: cannot find the test-set file this run was made on ({tried}); give --split PATH"
-                        + (f" or set ${DATA_ENV}" if official else ""), "split")
-    changed: Dataset | None = None
-    for path in existing:
-        try:
-            ds = load_dataset(path, name=name)
-        except DatasetError as e:
-            raise EvalError(str(e), "split") from None
-        if man.split.sha256 is None or ds.sha256 == man.split.sha256:
-            return ds, None
-        changed = changed or ds
-    assert changed is not None
-    old, new = man.split.sha256, changed.sha256
-    if not allow_data_change:
-        raise EvalError(f"{source}: the test-set file {changed.path} changed since the run was made (sha256 "
-                        f"{str(old)[:12]} -> {new[:12]}); a reproduction re-runs the same data: restore the file or "
-                        "give --split with a copy of the original, or pass --allow-data-change to re-run on the "
-                        "changed data", "split")
-    return changed, (old, new)
+    ds = find_run_dataset(man, source, split_path=split_path, allow_changed=allow_data_change,
+                          how="give --split PATH", or_else=", or pass --allow-data-change to re-run on the changed data")
+    if man.split.sha256 is None or ds.sha256 == man.split.sha256:
+        return ds, None
+    return ds, (man.split.sha256, ds.sha256)
 
 
 def _command_paths(command: list[str]) -> dict[str, str]:

@@ -7,19 +7,49 @@ A **turn** is one sub-problem of one attempt of one seed; its key is
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from studybench.records import Parent, SubProblemRef
 from studybench.store import TurnKey
 
-__all__ = ["ProgressFn", "RunScope", "request_seed"]
+__all__ = ["ProgressFn", "RunScope", "close_all", "request_seed", "run_sync"]
 
 ProgressFn = Callable[[str, int, "int | None"], None]
 """``progress(phase, advance, total)``: each pass first calls it with ``advance=0`` and its total
 (``None`` when unknown), then with the number of turns finished since the last call. Phases:
 ``"generate"``, ``"verify"``, ``"llm judge"``."""
+
+
+_T = TypeVar("_T")
+
+
+def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine of a pass to completion from synchronous code.
+
+    Also when an event loop is running already (a Jupyter notebook): then the coroutine runs on a
+    fresh loop in a worker thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1, thread_name_prefix="studybench-eval") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def close_all(*things: Any) -> None:
+    """Close each client given (``None`` is skipped); a failure to close never masks the real outcome."""
+    for thing in things:
+        if thing is not None:
+            try:
+                await thing.aclose()
+            except Exception:  # noqa: BLE001 - closing must not mask the real outcome
+                pass
 
 
 def request_seed(seed: int, attempt: int, parent_uid: str, sub_index: int) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 
 from studybench.datasets import Dataset
 from studybench.errata import ErrataPlan, plan_errata
-from studybench.evaluate.spec import EvalError, EvalSpec, parse_parent_slice
+from studybench.evaluate.spec import DataSpec, EvalError, parse_parent_slice
 from studybench.files import InputFileError, read_user_text
 from studybench.records import Parent, label_map
 from studybench.store import Manifest, SelectionInfo
@@ -216,11 +216,11 @@ def select_parents(ds: Dataset, limit: int | None = None, parent_slice: str | No
     return sel
 
 
-def plan_selection(spec: EvalSpec, ds: Dataset) -> tuple[list[Parent], ErrataPlan]:
+def plan_selection(spec: DataSpec, ds: Dataset) -> tuple[list[Parent], ErrataPlan]:
     """The parents ``spec`` selects from ``ds``, with the golds its errata setting scores.
 
     Args:
-        spec: the evaluation (``parent_slice``, ``parent_ids``, ``exclude_ids``, ``sample``,
+        spec: the data part of the evaluation (``EvalSpec.data``: ``parent_slice``, ``parent_ids``, ``exclude_ids``, ``sample``,
             ``sample_seed``, ``stratify``, ``limit``, ``errata``).
         ds: the test set.
 
@@ -240,7 +240,7 @@ def plan_selection(spec: EvalSpec, ds: Dataset) -> tuple[list[Parent], ErrataPla
     return plan.apply(parents), plan
 
 
-def selection_info(spec: EvalSpec, parents: list[Parent]) -> SelectionInfo:
+def selection_info(spec: DataSpec, parents: list[Parent]) -> SelectionInfo:
     """The manifest's ``selection`` (the new keys only when used: older manifests read the same)."""
     extra: dict[str, Any] = {}
     if spec.parent_ids:
@@ -253,7 +253,7 @@ def selection_info(spec: EvalSpec, parents: list[Parent]) -> SelectionInfo:
 
 
 def selection_values(manifest: Manifest) -> dict[str, Any]:
-    """The :class:`EvalSpec` selection fields and errata setting a run recorded (for ``reproduce``)."""
+    """The :class:`~studybench.evaluate.spec.DataSpec` selection fields and errata setting a run recorded (for ``reproduce``)."""
     sel = manifest.selection
     extra = sel.model_extra or {} if sel is not None else {}
     errata = (manifest.errata or {}).get("mode") if isinstance(manifest.errata, dict) else None

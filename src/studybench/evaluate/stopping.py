@@ -4,7 +4,8 @@ Both stop a run the same way: no new turn is asked, what finished is saved and v
 (unless ``only_generate``) says the run is incomplete, and running the same command again resumes.
 
 **Budgets** (``EvalSpec.max_total_tokens``, ``EvalSpec.max_cost``; ``studybench eval
---max-total-tokens N``, ``--max-cost X``): a :class:`~studybench.costs.BudgetTracker` starts from
+--max-total-tokens N``, ``--max-cost X``; :class:`~studybench.costs.BudgetLimits`, opened by
+:func:`studybench.costs.open_budget`, the budgets module's one entry): a :class:`~studybench.costs.BudgetTracker` starts from
 the tokens every request stored in the run directory spent (failed and superseded ones included),
 and counts each reply of this invocation. The generation pass checks it before it sends a request;
 once a limit is reached it sends none, lets the requests in flight finish (they are stored, so a run
@@ -20,16 +21,23 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from studybench.costs import BudgetTracker, Pricing, PricingError, TokenCounts, load_pricing
+from studybench.costs import (
+    BudgetError,
+    BudgetLimits,
+    BudgetTracker,
+    Pricing,
+    TokenCounts,
+    open_budget,
+    record_pricing,
+)
 from studybench.evaluate.spec import EvalError
 from studybench.llm_judge import judge_usage
-from studybench.report.tokens import recorded_pricing
 from studybench.store import RunStore
 
 if TYPE_CHECKING:
     from studybench.evaluate.run import EvalResult
 
-__all__ = ["BudgetStoppedError", "EndpointStoppedError", "plan_pricing", "run_budget", "stop_error"]
+__all__ = ["BudgetStoppedError", "EndpointStoppedError", "plan_pricing", "run_budget", "run_spent", "stop_error"]
 
 
 class EndpointStoppedError(RuntimeError):
@@ -97,14 +105,12 @@ def stop_error(result: EvalResult) -> EndpointStoppedError | BudgetStoppedError 
     return None
 
 
-def plan_pricing(path: Path | None, max_cost: float | None, store: RunStore, resuming: bool) -> Pricing | None:
+def plan_pricing(limits: BudgetLimits, run_dir: Path | None = None) -> Pricing | None:
     """The prices an evaluation uses: the file given, else the ones the run directory recorded.
 
     Args:
-        path: ``EvalSpec.pricing``.
-        max_cost: ``EvalSpec.max_cost`` (needs prices).
-        store: the run directory.
-        resuming: whether it already holds the run.
+        limits: ``EvalSpec.budgets``.
+        run_dir: the run directory when it already holds the run (its recorded prices apply).
 
     Returns:
         The pricing, or ``None``.
@@ -113,37 +119,44 @@ def plan_pricing(path: Path | None, max_cost: float | None, store: RunStore, res
         EvalError: an unreadable or malformed pricing file (field ``pricing``), or a cost limit
             without prices (field ``max_cost``).
     """
-    pricing: Pricing | None = None
     try:
-        if path is not None:
-            pricing = load_pricing(path)
-        elif resuming:
-            pricing = recorded_pricing(store)
-    except (PricingError, ValueError) as e:
-        raise EvalError(str(e), "pricing") from None
-    if max_cost is not None and pricing is None:
-        raise EvalError("max_cost: a cost limit needs prices: give --pricing FILE "
-                        "(EvalSpec(pricing=...)), a JSON or TOML file of prices per million tokens", "max_cost")
-    return pricing
+        return open_budget(limits, run_dir=run_dir).pricing
+    except BudgetError as e:
+        raise EvalError(str(e) if e.field == "pricing" else f"{e.field}: {e}", e.field) from None
 
 
-def run_budget(store: RunStore, model: str | None, pricing: Pricing | None, max_cost: float | None,
-               max_total_tokens: int | None) -> BudgetTracker | None:
+def run_spent(store: RunStore, model: str | None) -> dict[str, TokenCounts]:
+    """What the requests stored in a run directory spent, per model: the LLM judge's and the model's.
+
+    Args:
+        store: the run directory.
+        model: the run's model (the manifest's ``backend.model``).
+    """
+    spent = {judge_model: used.spent for judge_model, used in judge_usage(store).items()}  # the judge's requests count too
+    spent.setdefault(model or "", TokenCounts()).merge(TokenCounts.of(row.get("usage") for row in store.generation_log.rows()))
+    return spent
+
+
+def run_budget(store: RunStore, model: str | None, pricing: Pricing | None, limits: BudgetLimits) -> BudgetTracker | None:
     """The budget of a run, starting from what the requests stored in its directory spent.
+
+    Prices given now (``limits.pricing``) are recorded in the run directory
+    (:func:`studybench.costs.record_pricing`): its later reports use them.
 
     Args:
         store: the run directory.
         model: the run's model (the manifest's ``backend.model``), which the prices are looked up by.
-        pricing: the prices (needed with ``max_cost``).
-        max_cost: the cost limit, in the pricing's currency.
-        max_total_tokens: the limit on prompt + completion tokens.
+        pricing: the prices (:func:`plan_pricing`; needed with ``max_cost``).
+        limits: ``EvalSpec.budgets``.
 
     Returns:
-        The tracker, or ``None`` without limits.
+        The tracker (:func:`studybench.costs.open_budget`), or ``None`` without limits.
+
+    Raises:
+        OSError: the prices cannot be recorded.
     """
-    if max_cost is None and max_total_tokens is None:
-        return None
-    spent = {model or "": TokenCounts.of(row.get("usage") for row in store.generation_log.rows())}
-    for judge_model, used in judge_usage(store).items():  # the LLM judge's requests count too
-        spent.setdefault(judge_model, TokenCounts()).merge(used.spent)
-    return BudgetTracker(max_cost=max_cost, max_total_tokens=max_total_tokens, pricing=pricing, spent=spent)
+    spent = run_spent(store, model) if limits.limited else None
+    budget = open_budget(limits, spent=spent, pricing=pricing) if limits.limited else None
+    if limits.pricing is not None and pricing is not None:
+        record_pricing(store.root, pricing)
+    return budget

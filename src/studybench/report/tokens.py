@@ -22,59 +22,34 @@ the model). A model the file has no price for gets ``total: null`` and a ``reaso
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from studybench.costs import Pricing, PricingError, TokenCounts, parse_pricing
-from studybench.files import atomic_write_text, dumps_json, read_json
+from studybench import costs
+from studybench.costs import PRICING_FILE, PRICING_LIMIT, Pricing, TokenCounts
 from studybench.store import Manifest, RunStore, TurnKey
 
-__all__ = ["PRICING_FILE", "cost_block", "record_pricing", "recorded_pricing", "token_block", "token_table"]
-
-PRICING_FILE = "pricing.json"
-PRICING_LIMIT = 1 << 20  # bytes: as a pricing file a user names (costs.load_pricing)
-"""The run directory's record of the prices its reports use (the parsed pricing file, with its sha256)."""
+__all__ = ["PRICING_FILE", "PRICING_LIMIT", "cost_block", "record_pricing", "recorded_pricing", "token_block", "token_table"]
 
 _COST_DIGITS = 10
 
 
 def recorded_pricing(store: RunStore) -> Pricing | None:
-    """The pricing recorded in a run directory (``pricing.json``), or ``None`` when there is none.
-
-    Args:
-        store: the run directory.
-
-    Returns:
-        The pricing, with the source file name and sha256 it was read from.
+    """The pricing recorded in a run directory (:func:`studybench.costs.recorded_pricing`).
 
     Raises:
         ValueError: the record exists but is unreadable or malformed (the message names the file).
     """
-    path = store.root / PRICING_FILE
-    if not os.path.lexists(path):
-        return None
-    obj = read_json(path, limit=PRICING_LIMIT)  # InputFileError (a ValueError) names the file
-    try:
-        pricing = parse_pricing(obj, str(path))
-    except PricingError as e:
-        raise ValueError(str(e)) from None
-    pricing.source = str(obj.get("source") or path)
-    pricing.sha256 = str(obj.get("sha256") or "")
-    return pricing
+    return costs.recorded_pricing(store.root)
 
 
 def record_pricing(store: RunStore, pricing: Pricing) -> None:
-    """Record ``pricing`` in the run directory (``pricing.json``) for its later reports.
-
-    Args:
-        store: the run directory.
-        pricing: the prices (:func:`studybench.costs.load_pricing`).
+    """Record ``pricing`` in the run directory (:func:`studybench.costs.record_pricing`).
 
     Raises:
         OSError: the file cannot be written.
     """
-    atomic_write_text(store.root / PRICING_FILE, dumps_json(pricing.to_dict()) + "\n")
+    costs.record_pricing(store.root, pricing)
 
 
 def token_block(store: RunStore, man: Manifest, keys: Iterable[TurnKey]) -> dict[str, Any]:

@@ -26,7 +26,13 @@ the model server's version and the data's commit of the invocations that wrote t
 (``reproduces``): set by ``studybench reproduce`` on the new run: which run it re-runs and what was
 overridden.
 
-Manifests written by older versions load unchanged (unknown fields are kept; no environment: ``null``).
+**Configuration** (``config``): the latest invocation's :class:`~studybench.evaluate.EvalSpec` in its
+nested form (data, generation, budgets, verification, artefacts), secrets redacted. The fields above
+stay as they were (a manifest's flat record of the run), so readers of older manifests need no
+``config``; it is never part of what must match to resume.
+
+Manifests written by older versions load unchanged and resume (unknown fields are kept; no
+environment or configuration: ``null``).
 """
 
 from __future__ import annotations
@@ -245,6 +251,12 @@ class Manifest(_Model):
             the official golds). A scoring setting like the verifier's: it may change between
             invocations (the rule pass verifies the errata items again), so it is not part of
             :meth:`resume_conflicts`.
+        config: the latest invocation's configuration in its nested form, part by part (``data``,
+            ``generation``, ``budgets``, ``verification``, ``artefacts``, and the flags ``only_generate``,
+            ``only_verify``, ``labels``: :meth:`studybench.evaluate.EvalSpec.to_record`; secrets
+            redacted). A record of what was asked, like ``command``: never part of
+            :meth:`resume_conflicts`. ``None`` in manifests written before it was recorded (their
+            settings are the fields above, which every manifest keeps).
     """
 
     studybench_version: str | None = None
@@ -263,8 +275,9 @@ class Manifest(_Model):
     later_environments: list[dict[str, Any]] = Field(default_factory=list)
     reproduces: dict[str, Any] | None = None
     errata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
 
-    @field_validator("environment", "reproduces", "errata", mode="before")
+    @field_validator("environment", "reproduces", "errata", "config", mode="before")
     @classmethod
     def _object_or_none(cls, v: Any) -> Any:
         return v if isinstance(v, dict) else None  # a hand-edited or foreign value is not an error

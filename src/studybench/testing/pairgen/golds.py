@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from studybench.answers import split_top_level
-from studybench.datasets import load_dataset
+from studybench.datasets import OFFICIAL_SPLITS, load_dataset
 from studybench.instructions import find_instruction_files, load_instructions
 from studybench.records import SubProblem
 
@@ -106,7 +106,7 @@ def _from_sub(gold_id: str, source: str, sub: SubProblem, problem: str) -> Gold:
 
 def _testsets(data_dir: Path, out: GoldSet) -> list[Gold]:
     golds: list[Gold] = []
-    for split in ("application", "transfer"):
+    for split in OFFICIAL_SPLITS:
         path = data_dir / f"{split}.json"
         if not path.is_file():
             out.skipped[f"{split}: file not found"] += 1
