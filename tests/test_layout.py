@@ -15,9 +15,6 @@ FILES = sorted(p for p in SRC.rglob("*.py") if "egg-info" not in str(p))
 MAX_LINES = 600
 REASON = "Longer than 600 lines because"
 """A source file over MAX_LINES says why in its module docstring, in a sentence starting with this."""
-# TODO(issue 26 merge): these four are brought under MAX_LINES on other branches (evaluate, methods,
-# build -> testset); this mark goes once those branches are merged.
-FIXED_BY_THE_MERGE = {"methods/gepa.py"}
 
 
 def _module(path: Path) -> str:
@@ -73,8 +70,6 @@ def test_source_files_stay_small(path: Path) -> None:
     n = len(text.splitlines())
     if n <= MAX_LINES:
         return
-    if rel in FIXED_BY_THE_MERGE:
-        pytest.xfail(f"{rel} has {n} lines; brought under {MAX_LINES} on another issue 26 branch")
     doc = ast.get_docstring(ast.parse(text)) or ""
     says_why = REASON in " ".join(doc.split())
     assert says_why, (
