@@ -348,3 +348,45 @@ def test_many_packs_are_merged_and_keep_every_vector(tmp_path: Path) -> None:
     got = cache.lookup("m" * 40, keys)
     assert np.array_equal(np.stack([got[k] for k in keys]), np.concatenate(vecs))
     assert cache.rejected == []
+
+
+# -- stage 2: the opt-in int8 precision (issue 27) ---------------------------------------------------------------
+
+
+def _linear_model(weight_shift: float = 0.0) -> Any:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.LayerNorm(8))
+    with torch.no_grad():
+        m[0].weight[0, 0] += weight_shift
+    return m
+
+
+def test_int8_models_are_cached_apart_from_float32_and_from_each_other() -> None:
+    """The model id of a dynamically quantised model hashes its packed integer weights: two int8 models whose
+    linear weights differ never share cache keys (their weights were skipped before), nor does int8 with float32."""
+    from studybench.audit.embedcache import embedding_key, model_id
+    from studybench.audit.embeddings import quantize_linear_int8
+
+    f32 = _linear_model()
+    q = quantize_linear_int8(f32)
+    assert "DynamicQuantizedLinear" in repr(q[0]) and "Dynamic" not in repr(f32[0])  # a copy; f32 unchanged
+    assert model_id(q) == model_id(quantize_linear_int8(_linear_model()))  # deterministic
+    ids = {model_id(f32), model_id(q), model_id(quantize_linear_int8(_linear_model(0.05)))}
+    assert len(ids) == 3
+    assert len({embedding_key(i, "a text") for i in ids}) == 3  # type: ignore[arg-type]
+
+
+def test_int8_is_opt_in_and_cpu_only() -> None:
+    from studybench.audit.embeddings import DTYPES, resolve_dtype
+
+    assert "int8" in DTYPES
+    assert resolve_dtype("auto", "cpu") in ("float32", "bfloat16") and resolve_dtype("auto", "cuda") == "bfloat16"
+    assert resolve_dtype("int8", "cpu") == "int8"
+    for device in ("cuda", "cuda:1", "mps"):
+        with pytest.raises(ValueError, match="int8.*CPU only"):
+            resolve_dtype("int8", device)
+        with pytest.raises(ValueError, match="int8"):
+            AuditConfig(dtype="int8", device=device).validate()
+    AuditConfig(dtype="int8").validate()
+    assert AuditConfig(dtype="int8").to_dict()["dtype_used"] == "int8"

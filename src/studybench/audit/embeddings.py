@@ -27,6 +27,7 @@ __all__ = [
     "embed_non_empty",
     "embed_texts",
     "load_embedding_model",
+    "quantize_linear_int8",
     "resolve_dtype",
     "stage2_cosine",
 ]
@@ -37,7 +38,9 @@ COSINE_SWEEP = (0.80, 0.85, 0.90, 0.95)
 """Cosine thresholds of the report's sweep."""
 
 
-DTYPES = ("auto", "float32", "bfloat16")
+DTYPES = ("auto", "float32", "bfloat16", "int8")
+"""Accepted ``dtype`` values; ``int8`` (CPU only, opt-in, never chosen by ``auto``) is float32 with torch's dynamic
+int8 quantisation of the linear layers (:func:`quantize_linear_int8`)."""
 
 
 def cpu_has_bf16() -> bool:
@@ -57,10 +60,12 @@ def resolve_dtype(dtype: str, device: str) -> str:
     """``auto`` -> ``bfloat16`` on a CUDA device or a CPU with native bf16, else ``float32``.
 
     Raises:
-        ValueError: an unknown dtype.
+        ValueError: an unknown dtype, or ``int8`` on a device other than the CPU.
     """
     if dtype not in DTYPES:
         raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype == "int8" and device != "cpu":
+        raise ValueError(f"--dtype int8 (dynamic int8 quantisation) runs on the CPU only, not on --device {device}")
     if dtype != "auto":
         return dtype
     if device.startswith("cuda") or (device == "cpu" and cpu_has_bf16()):
@@ -83,7 +88,10 @@ def load_embedding_model(
             MiniLM). Embedding time is about proportional to it on CPU.
         dtype: ``float32``, ``bfloat16`` or ``auto`` (:func:`resolve_dtype`). On a CPU with AMX
             bfloat16 is about 3.4x faster than float32 for MiniLM; measured cosines between pairs of
-            texts differ from float32 by at most 0.006 (600 texts of the bench workload).
+            texts differ from float32 by at most 0.006 (600 texts of the bench workload). ``int8``
+            (CPU only, opt-in): :func:`quantize_linear_int8`; faster on a CPU without bf16 but the
+            vectors move (``bench/audit_bench.py --compare-dtype int8`` measures the flagged pairs it
+            keeps); its embeddings are cached apart from float32's (the model id differs).
 
     Raises:
         AuditExtraMissing: sentence-transformers (or the bundled model package) is not installed.
@@ -101,10 +109,34 @@ def load_embedding_model(
         raise RuntimeError(f"cannot load the embedding model {name!r}: {type(e).__name__}: {e}") from None
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
-    if resolve_dtype(dtype, device) == "bfloat16":
+    used = resolve_dtype(dtype, device)
+    if used == "bfloat16":
         torch = require_extra("torch")
         model.to(torch.bfloat16)
+    elif used == "int8":
+        model = quantize_linear_int8(model)
     return model
+
+
+def quantize_linear_int8(model: Any) -> Any:
+    """The model with every ``torch.nn.Linear`` replaced by torch's dynamically quantised int8 version.
+
+    ``torch.ao.quantization.quantize_dynamic`` (offline: weights quantised per tensor once, activations
+    per batch at run time); CPU only. About 77% of MiniLM's CPU time is in its linear layers
+    (``bench/audit_bench.py --profile``).
+
+    Args:
+        model: a float32 torch module on the CPU.
+
+    Returns:
+        The quantised module (a new object; ``model`` is left as it was).
+    """
+    import warnings
+
+    torch = require_extra("torch")
+    with warnings.catch_warnings():  # torch.ao's deprecation notices
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=False)
 
 
 def embed_texts(model: Any, texts: Sequence[str], *, batch_size: int = 64) -> Any:

@@ -92,7 +92,8 @@ def contamination(
     dtype: Annotated[
         str,
         typer.Option(help="Embedding precision: auto (bfloat16 on CUDA or a CPU with native bf16 such as AMX, else "
-                     "float32) | float32 | bfloat16."),
+                     "float32) | float32 | bfloat16 | int8 (CPU only, opt-in: float32 with int8 linear layers, faster on "
+                     "a CPU without bf16; changes the vectors slightly)."),
     ] = "auto",
     embedding_cache: Annotated[
         Path | None,
