@@ -29,7 +29,8 @@ records the count used and the load average at the start and the end. Each stage
 process CPU seconds, which a loaded machine inflates far less than the wall-clock ones.
 
 ``--compare-dtype int8`` (or ``--compare-max-seq-length N``, or ``--compare-threads N``: the same model with
-N torch threads) also runs a *first* audit (empty cache) with a
+N torch threads, or ``--compare-char-order``: the texts batched in order of characters, as before the
+padding fix) also runs a *first* audit (empty cache) with a
 second model, the same as the first but with that precision (or truncation), in the same run: its time, the
 ratio to the first model's first audit, and what it changes: the cosine of each text's vector to the first
 model's and the agreement of the flagged pairs (stage-2 pairs at the threshold, and all flagged pairs:
@@ -52,7 +53,13 @@ from pathlib import Path
 from typing import Any
 
 from studybench.audit.embedcache import EmbeddingCache
-from studybench.audit.embeddings import embed_corpus, embed_non_empty, load_embedding_model, stage2_cosine
+from studybench.audit.embeddings import (
+    embed_corpus,
+    embed_non_empty,
+    embed_texts,
+    load_embedding_model,
+    stage2_cosine,
+)
 from studybench.audit.minhash import reference_candidates
 from studybench.audit.ngrams import (
     JACCARD_SWEEP,
@@ -145,6 +152,19 @@ def print_profile(prof: Any, wall: float, top: int = 12) -> None:
         print(f"  {tt:8.2f} s {100 * tt / wall:5.1f}%  {nc:7d} calls  {where}")
 
 
+def embed_char_order(model: Any, texts: list[str], batch_size: int, _progress: Any = None) -> Any:
+    """Stage 2's embedding as it batched before issue 27: texts in order of characters, chunks of 8 batches."""
+    import numpy as np
+
+    idx = sorted((k for k, t in enumerate(texts) if t.strip()), key=lambda k: len(texts[k]))
+    out = np.zeros((len(texts), model.get_sentence_embedding_dimension()), dtype=np.float32)
+    chunk = max(batch_size * 8, 256)
+    for start in range(0, len(idx), chunk):
+        part = idx[start : start + chunk]
+        out[part] = embed_texts(model, [texts[k] for k in part], batch_size=batch_size)
+    return out
+
+
 def compare_variant(args: Any, texts: list[str], n_train: int, emb_ref: Any, ref: tuple[Any, Any],
                     s1_scores: dict[tuple[int, int], float], contained: dict[tuple[int, int], float], res: dict[str, Any]) -> dict[str, Any]:
     """A first audit with a second model (another --dtype or truncation) in the same run: time and agreement."""
@@ -155,14 +175,15 @@ def compare_variant(args: Any, texts: list[str], n_train: int, emb_ref: Any, ref
     model, load_s = timed(load_embedding_model, device=args.device, max_seq_length=msl, dtype=dtype)
     variant = ", ".join(x for x in (f"dtype {dtype}" if args.compare_dtype else "",
                                     f"max_seq_length {msl}" if args.compare_max_seq_length else "",
-                                    f"{args.compare_threads} torch threads" if args.compare_threads else "") if x)
+                                    f"{args.compare_threads} torch threads" if args.compare_threads else "",
+                                    "texts in order of characters" if args.compare_char_order else "") if x)
     import torch
 
     threads = torch.get_num_threads()
     if args.compare_threads:
         torch.set_num_threads(args.compare_threads)
     t0, c0 = time.perf_counter(), time.process_time()
-    emb = embed_non_empty(model, texts, args.batch_size, None)
+    emb = (embed_char_order if args.compare_char_order else embed_non_empty)(model, texts, args.batch_size, None)
     got = stage2_cosine(emb[:n_train], emb[n_train:], args.cosine_threshold)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     torch.set_num_threads(threads)
@@ -202,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-dtype", help="also a first audit with this --dtype (e.g. int8): time and agreement")
     ap.add_argument("--compare-max-seq-length", type=int, help="also a first audit with this truncation")
     ap.add_argument("--compare-threads", type=int, help="also a first audit with this many torch threads")
+    ap.add_argument("--compare-char-order", action="store_true", help="also a first audit with the texts batched "
+                    "in order of characters (as before issue 27's padding fix) instead of word pieces")
     ap.add_argument("--skip-cache-runs", action="store_true", help="leave out the first and second audit through the cache")
     ap.add_argument("--profile", action="store_true", help="print the top functions of stage 2 before (cProfile)")
     ap.add_argument("--out", type=Path, default=None, help="write the numbers as JSON")
@@ -272,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         res["stage2_before_cpu_s"] = time.process_time() - c0
         if prof is not None:
             print_profile(prof, res["stage2_before_s"])
-        if args.compare_dtype or args.compare_max_seq_length or args.compare_threads:
+        if args.compare_dtype or args.compare_max_seq_length or args.compare_threads or args.compare_char_order:
             res["compare"] = compare_variant(args, texts, len(train), emb_before, before, s1.scores, contained, res)
         tmp = None
         if args.cache_dir is None:

@@ -390,3 +390,35 @@ def test_int8_is_opt_in_and_cpu_only() -> None:
             AuditConfig(dtype="int8", device=device).validate()
     AuditConfig(dtype="int8").validate()
     assert AuditConfig(dtype="int8").to_dict()["dtype_used"] == "int8"
+
+
+def test_texts_are_batched_by_word_pieces_not_characters() -> None:
+    """Stage 2 sends texts to the model in order of their word-piece counts (capped at max_seq_length):
+    by characters, LaTeX-heavy texts (many pieces per character) were batched with prose and padded it."""
+    from studybench.audit.embeddings import embed_non_empty, token_lengths
+
+    class Tokenizer:
+        def __call__(self, texts: list[str], **kw: Any) -> dict[str, list[list[int]]]:
+            cap = kw.get("max_length") if kw.get("truncation") else None
+            ids = [[0] * (2 + 4 * t.count("$") + len(t.split())) for t in texts]  # "$" costs many pieces
+            return {"input_ids": [x[:cap] if cap else x for x in ids]}
+
+    rng = random.Random(3)
+    texts = [" ".join(["word"] * rng.randint(1, 60)) for _ in range(150)]
+    texts += ["$x$ " * rng.randint(1, 12) for _ in range(150)]
+    texts += ["", "  "]
+    rng.shuffle(texts)
+    model = CountingModel()
+    model.tokenizer = Tokenizer()
+    model.max_seq_length = 40
+    lengths = dict(zip(texts, token_lengths(model, texts), strict=True))
+    assert max(lengths.values()) == 40  # capped
+    out = embed_non_empty(model, texts, 8, None)
+    sent = [lengths[t] for t in model.embedded]
+    assert sent == sorted(sent) and len(sent) == 300  # by word pieces; blank texts never sent
+    assert sorted(len(t) for t in model.embedded) != [len(t) for t in model.embedded]  # not by characters
+    for k, t in enumerate(texts):  # each row is its text's vector, wherever it was batched
+        assert np.allclose(out[k], model.encode([t])[0], atol=1e-6) if t.strip() else not out[k].any()
+    plain = CountingModel()  # no tokenizer: by characters, as before
+    embed_non_empty(plain, texts, 8, None)
+    assert [len(t) for t in plain.embedded] == sorted(len(t) for t in plain.embedded)
