@@ -152,6 +152,30 @@ def print_profile(prof: Any, wall: float, top: int = 12) -> None:
         print(f"  {tt:8.2f} s {100 * tt / wall:5.1f}%  {nc:7d} calls  {where}")
 
 
+def batch_tokens(model: Any, texts: list[str], batch_size: int) -> dict[str, int]:
+    """Word pieces the model computes for the texts, real and padded, when they are sent in order of word pieces
+    (stage 2 now) and of characters (before): chunks of 8 batches, each sorted by characters inside
+    ``encode`` (as sentence-transformers does), each batch padded to its longest text."""
+    from studybench.audit.embeddings import token_lengths
+
+    present = [t for t in texts if t.strip()]
+    n = token_lengths(model, present)
+    chunk = max(batch_size * 8, 256)
+
+    def padded(order: list[int]) -> int:
+        total = 0
+        for start in range(0, len(order), chunk):
+            part = sorted(order[start : start + chunk], key=lambda k: -len(present[k]))
+            total += sum(len(part[b : b + batch_size]) * max(n[k] for k in part[b : b + batch_size])
+                         for b in range(0, len(part), batch_size))
+        return total
+
+    by_pieces = sorted(range(len(present)), key=lambda k: (n[k], len(present[k])))
+    by_chars = sorted(range(len(present)), key=lambda k: len(present[k]))
+    return {"tokens_real": sum(n), "tokens_padded_word_piece_order": padded(by_pieces),
+            "tokens_padded_char_order": padded(by_chars)}
+
+
 def embed_char_order(model: Any, texts: list[str], batch_size: int, _progress: Any = None) -> Any:
     """Stage 2's embedding as it batched before issue 27: texts in order of characters, chunks of 8 batches."""
     import numpy as np
@@ -226,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-char-order", action="store_true", help="also a first audit with the texts batched "
                     "in order of characters (as before issue 27's padding fix) instead of word pieces")
     ap.add_argument("--skip-cache-runs", action="store_true", help="leave out the first and second audit through the cache")
+    ap.add_argument("--count-tokens-only", action="store_true", help="stage 2: only count the batches' word pieces "
+                    "(real, padded in order of word pieces and of characters), embed nothing")
     ap.add_argument("--profile", action="store_true", help="print the top functions of stage 2 before (cProfile)")
     ap.add_argument("--out", type=Path, default=None, help="write the numbers as JSON")
     args = ap.parse_args(argv)
@@ -273,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
             load_embedding_model, device=args.device, max_seq_length=args.max_seq_length, dtype=args.dtype
         )
         res["max_seq_length"] = model.max_seq_length
+        res.update(batch_tokens(model, train + evals, args.batch_size))
+        if args.count_tokens_only:
+            print(dumps_json({k: v for k, v in res.items() if k.startswith("tokens_")}))
+            return 0
         res["dtype"] = str(next(model.parameters()).dtype).replace("torch.", "")
         texts = train + evals
 
@@ -336,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += [
             ("model load (not counted)", f"{res['model_load_s']:.2f} s, max_seq_length {res['max_seq_length']}, "
              f"{res['dtype']}, {res['torch_threads']} torch threads"),
+            ("batch word pieces (real / padded)", f"{res['tokens_real']} / {res['tokens_padded_word_piece_order']} in "
+             f"order of word pieces (now), {res['tokens_padded_char_order']} in order of characters (before): "
+             f"{res['tokens_padded_char_order'] / res['tokens_padded_word_piece_order']:.2f}x"),
             ("stage 2 before (embed all)", f"{res['stage2_before_s']:.2f} s ({res['stage2_before_cpu_s']:.1f} CPU s, "
              f"{len(texts) / res['stage2_before_s']:.1f} texts/s), {res['stage2_pairs']} pairs >= {args.cosine_threshold}"),
         ]
