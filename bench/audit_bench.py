@@ -181,7 +181,7 @@ def embed_char_order(model: Any, texts: list[str], batch_size: int, _progress: A
     import numpy as np
 
     idx = sorted((k for k, t in enumerate(texts) if t.strip()), key=lambda k: len(texts[k]))
-    out = np.zeros((len(texts), model.get_sentence_embedding_dimension()), dtype=np.float32)
+    out = np.zeros((len(texts), embed_texts(model, []).shape[1]), dtype=np.float32)
     chunk = max(batch_size * 8, 256)
     for start in range(0, len(idx), chunk):
         part = idx[start : start + chunk]
