@@ -348,3 +348,77 @@ def test_many_packs_are_merged_and_keep_every_vector(tmp_path: Path) -> None:
     got = cache.lookup("m" * 40, keys)
     assert np.array_equal(np.stack([got[k] for k in keys]), np.concatenate(vecs))
     assert cache.rejected == []
+
+
+# -- stage 2: the opt-in int8 precision (issue 27) ---------------------------------------------------------------
+
+
+def _linear_model(weight_shift: float = 0.0) -> Any:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.LayerNorm(8))
+    with torch.no_grad():
+        m[0].weight[0, 0] += weight_shift
+    return m
+
+
+def test_int8_models_are_cached_apart_from_float32_and_from_each_other() -> None:
+    """The model id of a dynamically quantised model hashes its packed integer weights: two int8 models whose
+    linear weights differ never share cache keys (their weights were skipped before), nor does int8 with float32."""
+    from studybench.audit.embedcache import embedding_key, model_id
+    from studybench.audit.embeddings import quantize_linear_int8
+
+    f32 = _linear_model()
+    q = quantize_linear_int8(f32)
+    assert "DynamicQuantizedLinear" in repr(q[0]) and "Dynamic" not in repr(f32[0])  # a copy; f32 unchanged
+    assert model_id(q) == model_id(quantize_linear_int8(_linear_model()))  # deterministic
+    ids = {model_id(f32), model_id(q), model_id(quantize_linear_int8(_linear_model(0.05)))}
+    assert len(ids) == 3
+    assert len({embedding_key(i, "a text") for i in ids}) == 3  # type: ignore[arg-type]
+
+
+def test_int8_is_opt_in_and_cpu_only() -> None:
+    from studybench.audit.embeddings import DTYPES, resolve_dtype
+
+    assert "int8" in DTYPES
+    assert resolve_dtype("auto", "cpu") in ("float32", "bfloat16") and resolve_dtype("auto", "cuda") == "bfloat16"
+    assert resolve_dtype("int8", "cpu") == "int8"
+    for device in ("cuda", "cuda:1", "mps"):
+        with pytest.raises(ValueError, match="int8.*CPU only"):
+            resolve_dtype("int8", device)
+        with pytest.raises(ValueError, match="int8"):
+            AuditConfig(dtype="int8", device=device).validate()
+    AuditConfig(dtype="int8").validate()
+    assert AuditConfig(dtype="int8").to_dict()["dtype_used"] == "int8"
+
+
+def test_texts_are_batched_by_word_pieces_not_characters() -> None:
+    """Stage 2 sends texts to the model in order of their word-piece counts (capped at max_seq_length):
+    by characters, LaTeX-heavy texts (many pieces per character) were batched with prose and padded it."""
+    from studybench.audit.embeddings import embed_non_empty, token_lengths
+
+    class Tokenizer:
+        def __call__(self, texts: list[str], **kw: Any) -> dict[str, list[list[int]]]:
+            cap = kw.get("max_length") if kw.get("truncation") else None
+            ids = [[0] * (2 + 4 * t.count("$") + len(t.split())) for t in texts]  # "$" costs many pieces
+            return {"input_ids": [x[:cap] if cap else x for x in ids]}
+
+    rng = random.Random(3)
+    texts = [" ".join(["word"] * rng.randint(1, 60)) for _ in range(150)]
+    texts += ["$x$ " * rng.randint(1, 12) for _ in range(150)]
+    texts += ["", "  "]
+    rng.shuffle(texts)
+    model = CountingModel()
+    model.tokenizer = Tokenizer()
+    model.max_seq_length = 40
+    lengths = dict(zip(texts, token_lengths(model, texts), strict=True))
+    assert max(lengths.values()) == 40  # capped
+    out = embed_non_empty(model, texts, 8, None)
+    sent = [lengths[t] for t in model.embedded]
+    assert sent == sorted(sent) and len(sent) == 300  # by word pieces; blank texts never sent
+    assert sorted(len(t) for t in model.embedded) != [len(t) for t in model.embedded]  # not by characters
+    for k, t in enumerate(texts):  # each row is its text's vector, wherever it was batched
+        assert np.allclose(out[k], model.encode([t])[0], atol=1e-6) if t.strip() else not out[k].any()
+    plain = CountingModel()  # no tokenizer: by characters, as before
+    embed_non_empty(plain, texts, 8, None)
+    assert [len(t) for t in plain.embedded] == sorted(len(t) for t in plain.embedded)

@@ -619,6 +619,36 @@ def test_dtype_resolution_and_bf16_agrees_with_float32(minilm: Any) -> None:
     assert np.abs(f32 @ f32.T - b16 @ b16.T).max() < 0.01
 
 
+def test_int8_stays_within_the_measured_agreement_with_float32(tmp_path: Path, minilm: Any) -> None:
+    """``--dtype int8`` (opt-in) moves the vectors (``bench/audit_bench.py --compare-dtype int8`` measures
+    it on the 6,432 x 500 workload): on the fixture every pair it flags is one float32 flags, the copies
+    stay flagged, the paraphrases' cosines drop by less than 0.1 (so some fall under 0.85), and it is
+    another model for the embedding cache."""
+    import numpy as np
+
+    from studybench.audit.embedcache import model_id
+    from studybench.audit.embeddings import embed_texts, load_embedding_model
+
+    int8 = load_embedding_model(dtype="int8")
+
+    def quantised(m: Any) -> int:
+        return sum("quantized" in type(mod).__module__ for mod in m.modules())
+
+    assert quantised(int8) >= 36 and quantised(minilm) == 0  # MiniLM's 6 x 6 linear layers; float32 unchanged
+    assert model_id(int8) != model_id(minilm)
+    train_p, eval_p = _fixture_files(tmp_path)
+    train, evals = read_records(train_p), read_records(eval_p)
+    ref = run_audit(train, evals, AuditConfig(embedding_use_cache=False), model=minilm)
+    got = run_audit(train, evals, AuditConfig(embedding_use_cache=False, dtype="int8"), model=int8)
+    ids = lambda res: {(train[p.train].id, evals[p.eval].id) for p in res.pairs if p.flagged}  # noqa: E731
+    assert ids(got) <= ids(ref) and {("copy-well", "3"), ("copy-lens", "4"), ("cjk-copy", "6")} <= ids(got)
+    a, b = embed_texts(minilm, [r.text for r in train]), embed_texts(minilm, [r.text for r in evals])
+    a8, b8 = embed_texts(int8, [r.text for r in train]), embed_texts(int8, [r.text for r in evals])
+    assert np.allclose(np.linalg.norm(a8, axis=1)[np.linalg.norm(a, axis=1) > 0], 1.0, atol=1e-5)
+    drift = np.abs(a @ b.T - a8 @ b8.T)
+    assert 0.01 < drift.max() < 0.1  # a real change (so opt-in), within the measured bound
+
+
 def test_containment_catches_copies_inside_long_records_and_single_sub_problems(tmp_path: Path) -> None:
     filler = " ".join(NEAR * 6)  # about 400 words of other physics text
     parent = {

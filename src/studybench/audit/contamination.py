@@ -79,7 +79,8 @@ class AuditConfig:
             a test-set parent) has at least this share of its shingles inside the training record
             (default 0.8; ``None`` turns stage 1b off).
         dtype: embedding precision: ``auto`` (bfloat16 on CUDA or a CPU with native bf16, else
-            float32), ``float32`` or ``bfloat16``.
+            float32), ``float32``, ``bfloat16`` or ``int8`` (CPU only, opt-in:
+            :func:`studybench.audit.embeddings.quantize_linear_int8`).
         judge_model, judge_base_url, judge_api_key_env, judge_concurrency, judge_timeout, judge_max_retries, judge_max_tokens: stage 3 (run only when ``judge_model`` is set).
         judge_cache: stage-3 verdict cache directory (default ``None``:
             :func:`studybench.llm_judge.default_cache_root`, shared with ``studybench judge``).

@@ -5,7 +5,8 @@ string that was embedded (no normalisation of ours: anything the model's tokeniz
 itself could change the vector) and the *model id* (:func:`model_id`) is the sha256 of everything
 that decides the vector besides the text: the bytes of every weight and buffer (so the precision,
 ``float32`` or ``bfloat16``, and any other checkpoint change the id), the modules and their settings
-(``repr``: pooling, normalisation, lower-casing), ``max_seq_length`` (truncation) and the device type
+(``repr``: pooling, normalisation, lower-casing, int8 quantised layers, whose packed integer weights
+and scales are hashed too), ``max_seq_length`` (truncation) and the device type
 (``cpu`` or ``cuda``: their arithmetic differs in the last bits). A new model, precision, truncation
 or text gives a new key; nothing is ever served across them.
 
@@ -96,11 +97,37 @@ def model_id(model: Any) -> str | None:
     h.update(json.dumps(meta, ensure_ascii=True, default=str, allow_nan=False).encode("ascii"))
     for name, tensor in state_dict().items():
         if not isinstance(tensor, torch.Tensor):
+            _hash_state_extra(h, name, tensor, torch)
             continue
         t = tensor.detach().to("cpu").contiguous()
         h.update(json.dumps([name, str(t.dtype), list(t.shape)], allow_nan=False).encode("ascii"))
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+def _hash_state_extra(h: Any, name: str, value: Any, torch: Any) -> None:
+    """Hash a ``state_dict`` entry that is not a plain tensor: the packed (weight, bias) of a dynamically
+    quantised linear layer, its dtype; quantised tensors by their integers, scales and zero points."""
+    if isinstance(value, tuple | list):
+        for k, v in enumerate(value):
+            _hash_state_extra(h, f"{name}.{k}", v, torch)
+        return
+    if not isinstance(value, torch.Tensor):
+        h.update(json.dumps([name, type(value).__name__, str(value)], allow_nan=False).encode("ascii"))
+        return
+    t = value.detach().to("cpu")
+    if t.is_quantized:
+        qs = t.qscheme()
+        if qs in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+            params = [float(t.q_scale()), int(t.q_zero_point())]
+        else:
+            params = [t.q_per_channel_scales().tolist(), t.q_per_channel_zero_points().tolist(), t.q_per_channel_axis()]
+        h.update(json.dumps([name, str(t.dtype), list(t.shape), str(qs), params], allow_nan=False).encode("ascii"))
+        t = t.int_repr()
+    else:
+        h.update(json.dumps([name, str(t.dtype), list(t.shape)], allow_nan=False).encode("ascii"))
+    t = t.contiguous()
+    h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
 
 
 def embedding_key(model: str, text: str) -> bytes:

@@ -27,8 +27,10 @@ __all__ = [
     "embed_non_empty",
     "embed_texts",
     "load_embedding_model",
+    "quantize_linear_int8",
     "resolve_dtype",
     "stage2_cosine",
+    "token_lengths",
 ]
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,9 @@ COSINE_SWEEP = (0.80, 0.85, 0.90, 0.95)
 """Cosine thresholds of the report's sweep."""
 
 
-DTYPES = ("auto", "float32", "bfloat16")
+DTYPES = ("auto", "float32", "bfloat16", "int8")
+"""Accepted ``dtype`` values; ``int8`` (CPU only, opt-in, never chosen by ``auto``) is float32 with torch's dynamic
+int8 quantisation of the linear layers (:func:`quantize_linear_int8`)."""
 
 
 def cpu_has_bf16() -> bool:
@@ -57,10 +61,12 @@ def resolve_dtype(dtype: str, device: str) -> str:
     """``auto`` -> ``bfloat16`` on a CUDA device or a CPU with native bf16, else ``float32``.
 
     Raises:
-        ValueError: an unknown dtype.
+        ValueError: an unknown dtype, or ``int8`` on a device other than the CPU.
     """
     if dtype not in DTYPES:
         raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype == "int8" and device != "cpu":
+        raise ValueError(f"--dtype int8 (dynamic int8 quantisation) runs on the CPU only, not on --device {device}")
     if dtype != "auto":
         return dtype
     if device.startswith("cuda") or (device == "cpu" and cpu_has_bf16()):
@@ -83,7 +89,10 @@ def load_embedding_model(
             MiniLM). Embedding time is about proportional to it on CPU.
         dtype: ``float32``, ``bfloat16`` or ``auto`` (:func:`resolve_dtype`). On a CPU with AMX
             bfloat16 is about 3.4x faster than float32 for MiniLM; measured cosines between pairs of
-            texts differ from float32 by at most 0.006 (600 texts of the bench workload).
+            texts differ from float32 by at most 0.006 (600 texts of the bench workload). ``int8``
+            (CPU only, opt-in): :func:`quantize_linear_int8`; faster on a CPU without bf16 but the
+            vectors move (``bench/audit_bench.py --compare-dtype int8`` measures the flagged pairs it
+            keeps); its embeddings are cached apart from float32's (the model id differs).
 
     Raises:
         AuditExtraMissing: sentence-transformers (or the bundled model package) is not installed.
@@ -101,10 +110,38 @@ def load_embedding_model(
         raise RuntimeError(f"cannot load the embedding model {name!r}: {type(e).__name__}: {e}") from None
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
-    if resolve_dtype(dtype, device) == "bfloat16":
+    used = resolve_dtype(dtype, device)
+    if used == "bfloat16":
         torch = require_extra("torch")
         model.to(torch.bfloat16)
+    elif used == "int8":
+        model = quantize_linear_int8(model)
     return model
+
+
+def quantize_linear_int8(model: Any) -> Any:
+    """The model with every ``torch.nn.Linear`` replaced by torch's dynamically quantised int8 version.
+
+    ``torch.ao.quantization.quantize_dynamic`` (offline: weights quantised per tensor once, activations
+    per batch at run time); CPU only. About three quarters of MiniLM's CPU time is in its linear layers
+    (``bench/audit_bench.py --profile``); int8 cuts the CPU time of stage 2 by about a third on an AVX2
+    CPU. What it costs: the activations are quantised per tensor over the whole padded batch, so a
+    text's vector depends on the texts batched with it (the same text on both sides of the audit fixture:
+    cosine 0.95 instead of 1.0), and cosines drop by up to about 0.1, so pairs near the threshold are
+    lost (``bench/audit_bench.py --compare-dtype int8`` gives the agreement of the flagged pairs).
+
+    Args:
+        model: a float32 torch module on the CPU.
+
+    Returns:
+        The quantised module (a new object; ``model`` is left as it was).
+    """
+    import warnings
+
+    torch = require_extra("torch")
+    with warnings.catch_warnings():  # torch.ao's deprecation notices
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=False)
 
 
 def embed_texts(model: Any, texts: Sequence[str], *, batch_size: int = 64) -> Any:
@@ -179,14 +216,35 @@ def stage2_cosine(
     return scores, counts
 
 
+def token_lengths(model: Any, texts: Sequence[str]) -> list[int]:
+    """Each text's length in the model's word pieces, capped at its ``max_seq_length`` (the padded length
+    that decides a batch's cost); the length in characters for a model without a ``tokenizer``.
+
+    Sorting by characters left 75% of the tokens of the bench workload's batches as padding (LaTeX and
+    CJK text have many more word pieces per character than prose); by word pieces, 8%.
+    """
+    tok = getattr(model, "tokenizer", None)
+    if tok is None or not callable(tok) or not texts:
+        return [len(t) for t in texts]
+    cap = getattr(model, "max_seq_length", None) or None
+    enc = tok(list(texts), add_special_tokens=True, truncation=cap is not None, max_length=cap,
+              return_attention_mask=False, return_token_type_ids=False)
+    return [len(ids) for ids in enc["input_ids"]]
+
+
 def embed_non_empty(model: Any, texts: list[str], batch_size: int, progress: ProgressFn | None) -> Any:
-    """Embeddings of ``texts`` (zero rows for empty texts), in chunks so progress can be shown."""
+    """Embeddings of ``texts`` (zero rows for empty texts), in chunks so progress can be shown.
+
+    The texts go to the model in order of :func:`token_lengths`, so each batch pads little.
+    """
     np = require_extra("numpy")
     idx = [k for k, t in enumerate(texts) if t.strip()]
     dim = _embedding_dim(model)
     out = np.zeros((len(texts), dim), dtype=np.float32)
     # sort by length so each chunk pads little (the model sorts within a call, not across calls)
-    idx.sort(key=lambda k: len(texts[k]))
+    lengths = token_lengths(model, [texts[k] for k in idx])
+    order = sorted(range(len(idx)), key=lambda n: (lengths[n], len(texts[idx[n]])))
+    idx = [idx[n] for n in order]
     chunk = max(batch_size * 8, 256)
     for start in range(0, len(idx), chunk):
         part = idx[start : start + chunk]

@@ -93,7 +93,8 @@ def contamination(
     dtype: Annotated[
         str,
         typer.Option(help="Embedding precision: auto (bfloat16 on CUDA or a CPU with native bf16 such as AMX, else "
-                     "float32) | float32 | bfloat16."),
+                     "float32) | float32 | bfloat16 | int8 (CPU only, opt-in: float32 with int8 linear layers, faster on "
+                     "a CPU without bf16, but cosines drop by up to about 0.1, so pairs near the threshold are missed)."),
     ] = "auto",
     embedding_cache: Annotated[
         Path | None,
