@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from _support import require_extra, required_extras
+from _support import FIXTURES, require_extra, required_extras
 from typer.testing import CliRunner
 
 require_extra("analysis", "jinja2", "matplotlib", module_level=True)
@@ -29,7 +29,7 @@ from studybench.cli import app  # noqa: E402
 from studybench.evaluate import EvalSpec, run_eval  # noqa: E402
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server  # noqa: E402
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_v010"
+FIXTURE = FIXTURES / "run_v010"
 EVIL = ("<script>document.title='PWNED'</script></details></script><!--<script>document.title='PWNED2'</script>"
         "<img src=x onerror=\"document.title='PWNED3'\">")
 SET = [

@@ -177,7 +177,7 @@ def test_the_html_page_escapes_labels_and_plots_sub_at_k(runs: dict[tuple[str, s
     import shutil
     import subprocess
 
-    from tests._support import require_extra, required_extras
+    from _support import require_extra, required_extras
 
     require_extra("analysis", "jinja2", "matplotlib")
     evil = tmp_path / "evil"

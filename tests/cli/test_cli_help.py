@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 import json
 import re
-from pathlib import Path
 
 import pytest
 import typer
+from _support import FIXTURES
 from rich.cells import cell_len
 from rich.console import Console
 from typer.testing import CliRunner
@@ -18,7 +18,7 @@ from studybench.analysis.consistency import render_consistency_markdown
 from studybench.cli import app
 from studybench.cli.show import TerminalMarkdown
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run_v010"
+FIXTURE = FIXTURES / "run_v010"
 
 
 def _invoke(*args: str, columns: int = 80) -> object:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import typer.main
+from _support import REPO
 from typer.testing import CliRunner
 
 import studybench
@@ -32,7 +33,7 @@ from studybench.cli import app
 from studybench.testing.stub_judge import format_verdict
 from studybench.testing.stub_server import Reply, start_stub_server
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SRC = str(Path(studybench.__file__).resolve().parent.parent)
 
 

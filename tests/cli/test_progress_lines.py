@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_build_retrieve import write_fragments
-from test_rundir import write_set
+from _support import write_fragments, write_set
 
 from studybench.cli.progress import LineProgress, clock_text
 from studybench.testing.stub_judge import judge_reply_fn

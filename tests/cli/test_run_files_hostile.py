@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rundir import write_set
+from _support import TESTS, write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -39,7 +39,7 @@ from studybench.testing.stub_judge import judge_reply_fn
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/zero").exists(), reason="POSIX only")
 
-HERE = Path(__file__).parent
+HERE = TESTS
 
 KINDS = ["fifo", "dev-zero", "directory", "oversized", "invalid-utf8", "truncated", "bigint", "nan", "infinity",
          "deep", "missing"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import sympy as sp
+from _support import REPO
 
 from studybench.datasets import load_dataset
 from studybench.errata import (
@@ -251,7 +252,7 @@ def test_every_erratum_names_a_real_sub_problem_with_its_official_value(data_dir
 
 
 def test_the_errata_file_ships_in_the_package_and_every_kind_is_known() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     assert "data/errata.json" in (root / "pyproject.toml").read_text()
     assert {e.kind for e in ERRATA.values()} <= set(ERRATA_KINDS)
     assert all(e.cause and e.evidence for e in ERRATA.values())

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_guidance_keys import SET
+from _support import parent, sub
 
 from studybench.files import InputFileError, jsonl_lines, read_user_bytes, read_user_text
 
@@ -33,6 +33,11 @@ def _sb(*args: object, timeout: float = 60) -> subprocess.CompletedProcess[str]:
                               timeout=timeout, stdin=subprocess.DEVNULL, preexec_fn=_limit_memory)
     except subprocess.TimeoutExpired:
         pytest.fail(f"studybench {' '.join(map(str, args))} blocked for {timeout}s", pytrace=False)
+
+# two parents: a two-part one and a single question (the keys tests/evaluate/test_guidance_keys.py uses)
+SET = [parent("Q1", [sub("Q1(a.)", "\\boxed{1}", problem="first"), sub("Q1(b.)", "\\boxed{2}", problem="second")],
+              source="IPhO", year="1983", problem="stem"),
+       parent("P2", source="Book", problem="single", answer="\\boxed{3}", answer_type="NV")]
 
 
 def _dataset(tmp_path: Path) -> Path:

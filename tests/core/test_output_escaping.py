@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import REPO
 from typer.testing import CliRunner
 
 from studybench.analysis.attempts import ATTEMPT_COLUMNS, write_attempts
@@ -33,7 +34,7 @@ from studybench.methods.exports import export_csv, load_layers
 from studybench.testing.stub_judge import format_verdict
 from studybench.testing.stub_server import Reply, start_stub_server
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "studybench"
+SRC = REPO / "src" / "studybench"
 
 # ----------------------------------------------------------------------------- CSV: the rule
 

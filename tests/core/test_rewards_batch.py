@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import require_data_file
+from _support import SHARED_DATA, require_data_file
 
 from studybench import rewards as rewards_module
 from studybench.rewards import (
@@ -32,7 +32,7 @@ def _dev_pairs_path() -> Path:
     env = os.environ.get("STUDYBENCH_VERIFIER_PAIRS")
     if env:
         return Path(env)
-    candidates = [Path(__file__).resolve().parents[2] / "shared" / "data" / "verifier" / "dev_pairs.jsonl"]
+    candidates = [SHARED_DATA / "verifier" / "dev_pairs.jsonl"]
     data = os.environ.get("STUDYBENCH_DATA")
     if data:
         candidates += [Path(data).parent / "verifier" / "dev_pairs.jsonl", Path(data) / "verifier" / "dev_pairs.jsonl"]

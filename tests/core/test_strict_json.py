@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rundir import write_set
+from _support import REPO, write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -27,7 +27,7 @@ from studybench.files import InputFileError, JsonlLog, dumps_json, json_line, pa
 from studybench.models.openai_backend import _parse
 from studybench.testing import Reply, start_stub_server
 
-SRC = Path(__file__).parent.parent / "src" / "studybench"
+SRC = REPO / "src" / "studybench"
 posix = pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/zero").exists(), reason="POSIX only")
 
 # -- the reader ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import require_data_file, require_extra
+from _support import SHARED_DATA, require_data_file, require_extra
 
 require_extra("ray", "ray", module_level=True)
 
@@ -26,7 +26,7 @@ from studybench.cli import app  # noqa: E402
 from studybench.evaluate.ray_judge import RayVerifier, ray_verify_many, ray_verify_responses  # noqa: E402
 from studybench.verify import Verdict  # noqa: E402
 
-DEV_PAIRS = Path(__file__).resolve().parents[2] / "shared" / "data" / "verifier" / "dev_pairs.jsonl"
+DEV_PAIRS = SHARED_DATA / "verifier" / "dev_pairs.jsonl"
 if os.environ.get("STUDYBENCH_DATA"):  # .../data/studybench -> .../data/verifier
     _alt = Path(os.environ["STUDYBENCH_DATA"]).parent / "verifier" / "dev_pairs.jsonl"
     DEV_PAIRS = _alt if _alt.is_file() else DEV_PAIRS

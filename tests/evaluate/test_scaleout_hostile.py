@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rundir import write_set
+from _support import write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app

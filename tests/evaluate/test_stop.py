@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_rundir import count_lines, wait_for, write_set
+from _support import count_lines, wait_for, write_set
 
 from studybench.testing import start_stub_server
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import require_data_file, require_extra
+from _support import REPO, require_data_file, require_extra
 
 require_extra("gepa", "gepa", module_level=True)
 
@@ -233,7 +233,7 @@ def test_optimize_finds_the_phrase_snapshots_and_resumes_without_redoing_the_see
 def test_cli_optimize_then_eval_with_the_evolved_prompt(tmp_path: Path) -> None:
     train = write_layers(tmp_path / "train")
     run_dir = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "SECRET_KEY_VAR": "sk-" + "a1" * 15}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SECRET_KEY_VAR": "sk-" + "a1" * 15}
     with start_stub_server(magic_reply) as srv:
         url = srv.base_url + "?api_key=hunter2hunter2"
         r = subprocess.run([sys.executable, "-m", "studybench", "gepa", "optimize", "--model", "task-m", "--base-url", url,
@@ -266,7 +266,7 @@ def test_cli_optimize_then_eval_with_the_evolved_prompt(tmp_path: Path) -> None:
 
 def test_cli_without_an_endpoint_is_a_usage_error(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    env["PYTHONPATH"] = str(REPO / "src")
     r = subprocess.run([sys.executable, "-m", "studybench", "gepa", "optimize", "--model", "m", "--reflection-model", "r",
                         "--run-dir", str(tmp_path / "run"), "--max-metric-calls", "10"],
                        capture_output=True, text=True, timeout=120, env=env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from _support import REPO
 
 from studybench.answers import extract_answers
 from studybench.methods import VoteResult, boxed_label, label_accuracy, majority_vote
@@ -239,9 +240,8 @@ def test_readme_vote_is_the_same_beside_cpu_burners(tmp_path) -> None:  # type: 
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    src = Path(__file__).resolve().parents[1] / "src"
+    src = REPO / "src"
     code = (
         "import json\nfrom studybench.methods import majority_vote\n"
         f"r = majority_vote({README_RESPONSES!r}, 'NV', gold={README_GOLD!r})\n"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_rundir import count_lines, wait_for, write_set
+from _support import count_lines, wait_for, write_set
 
 from studybench.models import ChatRequest, EndpointHealth, LivenessCheck
 from studybench.models.openai_backend import OpenAIBackend

@@ -9,8 +9,9 @@ import importlib
 from pathlib import Path
 
 import pytest
+from _support import REPO
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "studybench"
+SRC = REPO / "src" / "studybench"
 FILES = sorted(p for p in SRC.rglob("*.py") if "egg-info" not in str(p))
 MAX_LINES = 800
 LONGER = {

@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from _support import REPO
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = REPO / "README.md"
 
 
 def _section(title: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import FIXTURES
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -15,7 +16,7 @@ from studybench.evaluate import EvalSpec, run_eval
 from studybench.report import build_report, render_markdown
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_v010" / "run"
+FIXTURE = FIXTURES / "run_v010" / "run"
 SET = [
     {"source": "S", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics", "problem": "A block.",
      "answer": "", "answer_type": "", "type_sequence": "",

@@ -13,12 +13,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _support import FIXTURES
 
 from studybench.analysis.consistency import build_consistency
 from studybench.report import build_report, write_report
 from studybench.store import RunStore, rule_verdict_status
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_v010"
+FIXTURE = FIXTURES / "run_v010"
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import count_lines, wait_for, write_set
 from typer.testing import CliRunner
 
 import studybench.files as files
@@ -29,35 +29,8 @@ from studybench.store import Manifest, ParentIndex, RunDirInUseError, RunStore, 
 from studybench.testing import start_stub_server
 
 
-def write_set(path: Path, n: int = 6) -> Path:
-    """A synthetic test set of ``n`` parents with 1-3 numeric sub-problems each."""
-    parents = []
-    for i in range(n):
-        subs = [{"problem_id": f"P{i}({chr(97 + j)})", "problem": f"item-{i}-{j}: compute.", "answer": f"\\boxed{{{i + j}}}",
-                 "answer_type": "NV", "type_sequence": ""} for j in range(1 + i % 3)]
-        parents.append({"source": "Synthetic", "year": "2024", "source_problem_id": f"P{i}", "problem_type": "Mechanics",
-                        "problem": f"Stem {i}.", "answer": "", "answer_type": "", "type_sequence": "", "sub_problems": subs})
-    path.write_text(json.dumps(parents))
-    return path
-
-
 def _invoke(*args: object) -> Any:
     return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
-
-
-def count_lines(p: Path) -> int:
-    try:
-        return p.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
-
-
-def wait_for(cond: Any, proc: subprocess.Popen[Any], timeout: float = 60) -> None:
-    t0 = time.time()
-    while not cond():
-        assert proc.poll() is None, f"the run ended first: {proc.stderr.read() if proc.stderr else ''}"
-        assert time.time() - t0 < timeout, "timed out waiting for the run"
-        time.sleep(0.01)
 
 
 # ----------------------------------------------------------------------------- 4: one writer at a time

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import REPO
 
 from studybench.build.llmstage import (
     Asked,
@@ -29,7 +30,7 @@ from studybench.testing import Script, StubServer, start_stub_server
 
 pytestmark = pytest.mark.timeout(60)
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(REPO / "src")
 
 
 def _llm(srv: StubServer, work: Path | None, **kw: Any) -> StageLLM:

@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from tests._support import require_extra
+from _support import FRAGMENT_TEXTS, require_extra, write_fragments
 
 require_extra("build", "bm25s", "numpy", module_level=True)
 
@@ -32,13 +31,7 @@ from studybench.build.retrieve import (  # noqa: E402
 )
 from studybench.datasets import load_dataset  # noqa: E402
 
-TEXTS = {
-    "A/ch1/0000": ("A", "Newton's second law: the net force equals mass times acceleration, F = ma."),
-    "A/ch1/0001": ("A", "Kinetic energy is one half of mass times speed squared; the work-energy theorem."),
-    "B/ch1/0000": ("B", "Gauss's law relates the electric flux through a closed surface to the enclosed charge."),
-    "B/ch1/0001": ("B", "Forces on a charge in a magnetic field: the Lorentz force, F = qv x B; Newton's law again."),
-    "B/ch2/0000": ("B", "Entropy and the second law of thermodynamics: heat flows from hot to cold."),
-}
+TEXTS = FRAGMENT_TEXTS
 
 
 class FakeEmbed:
@@ -55,14 +48,6 @@ class FakeEmbed:
                 out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1.0
         n = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(n > 0, n, 1.0)
-
-
-def write_fragments(work: Path, texts: dict[str, tuple[str, str]] = TEXTS) -> list[dict]:
-    work.mkdir(parents=True, exist_ok=True)
-    rows = [{"id": k, "book": b, "chapter": k.split("/")[1], "kind": "exposition", "section": [], "text": t}
-            for k, (b, t) in texts.items()]
-    (work / "fragments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return rows
 
 
 def index(tmp_path: Path, **kw) -> HybridIndex:

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import REPO
 
 from studybench.verify.rules import full_verdict
 
-REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 VERIFY = SRC / "studybench" / "verify"
 
@@ -269,8 +269,9 @@ def test_verify_package_reads_no_clock_and_no_unseeded_randomness() -> None:
 
 def _pairs_rows(data_dir: Path) -> list[dict[str, Any]]:
     """The real pairs file of the slow test (verify-file rows, each with an ``id``)."""
-    from studybench.datasets import load_dataset
     from tests.test_dev_pairs import PAIRS
+
+    from studybench.datasets import load_dataset
 
     rows: list[dict[str, Any]] = []
     for i, r in enumerate(PAIRS):
@@ -363,7 +364,7 @@ def _canonical(verdicts: dict[str, list[Any]]) -> bytes:
 @pytest.mark.slow
 @pytest.mark.timeout(3000)
 def test_real_pairs_give_byte_identical_verdicts_every_way(data_dir: Path, tmp_path: Path) -> None:
-    from tests._support import require_data_file
+    from _support import require_data_file
     from tests.test_dev_pairs import _pairs_path
 
     require_data_file(_pairs_path() or Path("dev_pairs.jsonl"), "the verifier dev pairs")

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _support import SHARED_DATA
 
 from studybench.answers import extract_answers
 from studybench.records import gold_boxes
@@ -31,7 +32,7 @@ def _pairs_path() -> Path | None:
     env = os.environ.get("STUDYBENCH_VERIFIER_PAIRS")
     if env:
         return Path(env) if Path(env).is_file() else None
-    candidates = [Path(__file__).resolve().parents[2] / "shared" / "data" / "verifier" / "dev_pairs.jsonl"]
+    candidates = [SHARED_DATA / "verifier" / "dev_pairs.jsonl"]
     data = os.environ.get("STUDYBENCH_DATA")
     if data:  # .../data/studybench (or .../data) -> .../data/verifier
         candidates += [Path(data).parent / "verifier" / "dev_pairs.jsonl", Path(data) / "verifier" / "dev_pairs.jsonl"]

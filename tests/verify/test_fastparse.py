@@ -380,10 +380,11 @@ def test_real_golds_read_as_latex2sympy_reads_them() -> None:
     # every dev-pair gold box, aliased as the verifier does, that the fast parser reads gives the plain tree
     import json
 
+    from _support import require_data_file
+    from tests.test_dev_pairs import _pairs_path
+
     from studybench.records import gold_boxes
     from studybench.verify.reading.aliasing import new_aliases
-    from tests._support import require_data_file
-    from tests.test_dev_pairs import _pairs_path
 
     path = _pairs_path() or Path("dev_pairs.jsonl")
     require_data_file(path, "the verifier dev pairs")

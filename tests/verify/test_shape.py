@@ -16,11 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from _support import REPO
 
 from studybench.answer_types import COMPOUND_TYPES, AnswerType
 from studybench.records import Parent, SubProblemRef
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "studybench"
+SRC = REPO / "src" / "studybench"
 VERIFY = SRC / "verify"
 RULES_DIR = VERIFY / "rules"
 

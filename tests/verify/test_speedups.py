@@ -143,10 +143,11 @@ def test_real_golds_parse_as_the_plain_parse_does() -> None:
     import json
     import random
 
+    from _support import require_data_file
+    from tests.test_dev_pairs import _pairs_path
+
     from studybench.records import gold_boxes
     from studybench.verify.reading.aliasing import new_aliases
-    from tests._support import require_data_file
-    from tests.test_dev_pairs import _pairs_path
 
     path = _pairs_path() or Path("dev_pairs.jsonl")
     require_data_file(path, "the verifier dev pairs")
