@@ -34,12 +34,6 @@ from studybench.verify import Verifier
 ERRATA = {e.id: e for e in load_errata()}
 
 
-@pytest.fixture(scope="module")
-def verifier() -> Verifier:
-    with Verifier(workers=1, timeout=30) as v:
-        yield v
-
-
 def _accepts(v: Verifier, gold: str, answer: str, atype: str, ts: list[str] | None = None) -> bool:
     return bool(v.verify_response(gold, f"Final Answer: {answer}", AnswerType(atype), [AnswerType(t) for t in ts or []]).correct)
 

@@ -2,8 +2,6 @@ r"""TTRL pseudo-labels: majority vote clustered by the rule verifier (studybench
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from _support import REPO
 
@@ -14,9 +12,8 @@ from studybench.verify import Verifier
 
 
 @pytest.fixture(scope="module")
-def v() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=20.0) as ver:
-        yield ver
+def v(verifier: Verifier) -> Verifier:
+    return verifier  # the session's (tests/conftest.py): verdicts, not speed
 
 
 def fa(*boxes: str) -> str:

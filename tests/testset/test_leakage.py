@@ -13,12 +13,6 @@ from studybench.records import SubProblem
 from studybench.verify import Verifier
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    with Verifier(workers=2) as v:
-        yield v
-
-
 def _gold(text: str, at: str, i: int = 0) -> GoldSlot:
     return GoldSlot(i, text, at)
 

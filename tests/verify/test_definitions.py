@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,9 +33,8 @@ G3367 = ["U = 4 \\frac{\\sigma}{c} V T^4, p = \\frac{4}{3} \\frac{\\sigma}{c} T^
 
 
 @pytest.fixture(scope="module")
-def v() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=15.0) as ver:
-        yield ver
+def v(verifier: Verifier) -> Verifier:
+    return verifier  # the session's (tests/conftest.py): verdicts, not speed
 
 
 # ---------------------------------------------------------------------------------------------

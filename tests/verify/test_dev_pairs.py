@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,12 +55,6 @@ KNOWN_MISSES: dict[int, str] = {
     392: "QL: glosses in parentheses ('synchrotron (radiative) cooling') are kept: dropping them lets hedges and contradictions through",
     **{i: _QL for i in (364, 365, 368, 369, 372, 373, 376, 377, 380, 381, 384, 385, 388, 389, 393, 396, 397, 400, 401)},
 }
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=10.0) as v:
-        yield v
 
 
 def _verify(v: Verifier, row: dict) -> tuple[bool, str]:

@@ -7,20 +7,11 @@ EQ golds from /work/shared/data/ugphysics (not used by the dev pairs), written h
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from studybench.verify import Verdict, Verifier
 from studybench.verify.comparison.equation_forms import is_proportionality
 from studybench.verify.rules.eq import eq_gold_check
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=30.0) as v:
-        yield v
-
 
 # (gold, prediction, expected, why)
 CASES: list[tuple[str, str, bool, str]] = [

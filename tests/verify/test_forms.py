@@ -15,7 +15,6 @@ transformation class, floors per class, no near miss accepted).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,6 @@ from studybench.verify.comparison.matrices import read_matrix
 from studybench.verify.reading.truth import truth_value
 from studybench.verify.rules.mc import mc_rule
 from studybench.verify.rules.tf import tf_rule
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=20.0) as v:
-        yield v
-
 
 # (gold box, predicted box, answer type, expected, why)
 SETS = [

@@ -6,22 +6,12 @@ That ratio is close to 1 wherever f and g are small beside the sampled X, so a r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from studybench.verify import Verifier
 
 THETA = (r"\theta=\arctan \left[\frac{\beta^{\prime} \sin \theta^{\prime}}{1000\left(\beta^{\prime} \cos \theta^{\prime}"
          r"+0.9999995\right)}\right]")
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    # verdicts, not speed, are tested here: the arctan case takes about 4 s alone and overran 10 s once on a
-    # loaded 2-core CI machine
-    with Verifier(workers=1, timeout=60.0) as v:
-        yield v
 
 
 CASES = [

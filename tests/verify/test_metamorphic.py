@@ -379,10 +379,9 @@ NEAR_MISS_CLEAN: frozenset[str] = frozenset({
 
 
 @pytest.fixture(scope="module")
-def sample_verdicts(sample_pairs: tuple[list[Pair], GenStats]) -> list[Any]:
+def sample_verdicts(sample_pairs: tuple[list[Pair], GenStats], verifier: Verifier) -> list[Any]:
     pairs, _ = sample_pairs
-    with Verifier(workers=2, timeout=20.0) as v:
-        return judge_pairs(pairs, v)
+    return judge_pairs(pairs, verifier)
 
 
 def test_recall_floors_per_transformation(sample_pairs: tuple[list[Pair], GenStats], sample_verdicts: list[Any]) -> None:

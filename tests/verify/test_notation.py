@@ -7,20 +7,11 @@ test-set golds (application / transfer) rewritten the way a careful grader would
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from studybench.verify import Verifier
 from studybench.verify.comparison.vectors import has_vector_markup, vector_equal
 from studybench.verify.reading.latex import bar_to_prime, value_link, vector_tuple
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=10.0) as v:
-        yield v
-
 
 # (gold, prediction, answer type, expected, why)
 VECTORS = [

@@ -18,7 +18,6 @@ values, thousands separators, percent in words, units written as text, degrees f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
@@ -28,12 +27,6 @@ from studybench.verify.comparison.tolerance import ROUNDING_CAP, tolerance_width
 from studybench.verify.physics.units import hint_unit, unit_words
 from studybench.verify.reading.numbers import Precision, parse_quantity, strip_value_words, written_precision
 from studybench.verify.reading.unitwords import count_noun
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=20.0) as v:
-        yield v
 
 
 def _judge(verifier: Verifier, cases: list[tuple[str, str, str, str | None]]) -> list[tuple[bool, str]]:

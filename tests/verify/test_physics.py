@@ -4,8 +4,6 @@ that the rules are checked on other problems than the ones they were tuned on.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from studybench.verify import Verdict, Verifier
@@ -14,13 +12,6 @@ from studybench.verify.comparison.tolerance import close_enough
 from studybench.verify.physics.units import split_hints, split_unit_suffix
 from studybench.verify.reading.numbers import parse_quantity
 from studybench.verify.reading.prose import prose_segments
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=10.0) as v:
-        yield v
-
 
 # (gold boxes, predicted boxes, answer_type, type_sequence, gold_unit, expected, why)
 CASES: list[tuple[list[str], list[str], str, str, object, bool, str]] = [

@@ -7,7 +7,6 @@ sign) that must stay rejected. The minimal pairs of VERIFY25's known bugs 2, 3, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from fractions import Fraction
 
 import pytest
@@ -17,13 +16,6 @@ from studybench.verify import Verifier
 from studybench.verify.comparison.equation_forms import same_solution_sets
 from studybench.verify.reading.conversion import to_sympy
 from studybench.verify.reading.latex import LatexError
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=30.0) as v:
-        yield v
-
 
 # (answer type, gold, prediction, expected, why)
 Case = tuple[str, str, str, bool, str]

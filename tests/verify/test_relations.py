@@ -14,20 +14,11 @@ one relation.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from studybench.verify import Verdict, Verifier
 from studybench.verify.comparison.relations import chain_rule
 from studybench.verify.reading.latex import relation_chain, states_inequality
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=10.0) as v:
-        yield v
-
 
 SCHW = r"R \geq \frac{2GM}{c^2}"
 FOURIER = r"f \ll \frac{2 \kappa}{\rho c \lambda^{2}}"  # ugphysics Thermodynamics, EX

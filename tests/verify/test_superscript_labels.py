@@ -6,18 +6,9 @@ factor was accepted: the mutation sweep (bench/verify_mutations.py) found these 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from studybench.verify import Verifier
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=1, timeout=10.0) as v:
-        yield v
-
 
 CASES = [
     # right forms

@@ -6,8 +6,6 @@ value off by 10%). Golds are written for these tests or taken from the shapes of
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from studybench.verify import Verdict, Verifier
@@ -107,12 +105,6 @@ CASES: list[tuple[str, str, object, bool, str]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=10.0) as v:
-        yield v
-
-
 @pytest.mark.parametrize("gold,pred,unit,expected,why", CASES, ids=[c[4] for c in CASES])
 def test_round2_units(verifier: Verifier, gold: str, pred: str, unit: object, expected: bool, why: str) -> None:
     v = verifier.verify([gold], [pred], "NV", "", gold_unit=unit)  # type: ignore[arg-type]
@@ -120,11 +112,10 @@ def test_round2_units(verifier: Verifier, gold: str, pred: str, unit: object, ex
     assert v.correct is expected, f"{why}: {v.reason}"
 
 
-def test_gold_self_accepts() -> None:
+def test_gold_self_accepts(verifier: Verifier) -> None:
     # every gold of this file accepts itself (the bench's gold-self check, for these shapes)
-    with Verifier(workers=1, timeout=10.0) as v:
-        for gold in sorted({c[0] for c in CASES}):
-            assert v.verify([gold], [gold], "NV", "").correct, gold
+    for gold in sorted({c[0] for c in CASES}):
+        assert verifier.verify([gold], [gold], "NV", "").correct, gold
 
 
 def test_written_resolution_significant_figures() -> None:
