@@ -13,10 +13,12 @@ numeric sub-problems each); :func:`write_set` writes one as JSON. The ``make_set
 (``tests/conftest.py``) writes one into the test's ``tmp_path``.
 
 **Time.** Properties, not stopwatches. :func:`deadline` bounds a call that must stop at its timeout by
-that timeout plus a margin scaled to a no-op baseline measured in the same test (so a loaded machine,
-which slows the baseline too, widens the margin), and never by more than half of what a hang would
-take. :func:`assert_linear` compares the time of an input against one ``factor`` times larger in the
-same test: linear work grows about ``factor``-fold, quadratic work ``factor**2``-fold.
+that timeout plus a generous margin (at least 5 s, more when a no-op baseline measured in the same test is
+slow: a loaded machine widens it), and never by more than half of what a hang would take: the bound tells
+"stopped at its timeout" from "ran on", not fast from slow. :func:`assert_linear` compares the CPU time of
+an input against one ``factor`` times larger in the same test: linear work grows about ``factor``-fold,
+quadratic work ``factor**2``-fold. It counts the calling thread's CPU time (:func:`time.thread_time`), which
+other processes on a loaded machine do not inflate, where wall-clock samples of a few milliseconds did.
 """
 
 from __future__ import annotations
@@ -98,22 +100,31 @@ def deadline(timeout: float, base: float, *, hang: float) -> float:
         hang: what the call would take if its timeout did not work; the bound stays below half of it.
 
     Returns:
-        ``timeout + max(1.0, 20 * base)``, capped at ``hang / 2``.
+        ``timeout + max(5.0, 50 * base)``, capped at ``hang / 2``.
     """
-    return min(timeout + max(1.0, 20.0 * base), hang / 2)
+    return min(timeout + max(5.0, 50.0 * base), hang / 2)
+
+
+def cpu_timed(fn: Callable[[], object]) -> float:
+    """CPU seconds the calling thread spent in one call (not inflated by other processes' load)."""
+    t0 = time.thread_time()
+    fn()
+    return time.thread_time() - t0
 
 
 def assert_linear(run: Callable[[int], object], n: int, factor: int = 8, slack: float = 3.0) -> None:
-    """Assert that ``run(n * factor)`` takes at most ``slack * factor`` times ``run(n)`` (plus 50 ms).
+    """Assert that ``run(n * factor)`` takes at most ``slack * factor`` times ``run(n)`` (plus 50 ms), in CPU time.
 
     Linear work passes with room to spare; work quadratic in ``n`` takes about ``factor**2`` times as
     long and fails (with ``factor=8`` and ``slack=3``: 24x allowed, 64x for quadratic). Each size is
-    timed three times and the fastest run counts, so one pause of the machine does not decide.
+    run five times and the cheapest run counts, so one cache miss or collection does not decide. The
+    calling thread's CPU time is counted, not the wall clock: waiting for a core on a loaded machine
+    does not count, the work does.
     """
-    small = min(timed(lambda: run(n)) for _ in range(3))
-    large = min(timed(lambda: run(n * factor)) for _ in range(3))
+    small = min(cpu_timed(lambda: run(n)) for _ in range(5))
+    large = min(cpu_timed(lambda: run(n * factor)) for _ in range(5))
     assert large <= slack * factor * small + 0.05, (
-        f"n={n}: {small:.4f}s, n={n * factor}: {large:.4f}s (ratio {large / max(small, 1e-9):.1f}, "
+        f"n={n}: {small:.4f}s, n={n * factor}: {large:.4f}s CPU (ratio {large / max(small, 1e-9):.1f}, "
         f"linear would be ~{factor})"
     )
 

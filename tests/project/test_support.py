@@ -21,9 +21,16 @@ def test_linear_work_passes_and_quadratic_work_fails() -> None:
         assert_linear(_quadratic, 250)  # ~60k steps against ~4M: far past the 24x allowed
 
 
+def test_linear_counts_cpu_time_not_waiting() -> None:
+    # a call that only waits (sleeps) uses no CPU: a wall-clock check would see 8x the wait, this one nothing
+    import time
+
+    assert_linear(lambda n: time.sleep(0.002 * n * n), 1)  # quadratic waiting, no work: passes
+
+
 def test_deadline_scales_with_the_baseline_and_stays_below_a_hang() -> None:
-    assert deadline(1.0, 0.001, hang=60.0) == 2.0  # an idle machine: timeout + 1 s
-    assert deadline(1.0, 0.2, hang=60.0) == 5.0  # a loaded one: 20 x its no-op time
+    assert deadline(1.0, 0.001, hang=60.0) == 6.0  # an idle machine: timeout + 5 s
+    assert deadline(1.0, 0.2, hang=60.0) == 11.0  # a loaded one: 50 x its no-op time
     assert deadline(1.0, 5.0, hang=8.0) == 4.0  # never half a hang or more
 
 

@@ -52,6 +52,9 @@ and the area grows as <m:math><m:msup><m:mi>r</m:mi><m:mn>2</m:mn></m:msup></m:m
 <solution><para>a. 4%; b. 10<sup>3</sup>; c. <m:math><m:mrow><m:mn>35.7</m:mn><m:mtext>°</m:mtext></m:mrow></m:math>; d. 6.75 kΩ</para></solution></exercise>
 </section></content></document>"""
 
+# verdicts, not speed: a gold that needs its symbolic check must not time out on a loaded machine (5 s did)
+VERDICT_TIMEOUT = 60.0
+
 
 def write_collection(root: Path, section: str = SECTION) -> Path:
     (root / "collections").mkdir(parents=True)
@@ -113,8 +116,8 @@ def assert_golds_self_verify(ds: Dataset) -> None:
     for parent in ds.parents:
         for sub in parent.sub_problems:
             for box in sub.boxes:
-                why = check_gold_parsable(box, sub.answer_type)
-                v = verify_boxes([box], [box], sub.answer_type)
+                why = check_gold_parsable(box, sub.answer_type, timeout=VERDICT_TIMEOUT)
+                v = verify_boxes([box], [box], sub.answer_type, timeout=VERDICT_TIMEOUT)
                 if why is not None or not v.correct:
                     bad.append((sub.problem_id, box, why, v.reason))
     assert not bad, bad[:10]
@@ -215,10 +218,10 @@ def test_accepted_answer_forms_are_verifier_golds() -> None:
     for text in forms:
         got = classify_answer(text)
         assert isinstance(got, tuple), (text, got)
-        assert check_gold_parsable(got[1], got[0]) is None, (text, got)
-        assert verify_boxes([got[1]], [got[1]], got[0]).correct, (text, got)
+        assert check_gold_parsable(got[1], got[0], timeout=VERDICT_TIMEOUT) is None, (text, got)
+        assert verify_boxes([got[1]], [got[1]], got[0], timeout=VERDICT_TIMEOUT).correct, (text, got)
     kohm = classify_answer("$6.750 \\text{k} \\text{Ω}$")
-    assert isinstance(kohm, tuple) and verify_boxes([kohm[1]], ["6750\\,\\Omega"], "NV").correct
+    assert isinstance(kohm, tuple) and verify_boxes([kohm[1]], ["6750\\,\\Omega"], "NV", timeout=VERDICT_TIMEOUT).correct
 
 
 def test_unicode_scripts() -> None:
