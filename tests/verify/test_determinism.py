@@ -269,7 +269,7 @@ def test_verify_package_reads_no_clock_and_no_unseeded_randomness() -> None:
 
 def _pairs_rows(data_dir: Path) -> list[dict[str, Any]]:
     """The real pairs file of the slow test (verify-file rows, each with an ``id``)."""
-    from tests.test_dev_pairs import PAIRS
+    from test_dev_pairs import PAIRS
 
     from studybench.datasets import load_dataset
 
@@ -365,7 +365,7 @@ def _canonical(verdicts: dict[str, list[Any]]) -> bytes:
 @pytest.mark.timeout(3000)
 def test_real_pairs_give_byte_identical_verdicts_every_way(data_dir: Path, tmp_path: Path) -> None:
     from _support import require_data_file
-    from tests.test_dev_pairs import _pairs_path
+    from test_dev_pairs import _pairs_path
 
     require_data_file(_pairs_path() or Path("dev_pairs.jsonl"), "the verifier dev pairs")
     rows = _pairs_rows(data_dir)

@@ -381,7 +381,7 @@ def test_real_golds_read_as_latex2sympy_reads_them() -> None:
     import json
 
     from _support import require_data_file
-    from tests.test_dev_pairs import _pairs_path
+    from test_dev_pairs import _pairs_path
 
     from studybench.records import gold_boxes
     from studybench.verify.reading.aliasing import new_aliases

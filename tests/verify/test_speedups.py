@@ -144,7 +144,7 @@ def test_real_golds_parse_as_the_plain_parse_does() -> None:
     import random
 
     from _support import require_data_file
-    from tests.test_dev_pairs import _pairs_path
+    from test_dev_pairs import _pairs_path
 
     from studybench.records import gold_boxes
     from studybench.verify.reading.aliasing import new_aliases
