@@ -324,3 +324,71 @@ def test_outcome_files_can_group_items_into_units(tmp_path: Path) -> None:
     fa.write_text("id,problem,correct\nq1,,1\n")
     res = CliRunner().invoke(app, [*base, "--cluster-column", "problem"])
     assert res.exit_code == 2 and "a.csv: line 2: field 'problem': a cluster must be" in res.output
+
+
+# --------------------------------------------------------------------------- issue 26 (mutation trial): each mark and
+# bound is checked where the two metrics, or the two sides of an interval, differ
+
+
+def test_the_sign_test_counts_only_the_units_that_differ() -> None:
+    from studybench.analysis.signflip import unit_directions
+
+    way = unit_directions([1] * 5 + [0] * 5)  # 5 better, 5 tied: binomtest(5, 5), the ties left out
+    assert (way.b_better, way.a_better, way.tied) == (5, 0, 5)
+    assert way.sign_p == pytest.approx(binomtest(5, 5, 0.5).pvalue) == pytest.approx(0.0625)
+    assert way.sign_p_b_better == pytest.approx(1 / 32) and way.sign_p_a_better == pytest.approx(1.0)
+
+
+def test_p_between_the_level_and_twice_it_is_not_significant_and_the_interval_reads_low_to_high() -> None:
+    # 5 of 12 parents better on B, none worse: exact two-sided p = 2/32 = 0.0625, above 5 % (below 10 %)
+    a = {f"P{i}": False for i in range(12)}
+    b = {f"P{i}": i < 5 for i in range(12)}
+    r = compare_outcomes(a, b, resamples=4000, seed=1)
+    assert r.p_value == pytest.approx(0.0625)
+    assert not r.significant()
+    lo, hi = r.diff_ci
+    assert lo <= r.diff <= hi and lo < hi
+    line = r.conclusion()
+    assert "not significant at 5%" in line
+    assert f"CI over items {100 * lo:+.1f} to {100 * hi:+.1f}" in line, line
+
+
+def _two_part_runs(root: Path, known: dict[str, set[tuple[int, str]]]) -> dict[str, Path]:
+    """N two-part parents (sub-problems a, b); run ``name`` answers (parent, sub) right, in both seeds, when in known[name]."""
+    parents = [{"source": "Syn", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics",
+                "problem": f"item-{i}.", "answer": "", "answer_type": "", "type_sequence": "",
+                "sub_problems": [{"problem_id": x, "problem": f"{x}: compute.", "answer": "\\boxed{2}", "answer_type": "NV",
+                                  "type_sequence": ""} for x in "ab"]}
+               for i in range(N)]
+    f = root / "set.json"
+    f.write_text(json.dumps(parents))
+    key = {request_seed(s, 0, f"Syn//P{i}", t): (i, x) for s in (0, 1) for i in range(N) for t, x in enumerate("ab")}
+    out = {}
+    for name, right in known.items():
+        def model(body: dict[str, Any], right: set[tuple[int, str]] = right) -> Reply:
+            return Reply("Final Answer: \\boxed{2}" if key[body["seed"]] in right else "Final Answer: \\boxed{9}")
+
+        with start_stub_server(model, model="stub-model") as srv:
+            run_eval(EvalSpec(split=str(f), model="stub-model", base_url=srv.base_url, k=1, seeds=[0, 1],
+                              verify_workers=1), root / name)
+        out[name] = root / name
+    return out
+
+
+def test_each_mark_follows_its_own_metric(tmp_path: Path) -> None:
+    """'subs': sub-problem a of 6 parents right in both seeds, never b: ΔSub@1 has p = 2/64 (marked †) while no
+    parent is solved, so ΔPar@1 is 0 with p = 1 (no ‡)."""
+    runs = _two_part_runs(tmp_path, {"base": set(), "subs": {(i, "a") for i in range(6)}})
+    board = build_leaderboard(list(runs.values()), base_run=runs["base"], resamples=4000, seed=1)
+    cells = {Path(c.run_dir).name: c for r in board["rows"] for c in r.cells.values()}
+    sig = cells["subs"].significance
+    assert sig is not None
+    assert sig["delta_sub"]["p"] == pytest.approx(2 / 64) and sig["delta_par"]["p"] == pytest.approx(1.0)
+    assert sig["sub_significant"] and not sig["par_significant"]
+    for key in ("delta_sub", "delta_par"):
+        d = sig[key]
+        assert d["lo"] <= d["observed"] <= d["hi"], (key, d)
+    assert sig["delta_sub"]["lo"] < sig["delta_sub"]["hi"]
+    md = render_leaderboard(board, "markdown")
+    row = next(line for line in md.splitlines() if line.startswith("| subs"))
+    assert row.rstrip(" |*").endswith("+25.00†"), row

@@ -28,7 +28,9 @@ from typer.testing import CliRunner
 require_extra("analysis", "matplotlib", "numpy", module_level=True)
 
 from studybench.analysis.plateau import (  # noqa: E402
+    MethodSeries,
     PlateauError,
+    Snapshot,
     detect_plateau,
     plot_plateau,
     read_snapshots,
@@ -216,3 +218,45 @@ def test_cli_prints_the_table_and_writes_the_figures(runs: Path, tmp_path: Path)
     p.write_text("method,seed,gpu_hours,run_dir\nA,0,x,runs/a0\n")
     bad = CliRunner().invoke(app, ["plateau", str(p)])
     assert bad.exit_code == 2 and "line 2, column gpu_hours: not a number" in bad.output
+
+
+# ----------------------------------------------------------------------------- the detector on made-up snapshots
+# (issue 26, mutation trial): which snapshot each one is compared with, and the interval's level
+
+
+def _snap(i: int, solved: list[int]) -> Snapshot:
+    numer = [float(x) for x in solved]
+    mean = 100.0 * sum(numer) / len(numer)
+    return Snapshot(index=i, gpu_hours=float(i + 1), per_seed={"0": mean}, mean=mean, std=None, runs=[f"r{i}"],
+                    numer=numer, denom=[1.0] * len(numer))
+
+
+def _detect(*solved: list[int], resamples: int = 2_000) -> dict[str, Any]:
+    series = MethodSeries("M", ["0"], [_snap(i, s) for i, s in enumerate(solved)])
+    return detect_plateau({"methods": {"M": series}}, resamples=resamples, seed=0)["M"]
+
+
+def test_a_snapshot_is_compared_with_the_best_earlier_one_not_the_previous() -> None:
+    n = 40
+    half, tenth = [1] * 20 + [0] * 20, [1] * 4 + [0] * 36
+    d = _detect(half, tenth, half)  # 50 %, a dip to 10 %, back to 50 %: no gain over the best earlier
+    s2 = d["snapshots"][2]
+    assert s2["compared_to"] == 0 and s2["gain"] == 0.0 and not s2["significant"], s2
+    assert d["plateau"] == 0 and d["best"] == 0 and len(half) == n
+
+
+def test_the_earliest_of_equal_best_snapshots_is_the_reference() -> None:
+    a, b = [1] * 20 + [0] * 20, [0] * 20 + [1] * 20  # the same 50 %, other parents
+    d = _detect(a, b, [1] * 40)
+    assert d["snapshots"][2]["compared_to"] == 0 and d["snapshots"][1]["compared_to"] == 0
+    assert d["best"] == 2 and d["plateau"] == 2
+
+
+def test_the_interval_is_the_95_percent_percentile_interval() -> None:
+    # new solves 20 of 40 parents, old none: a resample's gain is 2.5 x Binomial(40, 1/2) points, whose 2.5 % and
+    # 97.5 % quantiles are 14 and 26 draws (cdf(13) = 0.019, cdf(14) = 0.040; symmetric), so the 95 % interval is
+    # [35, 65]; a 90 % interval would be [37.5, 62.5]
+    d = _detect([0] * 40, [1] * 20 + [0] * 20, resamples=10_000)
+    s1 = d["snapshots"][1]
+    assert (s1["ci_low"], s1["ci_high"]) == (35.0, 65.0), s1
+    assert s1["gain"] == 50.0 and s1["significant"]

@@ -110,6 +110,22 @@ def test_dense_components(response: str, answer: str, atype: str, unit: object, 
     assert total == pytest.approx(max(-1.0, min(1.0, sum(got.values()))))
 
 
+# the format bonus (issue 26, mutation trial): a Final Answer line *and* one box per gold slot, outside the reasoning
+_FORMAT_CASES = [
+    ("Final Answer: \\boxed{1}, \\boxed{2}", 0.1, "both slots boxed on the Final Answer line"),
+    ("Final Answer: \\boxed{1}", 0.0, "one box for two slots"),
+    ("<think>Final Answer: \\boxed{3}</think> The answers are \\boxed{1} and \\boxed{2}", 0.0,
+     "the Final Answer line is in the reasoning only"),
+    ("The answers are \\boxed{1} and \\boxed{2}", 0.0, "no Final Answer line"),
+]
+
+
+@pytest.mark.parametrize("response,bonus,why", _FORMAT_CASES, ids=[c[2] for c in _FORMAT_CASES])
+def test_dense_format_bonus_needs_a_visible_final_line_with_one_box_per_slot(response: str, bonus: float, why: str) -> None:
+    got = dense_components(response, "\\boxed{1}\\boxed{2}", "TUP", "NV,NV")
+    assert got["format"] == pytest.approx(bonus), (why, got)
+
+
 def test_dense_orders_right_above_wrong_and_never_raises() -> None:
     right = dense_reward_for("Final Answer: \\boxed{2500\\,\\mathrm{m}}", _KM, "NV", "", r"\mathrm{km}")
     near = dense_reward_for("Final Answer: \\boxed{3\\,\\mathrm{m}}", _KM, "NV", "", r"\mathrm{km}")

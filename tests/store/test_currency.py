@@ -272,3 +272,38 @@ def test_prepare_eval_refuses_a_different_run(tmp_path: Path) -> None:
     with pytest.raises(EvalError, match=r"holds another run: it was made with --reference-mode gold and you asked for "
                                          r"solution: give --reference-mode gold \(or use another --out for a new run\)$"):
         prepare_eval(EvalSpec(dataset=ds, k=1, seeds=[0], reference_mode="solution"), tmp_path / "run")
+
+
+# ----------------------------------------------------------------------------- issue 26 (mutation trial): rows
+# without the digest of what they judged never count, and a digest of the wrong type makes the row unusable
+
+
+def test_a_rule_verdict_without_a_digest_never_counts() -> None:
+    g = gen()
+    old = RuleVerdictRow(**KEY, correct=True, reason="correct", verifier=SETTINGS)  # as a writer without digests left it
+    assert old.completion_digest is None
+    for settings in (SETTINGS, None):
+        st = rule_verdict_status(g, old, settings)
+        assert st.verdict is None and st.stale == "made on another completion"
+
+
+def test_an_llm_verdict_without_a_digest_never_counts() -> None:
+    cd = text_digest("Final Answer: \\boxed{1}")
+    old = LLMVerdictRow(**KEY, judge_id="judge", verdict="TRUE")
+    assert old.completion_digest is None
+    for inputs in (None, "inputs"):
+        st = llm_verdict_status(old, cd, inputs)
+        assert st.verdict is None and st.value is None and st.stale == "made on another completion"
+
+
+@pytest.mark.parametrize("model,extra", [(RuleVerdictRow, {"correct": True, "reason": "correct"}),
+                                         (LLMVerdictRow, {"judge_id": "judge", "verdict": "TRUE"})],
+                         ids=["rule", "llm"])
+@pytest.mark.parametrize("digest", [123, ["abc"], {"sha256": "abc"}, True], ids=["int", "list", "object", "bool"])
+def test_a_digest_of_the_wrong_type_makes_the_row_unusable(model: Any, extra: dict[str, Any], digest: Any) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="completion_digest"):
+        model.model_validate({**KEY, **extra, "completion_digest": digest})
+    # a descriptive field of the wrong type only reads as None
+    assert model.model_validate({**KEY, **extra, "completion_digest": "abc", "time": "yesterday"}).time is None

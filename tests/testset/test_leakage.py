@@ -174,3 +174,38 @@ def test_a_loaded_machine_does_not_let_a_leak_through(monkeypatch):
         r = check_leakage(text, slots, verifier=v)
     assert seen  # the first tries did time out
     assert any(f.rule == "gold" for f in r.findings) and r.timeouts == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# issue 26 (mutation trial): number words and prose equations each have a test that fails without them
+
+_NUMBER_WORD_CASES = [  # (prose, the gold it gives away, a gold it must not flag)
+    ("The speed doubles: it becomes twice as large.", "2", "3"),
+    ("The tension is half the weight.", "\\frac{1}{2}", "2"),
+    ("A quarter of the energy is lost.", "0.25", "4"),
+    ("It rises to three times the height.", "3", "\\frac{1}{3}"),
+]
+
+
+@pytest.mark.parametrize("text,gold,other", _NUMBER_WORD_CASES, ids=[c[1] for c in _NUMBER_WORD_CASES])
+def test_number_words_give_their_value_away(verifier, text, gold, other):
+    # a number written as a word is the only candidate in these sentences: without the number words they pass
+    assert any(f.rule == "gold" for f in check_leakage(text, [_gold(gold, "NV")], verifier=verifier).findings)
+    assert check_leakage(text, [_gold(other, "NV")], verifier=verifier).passed
+
+
+_PROSE_EQUATIONS = [  # (prose, EX gold given away as the right side, a near miss); multi-letter names on the left,
+    # which the plain-formula reader leaves to the prose-equation reader
+    ("we get Fnet = ma;", "ma", "mg"),
+    ("so Vout = IR here.", "IR", "\\frac{I}{R}"),
+    ("then Ftotal = ma, so", "ma", "\\frac{m}{a}"),
+]
+
+
+@pytest.mark.parametrize("text,gold,miss", _PROSE_EQUATIONS, ids=[c[0] for c in _PROSE_EQUATIONS])
+def test_prose_equations_with_named_left_sides_are_caught(verifier, text, gold, miss):
+    assert any(f.rule == "gold" for f in check_leakage(text, [_gold(gold, "EX")], verifier=verifier).findings)
+    assert check_leakage(text, [_gold(miss, "EX")], verifier=verifier).passed
+    # the whole equation against an EQ gold too
+    lhs = text.split("=")[0].split()[-1]
+    assert any(f.rule == "gold" for f in check_leakage(text, [_gold(f"{lhs} = {gold}", "EQ")], verifier=verifier).findings)
