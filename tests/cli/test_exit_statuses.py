@@ -228,6 +228,7 @@ def test_every_command_is_classified(tmp_path: Path) -> None:
     assert sorted(set(_commands()) - classified) == [], "classify new commands in test_exit_statuses.py"
 
 
+@pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
 @pytest.mark.parametrize("command", list(_writes({"d": Path("."), "model": "", "judge": ""}, Path("."))))
 def test_a_full_disk_gives_the_tables_status_on_one_line(world: dict[str, Any], tmp_path: Path, command: str) -> None:
     status = readme_statuses()

@@ -37,7 +37,9 @@ from studybench.report.tokens import PRICING_LIMIT
 from studybench.testing import start_stub_server
 from studybench.testing.stub_judge import judge_reply_fn
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/zero").exists(), reason="POSIX only")
+# slow: every command against every bad file, 4 minutes under load (the CI step `pytest -m slow`)
+pytestmark = [pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/zero").exists(), reason="POSIX only"),
+              pytest.mark.slow]
 
 HERE = TESTS
 

@@ -212,6 +212,7 @@ def _check_markdown(path: Path) -> None:
         assert _cells(line) == width, (path.name, line)
 
 
+@pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
 def test_every_markdown_the_package_writes_escapes_every_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
     split = tmp_path / "set.json"

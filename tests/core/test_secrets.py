@@ -321,6 +321,7 @@ def test_a_key_echoed_in_every_field_reaches_no_file_and_no_console(echo: Thread
     assert _leaks(tmp_path, res) == []
 
 
+@pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
 @pytest.mark.parametrize("echo", list(ECHOES), indirect=True)
 def test_a_key_echoed_in_any_encoding_reaches_no_file_and_no_console(echo: ThreadingHTTPServer, tmp_path: Path) -> None:
     """The endpoint and the judge echo their keys base64- or URL-encoded (alone, unpadded, inside a longer
@@ -335,6 +336,7 @@ def test_a_key_echoed_in_any_encoding_reaches_no_file_and_no_console(echo: Threa
     assert _leaks(tmp_path, res) == []
 
 
+@pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
 @pytest.mark.parametrize("echo", ["the Authorization header", "base64", "base64 inside a blob, offset 1 mod 3"], indirect=True)
 def test_a_basic_auth_header_built_from_url_credentials_reaches_no_file(echo: ThreadingHTTPServer, tmp_path: Path) -> None:
     """``http://user:KEY@host``: the client sends ``Basic base64(user:KEY)``; an endpoint echoing that header

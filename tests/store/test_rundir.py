@@ -41,6 +41,7 @@ def _eval_cmd(data: Path, out: Path, base_url: str, *extra: str) -> list[str]:
             base_url, "-k", "2", "--seeds", "2", "--out", str(out), "--concurrency", "2", "--verify-workers", "1", *extra]
 
 
+@pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
 def test_a_second_writer_is_refused_and_a_killed_writer_leaves_no_stale_lock(tmp_path: Path) -> None:
     data = write_set(tmp_path / "set.json")
     out = tmp_path / "run"

@@ -65,6 +65,7 @@ def write_collection(root: Path, section: str = SECTION) -> Path:
     return root
 
 
+@pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
 def test_synthetic_collection_to_books_and_pool(tmp_path: Path) -> None:
     src = write_collection(tmp_path / "src")
     books = tmp_path / "books"
@@ -234,6 +235,7 @@ def test_split_parts_refuses_repeated_labels() -> None:
     assert split_labelled_parts("If up: (a) 1 J; (b) 2 J; if down: (a) 3 J; (b) 4 J")[1] == []
 
 
+@pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
 def test_real_openstax_slice(tmp_path: Path) -> None:
     data = Path(os.environ.get("STUDYBENCH_DATA", "/work/shared/data/studybench")).parent / "openstax-university-physics"
     col = data / "collections" / "university-physics-volume-1.collection.xml"

@@ -146,6 +146,7 @@ def _invoke(runner: CliRunner, args: list[str], code: int = 0) -> str:
     return res.output
 
 
+@pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
 def test_every_stage_chains_on_a_real_slice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     require_data_file(COLLECTION, "OpenStax University Physics CNXML")
     require_data_file(DATA / "transfer.json", "the Transfer Set")
