@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,13 +15,6 @@ from studybench.verify import Verdict, Verifier, check_gold_parsable, verify_box
 from studybench.verify.reading.latex import norm_string
 from studybench.verify.reading.numbers import parse_quantity
 from studybench.verify.rules import fast_verdict
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Iterator[Verifier]:
-    with Verifier(workers=2, timeout=5.0) as v:
-        yield v
-
 
 # (gold boxes, predicted boxes, answer_type, type_sequence, expected, why)
 CASES = [
