@@ -117,12 +117,12 @@ def assert_linear(run: Callable[[int], object], n: int, factor: int = 8, slack: 
 
     Linear work passes with room to spare; work quadratic in ``n`` takes about ``factor**2`` times as
     long and fails (with ``factor=8`` and ``slack=3``: 24x allowed, 64x for quadratic). Each size is
-    run five times and the cheapest run counts, so one cache miss or collection does not decide. The
+    run three times and the cheapest run counts, so one cache miss or collection does not decide. The
     calling thread's CPU time is counted, not the wall clock: waiting for a core on a loaded machine
     does not count, the work does.
     """
-    small = min(cpu_timed(lambda: run(n)) for _ in range(5))
-    large = min(cpu_timed(lambda: run(n * factor)) for _ in range(5))
+    small = min(cpu_timed(lambda: run(n)) for _ in range(3))
+    large = min(cpu_timed(lambda: run(n * factor)) for _ in range(3))
     assert large <= slack * factor * small + 0.05, (
         f"n={n}: {small:.4f}s, n={n * factor}: {large:.4f}s CPU (ratio {large / max(small, 1e-9):.1f}, "
         f"linear would be ~{factor})"
