@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from studybench.build.embedding import load_embedder
-from studybench.build.retrieve import kp_query, kps_from_dataset
 from studybench.datasets import load_dataset, resolve_split
 from studybench.files import atomic_write_text, dumps_json
+from studybench.testset.embedding import load_embedder
+from studybench.testset.retrieval.hybrid import kp_query, kps_from_dataset
 
 
 def load_avg() -> str:

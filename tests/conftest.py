@@ -4,6 +4,11 @@
 ``transfer.json``). Taken from ``$STUDYBENCH_DATA`` (the directory itself or one holding a
 ``studybench/`` folder), else ``<repo>/../shared/data/studybench``. Tests that use it are skipped
 when the files are absent.
+
+``verifier``: one rule verifier for the session (per pytest-xdist worker), for tests of verdicts; a test
+about timeouts or worker faults makes its own (a module-level ``verifier`` fixture overrides this one).
+
+``make_set``: a factory that writes a mini test set into the test's ``tmp_path`` (``_support.write_set``).
 """
 
 from __future__ import annotations
@@ -12,9 +17,12 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from _support import write_set
 
 # verifier workers skip the ANTLR warm-up (about a second per worker start; tests start and kill many workers)
 os.environ.setdefault("STUDYBENCH_VERIFY_WARM", "0")
@@ -45,6 +53,32 @@ def data_dir() -> Path:
     if d is None:
         pytest.skip("real StudyBench data not found (set STUDYBENCH_DATA)")
     return d
+
+
+@pytest.fixture(scope="session")
+def verifier() -> Iterator[Any]:
+    """A shared :class:`studybench.verify.Verifier` (2 workers, 60 s timeout: verdicts, not speed, are tested).
+
+    The timeout is generous so that a loaded machine never turns a slow right answer into a timed-out
+    wrong one; tests of the timeout itself use their own verifier.
+    """
+    from studybench.verify import Verifier
+
+    with Verifier(workers=2, timeout=60.0) as v:
+        yield v
+
+
+@pytest.fixture
+def make_set(tmp_path: Path) -> Callable[..., Path]:
+    """``make_set(parents=6, name="set.json") -> Path``: a test set in ``tmp_path``.
+
+    ``parents`` is a count (``_support.numbered_set``) or a list of parent records (``_support.parent``).
+    """
+
+    def make(parents: int | list[dict[str, Any]] = 6, name: str = "set.json") -> Path:
+        return write_set(tmp_path / name, parents)
+
+    return make
 
 
 def pytest_report_header(config: pytest.Config) -> str:
