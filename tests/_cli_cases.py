@@ -1,4 +1,4 @@
-"""Run many ``studybench`` command lines in one child process (tests/test_run_files_hostile.py).
+"""Run many ``studybench`` command lines in one child process (tests/cli/test_run_files_hostile.py).
 
 Reads ``{"cases": [[id, [arg, ...]], ...], "case_timeout": seconds}`` as JSON on stdin; runs each
 command line in process (``click.testing.CliRunner`` on the command built once) under ``signal.alarm``, so that a command that

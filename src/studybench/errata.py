@@ -5,7 +5,7 @@ The package ships ``studybench/data/errata.json``; :func:`load_errata` reads it.
 (``answer``), the official value as the test-set file has it, the corrected value (or ``None``: the
 sub-problem cannot be answered as stated), its kind (``wrong``: the gold answers something else or
 miscomputes; ``rounded``: the gold is rounded so far that a careful answer fails the 1% check;
-``unanswerable``), the cause and a short evidence note. ``tests/test_errata.py`` re-derives every
+``unanswerable``), the cause and a short evidence note. ``tests/core/test_errata.py`` re-derives every
 corrected value from the problem's own numbers.
 
 Scoring keeps the official golds by default (the paper's numbers). An erratum applies to a

@@ -433,7 +433,7 @@ def messages_digest(messages: list[dict[str, str]]) -> str:
     The canonical JSON is ``json.dumps(messages, ensure_ascii=False, separators=(",", ":"),
     sort_keys=True)`` encoded as UTF-8 (lone surrogates kept: ``surrogatepass``). When every message
     is a dict of strings, ``orjson`` writes exactly those bytes (the same escapes, raw non-ASCII, keys
-    in code-point order; ``tests/test_harness_speed.py`` checks every code point) several times
+    in code-point order; ``tests/evaluate/test_harness_fastpath.py`` checks every code point) several times
     faster, and is used; anything else (lone surrogates, other values) takes the reference path.
     """
     if _all_text(messages):

@@ -28,7 +28,7 @@ from studybench.rewards import (
 
 
 def _dev_pairs_path() -> Path:
-    """The labelled dev pairs, found as tests/test_dev_pairs.py finds them."""
+    """The labelled dev pairs, found as tests/verify/test_dev_pairs.py finds them."""
     env = os.environ.get("STUDYBENCH_VERIFIER_PAIRS")
     if env:
         return Path(env)

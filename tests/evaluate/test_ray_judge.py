@@ -31,7 +31,7 @@ if os.environ.get("STUDYBENCH_DATA"):  # .../data/studybench -> .../data/verifie
     _alt = Path(os.environ["STUDYBENCH_DATA"]).parent / "verifier" / "dev_pairs.jsonl"
     DEV_PAIRS = _alt if _alt.is_file() else DEV_PAIRS
 
-# an EQ whose symbolic check takes far longer than 2 ms (see tests/test_sandbox.py)
+# an EQ whose symbolic check takes far longer than 2 ms (see tests/verify/test_sandbox.py)
 SLOW_GOLD = [r"\frac{\rho_i T_i}{\rho_a T_a} = 1 + \frac{4 \gamma}{R_0 P_a} + \sqrt{\frac{2GM}{r}}\cos(\omega t) + \ln\frac{R_0}{a}"]
 SLOW_PRED = [r"1 + \frac{4 \gamma}{R_0 P_a} + \sqrt{\frac{2GM}{r}}\cos(\omega t) + \ln\frac{R_0}{a} = \frac{\rho_i T_i}{\rho_a T_a} + 0"]
 
@@ -67,7 +67,7 @@ def test_a_judgement_that_times_out_in_an_actor_is_incorrect_and_the_pipeline_go
         ("only", "two"), fast_ok,  # malformed: an incorrect verdict
     ]
     remote = ray_verify_many(items, actors=2, batch_size=2, timeout=0.002)
-    # what a local Verifier(timeout=0.002).verify_many(items) gives (tests/test_sandbox.py: the slow EQ overruns 2 ms)
+    # what a local Verifier(timeout=0.002).verify_many(items) gives (tests/verify/test_sandbox.py: the slow EQ overruns 2 ms)
     assert remote == [
         Verdict(False, "incorrect: timed out", tuple(SLOW_PRED)),
         Verdict(True, "correct: same normalised string", ("2.5",)),

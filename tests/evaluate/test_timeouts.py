@@ -14,7 +14,7 @@ from studybench.datasets import load_dataset
 from studybench.evaluate import EvalSpec, run_eval
 from studybench.models import ChatResult
 
-# an EQ whose symbolic check takes far longer than 2 ms (see tests/test_sandbox.py)
+# an EQ whose symbolic check takes far longer than 2 ms (see tests/verify/test_sandbox.py)
 SLOW_GOLD = r"\frac{\rho_i T_i}{\rho_a T_a} = 1 + \frac{4 \gamma}{R_0 P_a} + \sqrt{\frac{2GM}{r}}\cos(\omega t) + \ln\frac{R_0}{a}"
 SLOW_PRED = r"1 + \frac{4 \gamma}{R_0 P_a} + \sqrt{\frac{2GM}{r}}\cos(\omega t) + \ln\frac{R_0}{a} = \frac{\rho_i T_i}{\rho_a T_a} + 0"
 SET = [{"source": "S", "year": "", "source_problem_id": "P1", "problem": "q", "answer": f"\\boxed{{{SLOW_GOLD}}}",

@@ -114,7 +114,7 @@ def parse_json(text: str | bytes, path: os.PathLike[str] | str, *, line: int | N
 
     Speed: text that ``orjson`` reads is read by it (several times faster than :mod:`json` with the
     number hooks below). ``orjson`` accepts a subset of what this function accepts and gives the same
-    values there (``tests/test_harness_speed.py`` compares the two on generated and mutated
+    values there (``tests/evaluate/test_harness_fastpath.py`` compares the two on generated and mutated
     documents), except integers beyond 63 bits, which it reads where this function refuses them: a
     text holding a run of 19 digits takes the reference path, as does any text ``orjson`` refuses
     (so every refusal and its message come from the reference path).

@@ -1,6 +1,6 @@
 """Hypothesis strategies for fuzzing the verifier (issue 3, safety): random and adversarial LaTeX.
 
-Used by ``tests/test_fuzz.py`` (a few hundred examples on every test run) and by
+Used by ``tests/verify/test_fuzz.py`` (a few hundred examples on every test run) and by
 ``bench/verify_fuzz.py`` (a large run with a summary). Needs ``hypothesis`` (the ``dev`` extra).
 
 The generated text covers: a small LaTeX grammar (numbers, symbols, Greek letters, fractions,

@@ -209,7 +209,7 @@ def _eq_square(slot: Slot, rng: Random) -> list[Candidate]:
     r = slot.reading
     if r is None or r.lhs is None or r.call_like or not isinstance(r.lhs, sp.Symbol) or r.lhs in r.rhs.free_symbols:
         return []
-    # the project's convention (tests/test_verify_round2_eq.py): a root's square is the same equation,
+    # the project's convention (tests/verify/test_eq_forms.py): a root's square is the same equation,
     # so only a right side that is a product with a square root (and positive) is squared
     if not any(isinstance(f, sp.Pow) and f.exp in (sp.Rational(1, 2), sp.Rational(-1, 2)) for f in sp.Mul.make_args(r.rhs)):
         return []

@@ -9,7 +9,7 @@ that subset by recursive descent and builds the SymPy objects with the construct
 flags latex2sympy2_extended's visitor uses, so that the result is the same tree (``srepr`` equal);
 for anything outside the subset, or wherever the grammar's reading is not certain (a symbol directly
 before a bracket may be a function call, nested ``|``, scripts on scripts, subscripts, relations,
-commas), it returns ``None`` and the caller parses the usual way. ``tests/test_verify_fastparse.py``
+commas), it returns ``None`` and the caller parses the usual way. ``tests/verify/test_fastparse.py``
 checks identity against the real parse.
 
 Model text is only tokenised here and SymPy objects are built directly; nothing is evaluated as code.

@@ -14,7 +14,7 @@ re-parse then cost three quarters of the verifier's time on the dev pairs. That 
 next few tokens: a script is ``^`` or ``_`` followed by a braced group (or one number), and the
 alternative is fixed by the token after it. :class:`_ScriptOrder` answers exactly that decision from
 the tokens when it can (and otherwise defers to ANTLR); the answer equals LL's choice on every
-decision in the real inputs (checked by ``tests/test_verify_speed.py`` against a plain LL parse with the
+decision in the real inputs (checked by ``tests/verify/test_speedups.py`` against a plain LL parse with the
 decision logged), and a start-up self-check compares whole parses on probes and switches the rule off
 if any differs (another latex2sympy2_extended version).
 
