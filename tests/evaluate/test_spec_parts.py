@@ -201,3 +201,23 @@ def test_one_budgets_module_opens_every_job_s_limits(tmp_path: Path) -> None:
     assert e.value.field == "max_cost" and "needs prices" in str(e.value)
     users = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "BudgetTracker(" in p.read_text(encoding="utf-8"))
     assert users == ["costs.py"]  # every job opens its budget with open_budget
+
+
+def test_from_flat_takes_a_mapping_or_keywords_alike() -> None:
+    by_map = EvalSpec.from_flat({"split": "transfer", "model": "reference", "k": 2})
+    by_kw = EvalSpec.from_flat(split="transfer", model="reference", k=2)
+    mixed = EvalSpec.from_flat({"split": "transfer", "model": "reference", "k": 5}, k=2)
+    assert by_map == by_kw == mixed and by_kw.data.k == 2
+
+
+def test_model_copy_with_a_flat_setting_keeps_the_part_and_the_read_through_in_step() -> None:
+    spec = EvalSpec(split="transfer", model="reference", k=1)
+    copied = spec.model_copy(update={"k": 3, "max_tokens": 4096})
+    assert copied.k == copied.data.k == 3 and copied.generation.max_tokens == copied.max_tokens == 4096
+    assert spec.data.k == 1  # the original is untouched
+    with pytest.raises(EvalError, match="k"):
+        spec.model_copy(update={"k": 0})
+    with pytest.raises(EvalError):
+        spec.model_copy(update={"no_such_setting": 1})
+    part = spec.model_copy(update={"data": spec.data.merge({"k": 4})})  # parts: pydantic's own copy
+    assert part.k == part.data.k == 4

@@ -288,3 +288,37 @@ def test_the_reward_examples_return_what_their_comments_say() -> None:
 def test_commented_results_are_read_as_values() -> None:
     code = "x = 1  # 5\nf(x)  # -0.1 (wrong, wrong dimension)\ng()  # [1.0, 0.0]\nh()  # not a value\n"
     assert [(ast.unparse(s), v) for s, v in commented_results(code)] == [("f(x)", -0.1), ("g()", [1.0, 0.0])]
+
+
+def _roles_hook() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _Page:
+    class file:  # noqa: N801  (the shape of mkdocs' Page.file)
+        src_uri = "reference/x.md"
+
+
+def test_the_docs_hook_turns_sphinx_roles_into_code_and_refuses_names_that_do_not_exist(caplog: Any) -> None:
+    hooks = _roles_hook()
+    page = (":class:<code>~studybench.evaluate.spec.EvalSpec</code> :func:<code>run_eval</code> "
+            ":meth:<code>studybench.evaluate.EvalSpec.merge()</code> :data:<code>studybench.datasets.OFFICIAL_SPLITS</code> "
+            ":attr:<code>studybench.evaluate.spec.DataSpec.k</code>")
+    with caplog.at_level("WARNING"):
+        out = hooks.on_page_content(page, page=_Page())
+    assert ":class:" not in out and ":func:" not in out and ":meth:" not in out
+    assert '<autoref identifier="studybench.evaluate.spec.EvalSpec" optional><code>EvalSpec</code></autoref>' in out
+    assert "<code>run_eval</code>" in out and "<code>studybench.evaluate.EvalSpec.merge()</code>" in out
+    assert not caplog.records  # every name above exists (a pydantic field counts)
+    for stale in ("studybench.metrics.no_such_function", "studybench.build_old.x", "studybench.evaluate.EvalSpec.nope"):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            out = hooks.on_page_content(f":func:<code>{stale}</code>", page=_Page())
+        assert out == f"<code>{stale}</code>"
+        assert any(stale in r.getMessage() for r in caplog.records)  # a warning: --strict fails the build

@@ -256,7 +256,7 @@ def _reference(rows: dict[str, LeaderboardRow], row: LeaderboardRow, split: str,
 
 
 def _check_comparable(reports: list[tuple[Path, dict[str, str], dict[str, Any], Any]]) -> None:
-    """Refuse runs of one split over different items, k or seeds (naming which run differs in what)."""
+    """Refuse runs whose k or seeds differ anywhere in the table, or runs of one split over different items (naming which run differs in what)."""
     ks = {rep["k"] for _, _, rep, _ in reports}
     if len(ks) > 1:
         raise LeaderboardError("the runs use different k: " + _who(reports, lambda rep, man: f"k={rep['k']}"))

@@ -22,7 +22,7 @@ Fields ``b`` left at their defaults never override. The result is validated agai
 still works: ``EvalSpec(split="transfer", model="reference", k=1)`` routes each keyword to its part
 (:data:`FLAT_FIELDS`, :func:`route_flat`; :meth:`EvalSpec.from_flat` says so by name), flat names read
 through (``spec.k``), and :meth:`EvalSpec.merge` takes them. Errors name the flat setting (``k: ...``),
-as before. (``model_copy(update=...)`` is pydantic's: it takes parts, not flat settings.)
+as before (``model_copy(update=...)`` takes them too: it merges them).
 """
 
 from __future__ import annotations
@@ -465,13 +465,31 @@ class EvalSpec(BaseModel):
         return cls(**values)
 
     @classmethod
-    def from_flat(cls, values: Mapping[str, Any]) -> EvalSpec:
-        """A spec from the flat settings of the form before the parts (``{"split": ..., "k": ...}``).
+    def from_flat(cls, values: Mapping[str, Any] | None = None, /, **settings: Any) -> EvalSpec:
+        """A spec from the flat settings of the form before the parts.
+
+        Args:
+            values: flat settings as a mapping (``{"split": ..., "k": ...}``).
+            **settings: flat settings as keywords (``from_flat(split="transfer", k=1)``); they override
+                ``values``.
 
         Raises:
             EvalError: an unknown or invalid setting.
         """
-        return cls(**values)
+        return cls(**{**(values or {}), **settings})
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> EvalSpec:
+        """A copy; ``update`` may name parts, flags or flat settings (those go through :meth:`merge`).
+
+        Pydantic's own copy would store a flat setting (``{"k": 3}``) beside the part that holds it, so
+        ``spec.k`` and ``spec.data.k`` would disagree; such an update is merged and validated instead.
+
+        Raises:
+            EvalError: a flat setting in ``update`` is unknown or invalid.
+        """
+        if update and any(name not in type(self).model_fields for name in update):
+            return self.merge(update)
+        return super().model_copy(update=update, deep=deep)
 
     def merge(self, other: EvalSpec | Mapping[str, Any]) -> EvalSpec:
         """This spec with every setting *set* in ``other`` taking ``other``'s value, part by part.
