@@ -9,11 +9,12 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import require_extra
+from _support import parent, require_extra, sub
 from typer.testing import CliRunner
 
 from studybench.analysis.attempts import ATTEMPT_COLUMNS, attempt_rows, write_attempts
@@ -27,15 +28,9 @@ from studybench.testing.stub_judge import answers_of, judge_reply_fn
 from studybench.testing.stub_server import Reply, start_stub_server
 
 SET = [
-    {"source": "S", "year": "2020", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: what happens?", "answer": "\\boxed{\\text{it stops}}", "answer_type": "QL", "type_sequence": ""}]},
-    {"source": "T", "year": "", "source_problem_id": "P2", "problem_type": "Optics", "problem": "A lens.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "c", "problem": "Q3: focal length?", "answer": "\\boxed{5}", "answer_type": "NV", "type_sequence": ""}]},
+    parent("P1", [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{\\text{it stops}}", "QL", problem="Q2: what happens?")],
+           year="2020", problem="A block."),
+    parent("P2", [sub("c", "\\boxed{5}", problem="Q3: focal length?")], source="T", problem_type="Optics", problem="A lens."),
 ]
 P1, P2 = "S/2020/P1", "T//P2"
 SUBS = [(P1, "a", 0), (P1, "b", 1), (P2, "c", 0)]
@@ -78,11 +73,10 @@ def _judge(x: dict[str, str]) -> bool | str:
 
 
 @pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_set: Callable[..., Path]) -> Path:
     monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("STUDYBENCH_JUDGE_BASE_URL", raising=False)
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = make_set(SET)
     with start_stub_server(_model(), model="stub-model") as srv, \
             start_stub_server(judge_reply_fn(_judge), model="stub-judge") as jsrv:
         spec = EvalSpec(split=str(f), model="stub-model", base_url=srv.base_url, k=2, seeds=[0, 1],

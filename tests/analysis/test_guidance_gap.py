@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import parent, sub, write_set
 from typer.testing import CliRunner
 
 from studybench.analysis.guidance_gap import GuidanceGapError, guidance_gap, render_guidance_gap
@@ -23,11 +24,8 @@ from studybench.testing.stub_server import Reply, conversation_turn, start_stub_
 
 
 def _parent(i: int) -> dict[str, Any]:
-    return {"source": "S", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics", "problem": f"Block {i}.",
-            "answer": "", "answer_type": "", "type_sequence": "",
-            "sub_problems": [
-                {"problem_id": "a", "problem": f"First question of block {i}.", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-                {"problem_id": "b", "problem": f"Second question of block {i}.", "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": ""}]}
+    return parent(f"P{i}", [sub("a", "\\boxed{2}", problem=f"First question of block {i}."),
+                            sub("b", "\\boxed{3}", problem=f"Second question of block {i}.")], problem=f"Block {i}.")
 
 
 SET = [_parent(i) for i in range(4)]  # 4 parents, 8 sub-problems
@@ -35,9 +33,7 @@ HINT = "HINT-TEXT"
 
 
 def _set(tmp_path: Path, parents: list[dict[str, Any]] = SET, name: str = "set") -> Path:
-    f = tmp_path / f"{name}.json"
-    f.write_text(json.dumps(parents))
-    return f
+    return write_set(tmp_path / f"{name}.json", parents)
 
 
 def _guidance(tmp_path: Path) -> Path:

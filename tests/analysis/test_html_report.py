@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from _support import FIXTURES, require_extra, required_extras
+from _support import FIXTURES, parent, require_extra, required_extras, sub, write_set
 from typer.testing import CliRunner
 
 require_extra("analysis", "jinja2", "matplotlib", module_level=True)
@@ -32,14 +32,7 @@ from studybench.testing.stub_server import Reply, conversation_turn, start_stub_
 FIXTURE = FIXTURES / "run_v010"
 EVIL = ("<script>document.title='PWNED'</script></details></script><!--<script>document.title='PWNED2'</script>"
         "<img src=x onerror=\"document.title='PWNED3'\">")
-SET = [
-    {"source": "S", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics", "problem": "A block.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: again?", "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": ""}]}
-    for i in range(2)
-]
+SET = [parent(f"P{i}", [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{3}", problem="Q2: again?")], problem="A block.") for i in range(2)]
 
 
 def _chromium() -> str:
@@ -86,8 +79,7 @@ def evil_run(tmp_path: Path) -> Path:
         return Reply(f"<think>plan {EVIL}</think>{EVIL}\nalert(1) as text: <script>alert(1)</script>\n"
                      f"Final Answer: \\boxed{{{('2', '3')[turn]}}}")
 
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     with start_stub_server(model, model="stub-model") as srv:
         run_eval(EvalSpec(split=str(f), model="stub-model", base_url=srv.base_url, k=2, seeds=[0]), tmp_path / "evil")
     return tmp_path / "evil"

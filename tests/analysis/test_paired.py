@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import require_extra
+from _support import parent, require_extra, sub, write_set
 from typer.testing import CliRunner
 
 require_extra("analysis", "scipy", "statsmodels", "numpy", module_level=True)
@@ -189,14 +189,9 @@ def test_an_outcome_file_that_is_not_a_regular_file_is_refused(tmp_path: Path) -
 
 # --------------------------------------------------------------------------- runs
 
-SET = [
-    {"source": "S", "year": "", "source_problem_id": pid, "problem_type": "Mechanics", "problem": f"Block {pid}.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: again?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""}]}
-    for pid in ("P1", "P2", "P3")
-]
+SET = [parent(pid, [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{2}", problem="Q2: again?")],
+              problem=f"Block {pid}.")
+       for pid in ("P1", "P2", "P3")]
 SEEDS, K = (0, 1), 2
 # correct turns, as (seed, attempt, parent, sub); every other turn answers wrong
 PLAN_A = {
@@ -211,8 +206,7 @@ PLAN_B = {
 
 
 def _run(tmp_path: Path, name: str, plan: set[tuple[int, int, str, str]], seeds: tuple[int, ...] = SEEDS) -> Path:
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     by_seed = {request_seed(s, t, f"S//{p}", i): (s, t, p, x)
                for s in seeds for t in range(K) for p in ("P1", "P2", "P3") for i, x in enumerate("ab")}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import require_extra
+from _support import parent, require_extra, sub, write_set
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -173,20 +173,15 @@ def test_bad_differences_are_refused() -> None:
 # --------------------------------------------------------------------------- the CI resamples parents only
 
 # four parents: P, R, S one sub-problem, Q two; three seeds with the same outcomes
-SET = [
-    {"source": "S", "year": "", "source_problem_id": pid, "problem_type": "Mechanics", "problem": f"Block {pid}.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [{"problem_id": x, "problem": f"Q{x}: speed?", "answer": "\\boxed{2}", "answer_type": "NV",
-                       "type_sequence": ""} for x in ("ab" if pid == "Q" else "a")]}
-    for pid in ("P", "Q", "R", "S")
-]
+SET = [parent(pid, [sub(x, "\\boxed{2}", problem=f"Q{x}: speed?") for x in ("ab" if pid == "Q" else "a")],
+              problem=f"Block {pid}.")
+       for pid in ("P", "Q", "R", "S")]
 SEEDS = (0, 1, 2)
 RIGHT = {"a": {("Q", "a"), ("R", "a")}, "b": {("P", "a"), ("Q", "a"), ("Q", "b")}}  # per run, (parent, sub) solved
 
 
 def _runs(root: Path) -> dict[str, Path]:
-    f = root / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(root / "set.json", SET)
     subs = {p["source_problem_id"]: [s["problem_id"] for s in p["sub_problems"]] for p in SET}
     key = {request_seed(s, 0, f"S//{p}", i): (p, x) for s in SEEDS for p, xs in subs.items() for i, x in enumerate(xs)}
     out = {}
@@ -355,13 +350,9 @@ def test_p_between_the_level_and_twice_it_is_not_significant_and_the_interval_re
 
 def _two_part_runs(root: Path, known: dict[str, set[tuple[int, str]]]) -> dict[str, Path]:
     """N two-part parents (sub-problems a, b); run ``name`` answers (parent, sub) right, in both seeds, when in known[name]."""
-    parents = [{"source": "Syn", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics",
-                "problem": f"item-{i}.", "answer": "", "answer_type": "", "type_sequence": "",
-                "sub_problems": [{"problem_id": x, "problem": f"{x}: compute.", "answer": "\\boxed{2}", "answer_type": "NV",
-                                  "type_sequence": ""} for x in "ab"]}
+    parents = [parent(f"P{i}", [sub(x, "\\boxed{2}", problem=f"{x}: compute.") for x in "ab"], source="Syn", problem=f"item-{i}.")
                for i in range(N)]
-    f = root / "set.json"
-    f.write_text(json.dumps(parents))
+    f = write_set(root / "set.json", parents)
     key = {request_seed(s, 0, f"Syn//P{i}", t): (i, x) for s in (0, 1) for i in range(N) for t, x in enumerate("ab")}
     out = {}
     for name, right in known.items():

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import require_extra
+from _support import parent, require_extra, sub, write_set
 from typer.testing import CliRunner
 
 require_extra("analysis", "matplotlib", "numpy", module_level=True)
@@ -43,13 +43,8 @@ from studybench.report.build import parent_outcomes  # noqa: E402
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server  # noqa: E402
 
 N = 12
-SET = [
-    {"source": "S", "year": "", "source_problem_id": f"P{i:02d}", "problem_type": "Mechanics",
-     "problem": f"Block PID{i:02d}.", "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [{"problem_id": "a", "problem": f"PID{i:02d}: speed?", "answer": "\\boxed{2}",
-                       "answer_type": "NV", "type_sequence": ""}]}
-    for i in range(N)
-]
+SET = [parent(f"P{i:02d}", [sub("a", "\\boxed{2}", problem=f"PID{i:02d}: speed?")], problem=f"Block PID{i:02d}.")
+       for i in range(N)]
 
 SOLVES = {  # model name -> parents it solves (nested within each method)
     "base": range(1),
@@ -70,8 +65,7 @@ def _reply(body: dict[str, Any]) -> Reply:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Run directories ``runs/<model>`` for every model of :data:`SOLVES` (k=1, seeds 0 and 1)."""
     root = tmp_path_factory.mktemp("plateau")
-    f = root / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(root / "set.json", SET)
     with start_stub_server(_reply) as srv:
         for model in SOLVES:
             run_eval(EvalSpec(split=str(f), model=model, base_url=srv.base_url, k=1, seeds=[0, 1],
@@ -174,8 +168,7 @@ def test_seeds_with_different_snapshot_counts_are_refused(runs: Path) -> None:
 
 
 def test_runs_over_other_items_are_refused(runs: Path, tmp_path: Path) -> None:
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET[:6]))
+    f = write_set(tmp_path / "set.json", SET[:6])
     with start_stub_server(_reply) as srv:
         run_eval(EvalSpec(split=str(f), model="a0", base_url=srv.base_url, k=1, seeds=[0, 1], verify_workers=1),
                  tmp_path / "small")

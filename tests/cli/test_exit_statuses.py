@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import typer.main
-from _support import REPO
+from _support import REPO, parent, sub, write_set
 from typer.testing import CliRunner
 
 import studybench
@@ -97,10 +97,8 @@ main()
 """
 """``python -c FULL_DISK DIR ARGS...``: the command ``studybench ARGS`` on a disk that is full under DIR."""
 
-SET = [{"source": "S", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics", "problem": "A block.",
-        "answer": "", "answer_type": "", "type_sequence": "",
-        "sub_problems": [{"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-                         {"problem_id": "b", "problem": "Q2: mass?", "answer": "\\boxed{x^2}", "answer_type": "EX", "type_sequence": ""}]}
+SET = [parent(f"P{i}", [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{x^2}", "EX", problem="Q2: mass?")],
+              problem="A block.")
        for i in range(2)]
 
 
@@ -112,7 +110,7 @@ def _model(body: dict[str, Any]) -> Reply:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Inputs for every command (outside the full directory) and a stub model and judge."""
     d = tmp_path_factory.mktemp("inputs")
-    (d / "set.json").write_text(json.dumps(SET))
+    write_set(d / "set.json", SET)
     (d / "guidance.jsonl").write_text("".join(json.dumps({"source": "S", "year": "", "source_problem_id": f"P{i}",
                                                           "problem_id": s, "guidance": "Use energy."}) + "\n"
                                               for i in range(2) for s in "ab"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import parent, sub, write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -30,15 +31,9 @@ from studybench.testing.stub_server import Reply, start_stub_server
 PRICES = {"currency": "EUR", "models": {"stub-judge": {"input": 2.0, "output": 8.0, "cached_input": 0.5},
                                         "stub-teacher": {"input": 1.0, "output": 3.0, "cached_input": 0.25}}}
 
-SET = """[
- {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block slides.",
-  "answer": "", "answer_type": "", "type_sequence": "",
-  "sub_problems": [
-   {"problem_id": "a", "problem": "Q: the speed in m/s?", "solution": "v = 1.", "answer": "\\\\boxed{1}", "answer_type": "NV", "type_sequence": ""},
-   {"problem_id": "b", "problem": "Q: the time in s?", "solution": "t = 2.", "answer": "\\\\boxed{2}", "answer_type": "NV", "type_sequence": ""}]},
- {"source": "S", "year": "", "source_problem_id": "P2", "problem_type": "Thermo", "problem": "Q: the heat in J?",
-  "solution": "Q = 3.", "answer": "\\\\boxed{3}", "answer_type": "NV", "type_sequence": "", "sub_problems": []}
-]"""
+SET = [parent("P1", [sub("a", "\\boxed{1}", problem="Q: the speed in m/s?", solution="v = 1."),
+                     sub("b", "\\boxed{2}", problem="Q: the time in s?", solution="t = 2.")], problem="A block slides."),
+       parent("P2", problem_type="Thermo", problem="Q: the heat in J?", answer="\\boxed{3}", answer_type="NV", solution="Q = 3.")]
 K = 4  # 3 sub-problems x 4 attempts = 12 rule rejections, all with distinct texts
 
 
@@ -82,8 +77,7 @@ def model_reply(body: dict[str, Any]) -> Reply:
 def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One evaluated run (no judge yet), copied by each test."""
     tmp = tmp_path_factory.mktemp("evaluated")
-    f = tmp / "set.json"
-    f.write_text(SET, encoding="utf-8")
+    f = write_set(tmp / "set.json", SET)
     run = tmp / "run"
     with start_stub_server(model_reply, model="stub-model") as msrv:
         res = cli("eval", "--split", f, "--model", "stub-model", "--base-url", msrv.base_url, "-k", K, "--seeds", 1,
@@ -312,8 +306,7 @@ def test_eval_budget_covers_the_llm_judge_and_the_report_shows_its_tokens(judge_
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """`eval --judge-model ... --max-total-tokens`: one budget for the model's and the judge's requests."""
     e = judge_env
-    f = e["tmp"] / "set.json"
-    f.write_text(SET, encoding="utf-8")
+    f = write_set(e["tmp"] / "set.json", SET)
     with start_stub_server(model_reply, model="stub-model") as msrv:
         def run_eval(out: Path, *extra: Any) -> Any:
             return cli("eval", "--split", f, "--model", "stub-model", "--base-url", msrv.base_url, "-k", K,

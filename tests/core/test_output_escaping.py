@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import REPO
+from _support import REPO, parent, sub
 from typer.testing import CliRunner
 
 from studybench.analysis.attempts import ATTEMPT_COLUMNS, write_attempts
@@ -176,12 +176,10 @@ def _hostile(field: str, newline: str = "\n") -> str:
     return f"={field}<script>alert(1)<img src=x onerror=alert(1)>|`{field}`{newline}![i](http://evil.example/{field}.png)"
 
 
-SET = [{"source": _hostile("source"), "year": _hostile("year"), "source_problem_id": _hostile("spid"),
-        "problem_type": _hostile("subdiscipline"), "problem": "A block slides.", "answer": "", "answer_type": "",
-        "type_sequence": "",
-        "sub_problems": [
-            {"problem_id": _hostile("sub_a"), "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-            {"problem_id": _hostile("sub_b"), "problem": "Q2: mass?", "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": ""}]}]
+SET = [parent(_hostile("spid"), [sub(_hostile("sub_a"), "\\boxed{2}", problem="Q1: speed?"),
+                                 sub(_hostile("sub_b"), "\\boxed{3}", problem="Q2: mass?")],
+              source=_hostile("source"), year=_hostile("year"), problem_type=_hostile("subdiscipline"),
+              problem="A block slides.")]
 
 
 def _judge_reply(body: dict[str, Any]) -> Reply:
@@ -213,10 +211,10 @@ def _check_markdown(path: Path) -> None:
 
 
 @pytest.mark.slow  # end to end, tens of seconds under load: the CI step `pytest -m slow`
-def test_every_markdown_the_package_writes_escapes_every_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_markdown_the_package_writes_escapes_every_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              make_set: Callable[..., Path]) -> None:
     monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
-    split = tmp_path / "set.json"
-    split.write_text(json.dumps(SET))
+    split = make_set(SET)
     model, judge = _hostile("model"), _hostile("judge")
     runner = CliRunner()
     p = SET[0]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import parent, sub, write_set
 
 from studybench.datasets import load_dataset
 from studybench.evaluate import EvalSpec, request_seed, run_eval
@@ -112,21 +113,15 @@ def test_table_of_one_seed_has_no_std_and_checks_k() -> None:
         pass_at_k_table({0: v}, 3)
 
 
-SET = [
-    {"source": "S", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics", "problem": f"Block {i}.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": f"Q1 of {i}: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": f"Q2 of {i}: again?", "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": ""}]}
-    for i in range(2)
-]
+SET = [parent(f"P{i}", [sub("a", "\\boxed{2}", problem=f"Q1 of {i}: speed?"), sub("b", "\\boxed{3}", problem=f"Q2 of {i}: again?")],
+              problem=f"Block {i}.")
+       for i in range(2)]
 
 
 def test_every_report_carries_pass_at_k(tmp_path: Path) -> None:
     """A stub that answers sub-problem a of P0 right in 1 of 3 attempts (by the request seed), b never,
     and P1 right always: hand-computed pass@k."""
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     uid = load_dataset(f).parents[0].uid
     right = {request_seed(s, 0, uid, 0) for s in (0, 1)}  # attempt 0 of P0/a, in each seed
 

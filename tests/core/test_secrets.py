@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from _support import parent, sub, write_set
 
 from studybench.evaluate import EvalSpec, run_eval
 from studybench.fetch import FetchError
@@ -64,14 +65,8 @@ ORDINARY = [
     "Bearer abcdefghijklmnopqrstuvwxyz",  # no digit: a word, not a token
 ]
 
-SET = [
-    {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: mass?", "answer": "\\boxed{5}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "c", "problem": "Q3: force?", "answer": "\\boxed{7}", "answer_type": "NV", "type_sequence": ""}]},
-]
+SET = [parent("P1", [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{5}", problem="Q2: mass?"),
+                     sub("c", "\\boxed{7}", problem="Q3: force?")], problem="A block.")]
 
 
 # -- the module itself ----------------------------------------------------------------------------------
@@ -282,8 +277,7 @@ def echo(request: pytest.FixtureRequest) -> Iterator[ThreadingHTTPServer]:
 
 
 def _eval(tmp_path: Path, base_url: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    split = tmp_path / "set.json"
-    split.write_text(json.dumps(SET))
+    split = write_set(tmp_path / "set.json", SET)
     full = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k not in ("OPENAI_BASE_URL", "STUDYBENCH_JUDGE_BASE_URL")}
     full.update({"STUDYBENCH_JUDGE_CACHE": str(tmp_path / "cache"), "COLUMNS": "1000", "NO_COLOR": "1", **(env or {})})
     cmd = [sys.executable, "-m", "studybench.cli", "eval", "--split", str(split), "--model", "echo-model", "--base-url", base_url,
@@ -359,14 +353,10 @@ def test_a_key_inside_the_base_url_is_not_recorded(echo: ThreadingHTTPServer, tm
 
 # -- ordinary answers are stored and judged as written -------------------------------------------------
 
-PLAIN = [
-    {"source": "S", "year": "", "source_problem_id": "P2", "problem_type": "Mechanics", "problem": "Shapes.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: shape?", "answer": "\\boxed{\\text{disk-shaped}}", "answer_type": "QL", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: part?", "answer": "\\boxed{\\text{bearer ring}}", "answer_type": "QL", "type_sequence": ""},
-         {"problem_id": "c", "problem": "Q3: list?", "answer": "\\boxed{\\text{task-abcdefghijklmnopqrstuvwxyz}}", "answer_type": "QL", "type_sequence": ""}]},
-]
+PLAIN = [parent("P2", [sub("a", "\\boxed{\\text{disk-shaped}}", "QL", problem="Q1: shape?"),
+                       sub("b", "\\boxed{\\text{bearer ring}}", "QL", problem="Q2: part?"),
+                       sub("c", "\\boxed{\\text{task-abcdefghijklmnopqrstuvwxyz}}", "QL", problem="Q3: list?")],
+                problem="Shapes.")]
 PLAIN_REPLIES = {
     "Q1": "A risk-free guess: disk-shaped, like \\text{sk-1}.\nFinal Answer: \\boxed{\\text{disk-shaped}}",
     "Q2": "Bearer of bad news: the bearer ring}} holds.\nFinal Answer: \\boxed{\\text{bearer ring}}",
@@ -377,8 +367,7 @@ PLAIN_REPLIES = {
 def test_ordinary_answers_are_stored_and_judged_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    split = tmp_path / "plain.json"
-    split.write_text(json.dumps(PLAIN))
+    split = write_set(tmp_path / "plain.json", PLAIN)
 
     def reply(body: dict[str, Any]) -> Reply:
         _, last = conversation_turn(body)

@@ -8,19 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import parent, sub, write_set
 
 from studybench.evaluate import EvalError, EvalSpec, add_llm_verdicts, prepare_eval, run_eval
 from studybench.llm_judge import LLMJudgeSpec
 from studybench.testing.stub_judge import answers_of, judge_reply_fn
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
 
-SET = [
-    {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: what happens?", "answer": "\\boxed{\\text{it stops}}", "answer_type": "QL", "type_sequence": ""}]},
-]
+SET = [parent("P1", [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{\\text{it stops}}", "QL", problem="Q2: what happens?")],
+              problem="A block.")]
 
 
 def model(body: dict[str, Any]) -> Reply:
@@ -32,8 +28,7 @@ def model(body: dict[str, Any]) -> Reply:
 def test_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("STUDYBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("STUDYBENCH_JUDGE_BASE_URL", raising=False)
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     return f
 
 
@@ -93,7 +88,7 @@ def test_spec_takes_the_cli_names_too() -> None:
 def test_an_explicit_data_dir_is_the_only_place_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     good = tmp_path / "good"
     good.mkdir()
-    (good / "transfer.json").write_text(json.dumps(SET))
+    write_set(good / "transfer.json", SET)
     monkeypatch.setenv("STUDYBENCH_DATA", str(good))
     assert prepare_eval(EvalSpec(split="transfer", k=1, seeds=[0]), tmp_path / "a").dataset.path == good / "transfer.json"
     with pytest.raises(EvalError, match="data_dir: .*nowhere is not a directory") as e:

@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from _support import parent, sub, write_set
+
 from studybench.datasets import load_dataset
 from studybench.evaluate import EvalSpec, RunScope, add_rule_verdicts, generate_turns, prepare_eval
 from studybench.models.base import ChatRequest, ChatResult
@@ -14,15 +16,8 @@ from studybench.report import write_report
 from studybench.store import RunStore, rule_settings
 from studybench.verify import Verdict, extract_pair
 
-DATA = """[
- {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "stem",
-  "answer": "", "answer_type": "", "type_sequence": "",
-  "sub_problems": [
-   {"problem_id": "a", "problem": "first", "answer": "\\\\boxed{1}", "answer_type": "NV", "type_sequence": ""},
-   {"problem_id": "b", "problem": "second", "answer": "\\\\boxed{2}", "answer_type": "NV", "type_sequence": ""}]},
- {"source": "S", "year": "", "source_problem_id": "P2", "problem_type": "Mechanics and Waves", "problem": "single",
-  "answer": "\\\\boxed{3}", "answer_type": "NV", "type_sequence": "", "sub_problems": []}
-]"""
+DATA = [parent("P1", [sub("a", "\\boxed{1}", problem="first"), sub("b", "\\boxed{2}", problem="second")], problem="stem"),
+        parent("P2", problem_type="Mechanics and Waves", problem="single", answer="\\boxed{3}", answer_type="NV")]
 
 
 class ScriptedBackend:
@@ -69,8 +64,7 @@ class EqVerifier:
 
 
 def _setup(tmp_path: Path, k: int = 2, seeds: list[int] | None = None) -> tuple[RunScope, RunStore]:
-    f = tmp_path / "set.json"
-    f.write_text(DATA)
+    f = write_set(tmp_path / "set.json", DATA)
     spec = EvalSpec(dataset=load_dataset(f), k=k, seeds=seeds or [0, 1], concurrency=3)
     plan = prepare_eval(spec, tmp_path / "run", backend=ScriptedBackend())
     store = plan.open_store()

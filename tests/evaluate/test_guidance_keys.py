@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _support import parent, sub, write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -15,20 +16,15 @@ from studybench.evaluate import EvalError, EvalSpec, prepare_eval
 from studybench.protocol import load_artefacts, nearest_guidance_keys
 
 SET = [
-    {"source": "IPhO", "year": "1983", "source_problem_id": "Q1", "problem_type": "Mechanics", "problem": "stem",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "Q1(a.)", "problem": "first", "answer": "\\boxed{1}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "Q1(b.)", "problem": "second", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""}]},
-    {"source": "Book", "year": "", "source_problem_id": "P2", "problem_type": "Mechanics", "problem": "single",
-     "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": "", "sub_problems": []},
+    parent("Q1", [sub("Q1(a.)", "\\boxed{1}", problem="first"), sub("Q1(b.)", "\\boxed{2}", problem="second")],
+           source="IPhO", year="1983", problem="stem"),
+    parent("P2", source="Book", problem="single", answer="\\boxed{3}", answer_type="NV"),
 ]
 KEYS = [("IPhO", "1983", "Q1", "Q1(a.)"), ("IPhO", "1983", "Q1", "Q1(b.)"), ("Book", "", "P2", "P2")]
 
 
 def _files(tmp_path: Path, entries: list[dict]) -> tuple[Path, Path]:
-    data, g = tmp_path / "set.json", tmp_path / "guidance.jsonl"
-    data.write_text(json.dumps(SET))
+    data, g = write_set(tmp_path / "set.json", SET), tmp_path / "guidance.jsonl"
     g.write_text("".join(json.dumps(e) + "\n" for e in entries))
     return data, g
 

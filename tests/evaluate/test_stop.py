@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from _support import count_lines, wait_for, write_set
+from _support import count_lines, parent, sub, wait_for, write_set
 
 from studybench.testing import start_stub_server
 
@@ -149,10 +149,7 @@ def test_a_slow_endpoint_behind_a_flaky_proxy_is_not_taken_for_dead(tmp_path: Pa
 
     monkeypatch.setattr(generate_mod, "DEAD_ENDPOINT_GRACE_S", 0.5)
     data = tmp_path / "set.json"
-    data.write_text(json.dumps([{"source": "S", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics",
-                                 "problem": "A block.", "answer": "", "answer_type": "", "type_sequence": "",
-                                 "sub_problems": [{"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{1}",
-                                                   "answer_type": "NV", "type_sequence": ""}]} for i in range(12)]))
+    write_set(data, [parent(f"P{i}", [sub("a", "\\boxed{1}", problem="Q1: speed?")], problem="A block.") for i in range(12)])
     with start_stub_server("Work.\nFinal Answer: \\boxed{1}") as srv:
         for n in range(6):  # the first six requests: answered after 3 s
             srv.fault_at(n, Fault("slow", delay=3.0))

@@ -8,25 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import parent, sub, write_set
 
 from studybench.evaluate import EvalError, EvalSpec, prepare_eval, run_eval
 from studybench.models.openai_backend import estimate_prompt_tokens
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
 
-SET = [
-    {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: again?", "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": ""}]},
-]
+SET = [parent("P1", [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{3}", problem="Q2: again?")], problem="A block.")]
 URL = "http://127.0.0.1:9/v1"  # never contacted: prepare_eval makes no request
 
 
 @pytest.fixture
 def test_set(tmp_path: Path) -> Path:
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     return f
 
 

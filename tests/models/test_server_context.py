@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import parent, sub
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -29,10 +30,7 @@ from studybench.testing import start_stub_server
 
 
 def _parent(pid: str, problem: str, subs: int = 2) -> dict[str, Any]:
-    return {"source": "S", "year": "", "source_problem_id": pid, "problem_type": "Mechanics", "problem": problem,
-            "answer": "", "answer_type": "", "type_sequence": "",
-            "sub_problems": [{"problem_id": f"{pid}{chr(97 + j)}", "problem": f"Q{j}: speed?", "answer": "\\boxed{1}",
-                              "answer_type": "NV", "type_sequence": ""} for j in range(subs)]}
+    return parent(pid, [sub(f"{pid}{chr(97 + j)}", "\\boxed{1}", problem=f"Q{j}: speed?") for j in range(subs)], problem=problem)
 
 
 LONG = "A long stem. " * 1500  # ~19,500 characters: ~6,500 estimated tokens

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import FIXTURES
+from _support import FIXTURES, parent, sub, write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -17,14 +17,7 @@ from studybench.report import build_report, render_markdown
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
 
 FIXTURE = FIXTURES / "run_v010" / "run"
-SET = [
-    {"source": "S", "year": "", "source_problem_id": f"P{i}", "problem_type": "Mechanics", "problem": "A block.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: again?", "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": ""}]}
-    for i in range(4)
-]
+SET = [parent(f"P{i}", [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{3}", problem="Q2: again?")], problem="A block.") for i in range(4)]
 
 
 def model(body: dict[str, Any]) -> Reply:
@@ -46,8 +39,7 @@ def run(tmp_path: Path) -> Path:
 
 
 def test_a_smaller_k_is_what_a_run_with_that_k_reports(tmp_path: Path) -> None:
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     with start_stub_server(model, model="stub-model") as srv:
         for k in (4, 1, 2):
             run_eval(EvalSpec(split=str(f), model="stub-model", base_url=srv.base_url, k=k, seeds=[0, 1]), tmp_path / f"k{k}")

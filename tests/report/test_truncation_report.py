@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from _support import parent, sub, write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -19,20 +20,13 @@ from studybench.report import TRUNCATION_WARN_SHARE, build_report
 from studybench.testing import Fault
 from studybench.testing.stub_server import Reply, conversation_turn, start_stub_server
 
-SET = [
-    {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""},
-         {"problem_id": "b", "problem": "Q2: again?", "answer": "\\boxed{3}", "answer_type": "NV", "type_sequence": ""}]},
-]
+SET = [parent("P1", [sub("a", "\\boxed{2}", problem="Q1: speed?"), sub("b", "\\boxed{3}", problem="Q2: again?")], problem="A block.")]
 CUT = Reply("<think>Let me think about the block. First the forces", finish_reason="length")
 """A thinking model cut by the token limit inside its reasoning: no visible text at all."""
 
 
 def _run(tmp_path: Path, model: Any, k: int = 2, seeds: tuple[int, ...] = (0, 1)) -> Path:
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     with start_stub_server(model, model="stub-model") as srv:
         run_eval(EvalSpec(split=str(f), model="stub-model", base_url=srv.base_url, k=k, seeds=list(seeds)), tmp_path / "run")
     return tmp_path / "run"
@@ -94,8 +88,7 @@ def test_below_the_threshold_the_counts_show_without_a_warning(tmp_path: Path) -
 
 
 def test_failed_turns_alone_are_not_blamed_on_the_token_limit(tmp_path: Path) -> None:
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     with start_stub_server(lambda body: Reply("unused"), model="stub-model") as srv:
         srv.fault_when(r"Q1", Fault(kind="status", status=400))  # not retried: every first turn fails
         run_eval(EvalSpec(split=str(f), model="stub-model", base_url=srv.base_url, k=1, seeds=[0], max_retries=0),
@@ -106,8 +99,7 @@ def test_failed_turns_alone_are_not_blamed_on_the_token_limit(tmp_path: Path) ->
 
 
 def test_eval_that_measured_nothing_exits_1_with_the_warning(tmp_path: Path) -> None:
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     with start_stub_server(lambda body: CUT, model="stub-model") as srv:
         res = CliRunner().invoke(app, ["eval", "--split", str(f), "--model", "stub-model", "--base-url", srv.base_url,
                                        "-k", "1", "--seeds", "1", "--out", str(tmp_path / "run")], catch_exceptions=False)
@@ -128,8 +120,7 @@ def test_measured_nothing_tells_failed_turns_from_turns_not_generated_yet(tmp_pa
     assert "(0 hit the token limit, 0 have no visible text, 0 failed, 2 not generated)" in warning
     assert warning.endswith("Run the same command again to generate them.") and "failed turns above" not in warning
     # Every turn failed (HTTP 400, not retried): those are listed, so the advice points at them.
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     with start_stub_server(lambda body: Reply("unused"), model="stub-model") as srv:
         srv.fault_when(r"Q", Fault(kind="status", status=400))
         run_eval(EvalSpec(split=str(f), model="stub-model", base_url=srv.base_url, k=1, seeds=[0], max_retries=0),

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from _support import parent, sub, write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -18,18 +19,12 @@ from studybench.evaluate import EvalError, EvalSpec, prepare_eval, run_eval, run
 from studybench.report import build_report
 from studybench.store import Manifest, RunDirInUseError, RunStore, check_labels, set_labels
 
-SET = [
-    {"source": "S", "year": "", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block.",
-     "answer": "", "answer_type": "", "type_sequence": "",
-     "sub_problems": [
-         {"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV", "type_sequence": ""}]},
-]
+SET = [parent("P1", [sub("a", "\\boxed{2}", problem="Q1: speed?")], problem="A block.")]
 
 
 @pytest.fixture
 def test_set(tmp_path: Path) -> Path:
-    f = tmp_path / "set.json"
-    f.write_text(json.dumps(SET))
+    f = write_set(tmp_path / "set.json", SET)
     return f
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import require_extra
+from _support import parent, require_extra, sub, write_set
 from typer.testing import CliRunner
 
 from studybench.cli import app
@@ -21,10 +21,7 @@ from studybench.protocol import DEFAULT_SYSTEM_PROMPT, load_artefacts
 from studybench.store import read_stored_artefacts
 
 ACE = "## STRATEGIES\n[str-00001] helpful=3 harmful=0 :: Draw a free-body diagram.\n"
-SET = [{"source": "S", "year": "2020", "source_problem_id": "P1", "problem_type": "Mechanics", "problem": "A block.",
-        "answer": "", "answer_type": "", "type_sequence": "",
-        "sub_problems": [{"problem_id": "a", "problem": "Q1: speed?", "answer": "\\boxed{2}", "answer_type": "NV",
-                          "type_sequence": ""}]}]
+SET = [parent("P1", [sub("a", "\\boxed{2}", problem="Q1: speed?")], year="2020", problem="A block.")]
 GUIDANCE = [{"source": "S", "year": "2020", "source_problem_id": "P1", "problem_id": "a", "guidance": "Use energy."}]
 
 KINDS = {
@@ -37,8 +34,7 @@ KINDS = {
 
 
 def _eval(tmp_path: Path, flags: dict[str, tuple[str, str]], out: Path) -> tuple[Any, list[str]]:
-    split = tmp_path / "set.json"
-    split.write_text(json.dumps(SET))
+    split = write_set(tmp_path / "set.json", SET)
     args = ["eval", "--split", str(split), "-k", "1", "--seeds", "1", "--out", str(out), "--verify-workers", "1"]
     for flag, (name, text) in flags.items():
         (tmp_path / name).write_text(text)

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _support import require_extra, required_extras
+from _support import parent, require_extra, required_extras, sub, write_set
 
 require_extra("router", "vllm_router", module_level=True)
 
@@ -62,17 +62,11 @@ if _WHY is not None:
 
 def _dataset(path: Path) -> int:
     """A synthetic test set (1-3 sub-problems per parent); returns its number of sub-problems."""
-    parents = []
-    for i in range(N_PARENTS):
-        subs = [
-            {"problem_id": f"P{i}({chr(97 + j)})", "problem": f"item-{i}-{j}: compute the quantity.",
-             "answer": f"\\boxed{{{i + j}}}", "answer_type": "NV", "type_sequence": ""}
-            for j in range(1 + i % 3)
-        ]
-        parents.append({"source": "Synthetic", "year": "2024", "source_problem_id": f"P{i}",
-                        "problem_type": "Mechanics", "problem": f"Stem of problem {i}.", "answer": "",
-                        "answer_type": "", "type_sequence": "", "sub_problems": subs})
-    path.write_text(json.dumps(parents))
+    parents = [parent(f"P{i}", [sub(f"P{i}({chr(97 + j)})", f"\\boxed{{{i + j}}}", problem=f"item-{i}-{j}: compute the quantity.")
+                                for j in range(1 + i % 3)],
+                      source="Synthetic", year="2024", problem=f"Stem of problem {i}.")
+               for i in range(N_PARENTS)]
+    write_set(path, parents)
     return sum(len(p["sub_problems"]) for p in parents)
 
 
