@@ -479,10 +479,7 @@ class EvalSpec(BaseModel):
         return cls(**{**(values or {}), **settings})
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> EvalSpec:
-        """A copy; ``update`` may name parts, flags or flat settings (those go through :meth:`merge`).
-
-        Pydantic's own copy would store a flat setting (``{"k": 3}``) beside the part that holds it, so
-        ``spec.k`` and ``spec.data.k`` would disagree; such an update is merged and validated instead.
+        """A copy; flat settings in ``update`` go through :meth:`merge` (pydantic's would split ``spec.k`` from ``spec.data.k``).
 
         Raises:
             EvalError: a flat setting in ``update`` is unknown or invalid.
