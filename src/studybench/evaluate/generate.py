@@ -191,6 +191,7 @@ async def generate_turns(
     Raises:
         OSError: a row could not be written (e.g. the disk is full); rows written before are kept.
     """
+    chains = list(scope.chains())  # (parent, seed, attempt) of every chain, in the order they start
     existing = store.latest_generations()
     stats = GenerationStats(total=scope.n_turns, last_answer=time.time())
     sem = Slots(max(1, concurrency))  # FIFO like asyncio.Semaphore, at a cost that does not grow with the chains waiting
@@ -325,7 +326,7 @@ async def generate_turns(
 
     watcher: asyncio.Future[None] | None = None
     try:
-        tasks.extend(asyncio.ensure_future(chain(p, seed, a)) for p, seed, a in scope.chains())
+        tasks.extend(asyncio.ensure_future(chain(p, seed, a)) for p, seed, a in chains)
         watcher = asyncio.ensure_future(watch(health)) if isinstance(health, EndpointHealth) and tasks else None
         try:
             await asyncio.gather(*tasks)

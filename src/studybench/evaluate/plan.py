@@ -23,14 +23,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from studybench import __version__
-from studybench.costs import Pricing
+from studybench.costs import BudgetError, Pricing, open_budget
 from studybench.datasets import DATA_ENV, Dataset, DatasetError, load_dataset, official_name, resolve_split
 from studybench.evaluate.fit import check_fit
 from studybench.evaluate.resume import resume_refusal
 from studybench.evaluate.scope import RunScope
 from studybench.evaluate.selection import plan_selection, selection_info
 from studybench.evaluate.spec import EvalError, EvalSpec
-from studybench.evaluate.stopping import plan_pricing
 from studybench.llm_judge import LLMJudge, LLMJudgeSpecError
 from studybench.models import ChatBackend
 from studybench.protocol import Artefacts, GuidanceKey, guidance_coverage, unmatched_guidance_message
@@ -209,23 +208,13 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
     """
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EvalError(f"--out {out_dir} exists and is not a directory", "out")
+    # first what the evaluation decides (run directory, backend, judge, selection, the resume check), then
+    # what it reads from the layers below, once, in one place (_resolve: guidance, prices, secrets)
     data, arts = spec.data, spec.artefacts
-    ds = data.load()
-    parents, errata = plan_selection(data, ds)  # the selection, with the golds the errata setting scores
-    art = arts.load()
-    coverage = guidance_coverage(art, ds, parents) if art.guidance else None
-    if coverage is not None and coverage[1] and not arts.ignore_unmatched_guidance:
-        split = ds.name if data.dataset is not None else data.split
-        raise EvalError(
-            f"guidance: {unmatched_guidance_message(coverage[1], art, ds)}. List the keys with "
-            f"`studybench data ids --split {split}`, or run without these entries: "
-            f"--ignore-unmatched-guidance (EvalSpec(ignore_unmatched_guidance=True))",
-            "guidance",
-        )
+    ds, art = data.load(), arts.load()
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(spec, ds.name, backend)
     store, previous = _previous_run(run_dir, spec.only_verify)
     store.check_unlocked()
-    pricing = plan_pricing(spec.budgets, run_dir if previous is not None else None)
     notes: list[str] = []
     if spec.only_verify:
         be, backend_desc = None, dict(previous.backend) if previous is not None else {}
@@ -233,11 +222,12 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         be = backend if backend is not None else spec.make_backend()
         backend_desc = be.describe()
     judge = _judge(spec, notes)
+    mode, judge_desc = _verifier(spec, judge, previous)
+    parents, errata = plan_selection(data, ds)  # the selection, with the golds the errata setting scores
     if be is not None:
         notes += check_fit(be, parents, art)  # parents that do not fit are skipped; none fitting is refused
-    mode, judge_desc = _verifier(spec, judge, previous)
     try:
-        manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc, _secrets(spec, be, judge), errata.describe(parents))
+        manifest = _manifest(spec, ds, parents, backend_desc, art, mode, judge_desc, errata.describe(parents))
     except ValidationError as e:  # e.g. k x seeds x sub-problems too large
         msg = str(e.errors()[0].get("msg", "invalid")).removeprefix("Value error, ")
         raise EvalError(f"k: the run is too large or malformed ({msg})", "k") from None
@@ -249,16 +239,40 @@ def prepare_eval(spec: EvalSpec, out_dir: Path | str | None = None, *, backend: 
         manifest.labels, changed = merge_labels(previous.labels, manifest.labels)
         if changed:
             notes.append(f"labels merged into the run's (later wins): {'; '.join(changed)}")
+    coverage, pricing = _resolve(spec, manifest, ds, parents, art, run_dir if previous is not None else None, be, judge)
     return EvalPlan(spec, run_dir, ds, RunScope(ds.name, parents, data.k, list(data.seeds)), art, manifest,
                     previous, be, judge, coverage, notes, pricing)
 
 
-def _secrets(spec: EvalSpec, backend: Any, judge: LLMJudge | None) -> tuple[str, ...]:
-    """Every configured secret of this invocation.
+def _resolve(spec: EvalSpec, manifest: Manifest, ds: Dataset, parents: list[Any], art: Artefacts, recorded: Path | None,
+             backend: Any, judge: LLMJudge | None) -> tuple[tuple[int, list[GuidanceKey]] | None, Pricing | None]:
+    """What the plan reads from the layers below, in one place.
 
-    The keys of the backend and judge (and of the environment variables named for them) and
-    credentials inside their URLs.
+    The guidance's coverage, the prices (``spec.budgets.pricing``, else those of ``recorded``, the run
+    directory when it already holds this run) and the invocation's secrets: the manifest's ``command``
+    and ``config`` are written here, redacted.
+
+    Returns:
+        (guidance coverage or ``None`` without guidance, prices or ``None``).
+
+    Raises:
+        EvalError: guidance entries matching no sub-problem (unless ``ignore_unmatched_guidance``), an
+            unreadable or malformed pricing file, or a cost limit without prices.
     """
+    data, arts = spec.data, spec.artefacts
+    coverage = guidance_coverage(art, ds, parents) if art.guidance else None
+    if coverage is not None and coverage[1] and not arts.ignore_unmatched_guidance:
+        split = ds.name if data.dataset is not None else data.split
+        raise EvalError(
+            f"guidance: {unmatched_guidance_message(coverage[1], art, ds)}. List the keys with "
+            f"`studybench data ids --split {split}`, or run without these entries: "
+            f"--ignore-unmatched-guidance (EvalSpec(ignore_unmatched_guidance=True))",
+            "guidance",
+        )
+    try:
+        pricing = open_budget(spec.budgets, run_dir=recorded).pricing
+    except BudgetError as e:
+        raise EvalError(str(e) if e.field == "pricing" else f"{e.field}: {e}", e.field) from None
     gen, judge_spec = spec.generation, spec.verification.judge
     own = getattr(backend, "secrets", ())
     found: list[str] = [*(own if isinstance(own, (tuple, list)) else ()), *url_secrets(gen.base_url)]
@@ -268,11 +282,15 @@ def _secrets(spec: EvalSpec, backend: Any, judge: LLMJudge | None) -> tuple[str,
     if judge_spec is not None:
         found += url_secrets(judge_spec.base_url)
         names.append(judge_spec.api_key_env)
-    return known_secrets([*found, *env_secrets(names)])
+    secrets = known_secrets([*found, *env_secrets(names)])
+    manifest.command = redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], secrets)
+    manifest.config = redact_obj(spec.to_record(), secrets)
+    return coverage, pricing
 
 
 def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dict[str, Any], art: Artefacts,
-              mode: str, judge_desc: dict[str, Any] | None, secrets: tuple[str, ...] = (), errata: Any = None) -> Manifest:
+              mode: str, judge_desc: dict[str, Any] | None, errata: Any = None) -> Manifest:
+    """The manifest this invocation writes, without ``command`` and ``config`` (:func:`_resolve` adds them, redacted)."""
     data, arts = spec.data, spec.artefacts
     return Manifest(
         studybench_version=__version__,
@@ -287,9 +305,7 @@ def _manifest(spec: EvalSpec, ds: Dataset, parents: list[Any], backend_desc: dic
                    **({"stored": refs} if (refs := stored_artefact_refs(art)) else {})},
         verifier=VerifierInfo(**{**rule_settings(spec.verification.verify_timeout), "mode": mode, "judge": judge_desc}),
         parents=parents_index(parents),
-        command=redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], secrets),
         labels=dict(spec.labels), errata=errata,
-        config=redact_obj(spec.to_record(), secrets),
     )
 
 

@@ -18,11 +18,9 @@ or the pricing the run directory recorded when an earlier invocation was given o
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from studybench.costs import (
-    BudgetError,
     BudgetLimits,
     BudgetTracker,
     Pricing,
@@ -30,14 +28,13 @@ from studybench.costs import (
     open_budget,
     record_pricing,
 )
-from studybench.evaluate.spec import EvalError
 from studybench.llm_judge import judge_usage
 from studybench.store import RunStore
 
 if TYPE_CHECKING:
     from studybench.evaluate.run import EvalResult
 
-__all__ = ["BudgetStoppedError", "EndpointStoppedError", "plan_pricing", "run_budget", "run_spent", "stop_error"]
+__all__ = ["BudgetStoppedError", "EndpointStoppedError", "run_budget", "run_spent", "stop_error"]
 
 
 class EndpointStoppedError(RuntimeError):
@@ -105,26 +102,6 @@ def stop_error(result: EvalResult) -> EndpointStoppedError | BudgetStoppedError 
     return None
 
 
-def plan_pricing(limits: BudgetLimits, run_dir: Path | None = None) -> Pricing | None:
-    """The prices an evaluation uses: the file given, else the ones the run directory recorded.
-
-    Args:
-        limits: ``EvalSpec.budgets``.
-        run_dir: the run directory when it already holds the run (its recorded prices apply).
-
-    Returns:
-        The pricing, or ``None``.
-
-    Raises:
-        EvalError: an unreadable or malformed pricing file (field ``pricing``), or a cost limit
-            without prices (field ``max_cost``).
-    """
-    try:
-        return open_budget(limits, run_dir=run_dir).pricing
-    except BudgetError as e:
-        raise EvalError(str(e) if e.field == "pricing" else f"{e.field}: {e}", e.field) from None
-
-
 def run_spent(store: RunStore, model: str | None) -> dict[str, TokenCounts]:
     """What the requests stored in a run directory spent, per model: the LLM judge's and the model's.
 
@@ -146,7 +123,7 @@ def run_budget(store: RunStore, model: str | None, pricing: Pricing | None, limi
     Args:
         store: the run directory.
         model: the run's model (the manifest's ``backend.model``), which the prices are looked up by.
-        pricing: the prices (:func:`plan_pricing`; needed with ``max_cost``).
+        pricing: the prices (the plan's; needed with ``max_cost``).
         limits: ``EvalSpec.budgets``.
 
     Returns:
