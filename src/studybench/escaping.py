@@ -152,15 +152,17 @@ def md_cell(text: object) -> str:
     return s.replace("<", "&lt;").replace(">", "&gt;")
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
+def plural(n: int, word: str, many: str | None = None, *, grouped: bool = False) -> str:
     """``n`` and the noun agreeing with it: ``"1 seed"``, ``"3 seeds"``, ``"0 seeds"`` (every report, table and message).
 
     Args:
         n: the count.
         word: the singular noun (``"seed"``, ``"sub-problem"``).
         many: the plural when it is not ``word + "s"`` (``"analyses"``).
+        grouped: write ``n`` with thousands separators (``"10,000 resamples"``).
 
     Returns:
         ``f"{n} {word}"`` when ``n`` is 1, else ``n`` with the plural.
     """
-    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+    num = f"{n:,}" if grouped else f"{n}"
+    return f"{num} {word}" if n == 1 else f"{num} {many or word + 's'}"

@@ -28,6 +28,7 @@ from typing import Any
 from studybench.answers import strip_reasoning
 from studybench.costs import Pricing
 from studybench.datasets import Dataset
+from studybench.escaping import plural
 from studybench.evaluate import EvalError, errata_parents, run_dataset
 from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
@@ -252,8 +253,8 @@ def html_report(
             "at": seeds_att,
         })
     if mismatched:
-        notes.append(f"{mismatched} turns' rebuilt conversations differ from the ones the model was sent "
-                     "(their messages digests do not match); those turns are marked.")
+        notes.append(f"{plural(mismatched, 'turn')}: the rebuilt conversation differs from the one the model was sent "
+                     "(the messages digests do not match); such turns are marked.")
 
     system = art.system_message() if artefacts is not None or not (used & {"system_prompt", "playbook"}) else DEFAULT_SYSTEM_PROMPT
     data = {

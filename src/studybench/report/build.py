@@ -33,6 +33,7 @@ from typing import Any
 
 from studybench.answers import strip_reasoning
 from studybench.costs import Pricing
+from studybench.escaping import plural
 from studybench.files import atomic_write_text, dumps_json
 from studybench.llm_judge import judge_usage_summary
 from studybench.metrics import breakdown, mean_std, par_at_k, pass_at_k_table, sub_at_k, sub_at_k_by
@@ -378,7 +379,7 @@ def _truncation(table: list[TurnVerdict], seeds: list[int], headline: str) -> di
               if unanswered["failed"] else "Run the same command again to generate them.")
     warning = None
     if measured_nothing:
-        warning = (f"this run measured nothing: none of its {len(table)} turns has a complete, non-empty completion "
+        warning = (f"this run measured nothing: none of its {plural(len(table), 'turn')} has a complete, non-empty completion "
                    f"({overall['truncated']} hit the token limit, {overall['empty']} have no visible text, "
                    f"{unanswered['failed']} failed, {unanswered['not_generated']} not generated); "
                    f"its scores say nothing about the model. {advice}")
@@ -386,7 +387,7 @@ def _truncation(table: list[TurnVerdict], seeds: list[int], headline: str) -> di
         name, g = over[0]
         warning = (f"{pct(g['truncated_share'])} of the answered turns ({g['truncated']} of {g['turns']}, {name}) hit the "
                    f"token limit (finish_reason length) and {pct(g['empty_share'])} ({g['empty']}) have no visible text; "
-                   f"{overall['incorrect_truncated']} of {overall['incorrect']} incorrect attempts were truncated. {advice}")
+                   f"{overall['incorrect_truncated']} of {plural(overall['incorrect'], 'incorrect attempt')} {'was' if overall['incorrect_truncated'] == 1 else 'were'} truncated. {advice}")
     return {"warn_share": TRUNCATION_WARN_SHARE, "warning": warning, "measured_nothing": measured_nothing,
             "overall": overall, "per_seed": per_seed}
 

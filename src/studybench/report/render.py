@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from studybench.escaping import md_cell
+from studybench.escaping import md_cell, plural
 from studybench.report.completeness import scoring_label
 from studybench.report.errata import errata_line
 from studybench.report.tokens import token_table
@@ -23,12 +23,13 @@ def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
     if rep.get("complete", True):
         return []
     t = rep["turns"]
-    internal = [f"**WARNING: {t['rule_internal_errors']} rule verdicts are internal errors: {INTERNAL_ERROR_ADVICE}**", ""] \
+    internal = [f"**WARNING: {plural(t['rule_internal_errors'], 'rule verdict')} {'is an internal error' if t['rule_internal_errors'] == 1 else 'are internal errors'}: {INTERNAL_ERROR_ADVICE}**", ""] \
         if t.get("rule_internal_errors") else []
     reasons = rep.get("incomplete_reasons")
     if reasons is None:  # a report written before incomplete_reasons existed
-        reasons = [f"of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
-                   f"and {t['missing_judgements']} have no verdict"]
+        ng, nj = rep.get("not_generated", 0), t["missing_judgements"]
+        reasons = [f"of {plural(t['expected'], 'turn')}, {ng} {'was' if ng == 1 else 'were'} not generated, {t['failed']} failed "
+                   f"and {nj} {'has' if nj == 1 else 'have'} no verdict"]
     return internal + [f"**Incomplete run: {md_cell('; '.join(reasons))}. What is missing counts as incorrect, so the scores below "
             "are a lower bound.**", ""]
 
@@ -251,10 +252,10 @@ def _judge_tokens_lines(jt: Any) -> list[str]:
         sp, fc = m["spent"], m["from_cache"]
         cost = "" if jt.get("currency") is None else (
             f"; cost {m['cost']:.6f} {cur}" if m["cost"] is not None else f"; no price for model {model}")
-        lines.append(md_cell(f"LLM judge {model}: {m['verdicts']:,} verdicts; {sp['requests']:,} requests spent "
+        lines.append(md_cell(f"LLM judge {model}: {plural(m['verdicts'], 'verdict', grouped=True)}; {plural(sp['requests'], 'request', grouped=True)} spent "
                              f"{sp['total_tokens']:,} tokens (prompt {sp['prompt_tokens']:,}, cached prompt "
                              f"{sp['cached_tokens']:,}, completion {sp['completion_tokens']:,}){cost}; "
-                             f"{fc['requests']:,} verdicts came from the verdict cache ({fc['total_tokens']:,} tokens "
+                             f"{plural(fc['requests'], 'verdict', grouped=True)} came from the verdict cache ({fc['total_tokens']:,} tokens "
                              "when first asked, not spent by this run)."))
         lines.append("")
     return lines
