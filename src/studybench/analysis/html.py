@@ -33,7 +33,14 @@ from studybench.evaluate import EvalError, errata_parents, run_dataset
 from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
 from studybench.records import Parent, SubProblemRef
-from studybench.report import SCORINGS, health_status, load_run_report, require_complete, scoring_label
+from studybench.report import (
+    SCORINGS,
+    health_status,
+    load_run_report,
+    require_complete,
+    retries_line,
+    scoring_label,
+)
 from studybench.report.errata import errata_line
 from studybench.report.health import HEALTH_HEADER, health_cells
 from studybench.report.tokens import token_table
@@ -184,7 +191,7 @@ def html_report(
     table = turn_verdicts(man, rows, judge_id)
     liberal = rep["scoring_used"] == "liberal"
 
-    notes: list[str] = [line] if (line := errata_line(rep.get("errata"))) else []
+    notes: list[str] = [line for line in (errata_line(rep.get("errata")), retries_line(rep)) if line]
     ds: Dataset | None = None
     try:
         ds = run_dataset(man, store.root / "manifest.json", data_dir=data_dir, split_path=split_path)

@@ -176,10 +176,13 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True, *, ju
     from studybench.report import rich_table
     from studybench.report.completeness import scoring_label
     from studybench.report.errata import errata_line
+    from studybench.report.render import retries_line
 
     out_console.print(rich_table(rep))
     if (errata := errata_line(rep.get("errata"))) is not None:
         console.print(escape(errata), soft_wrap=True)
+    if (retries := retries_line(rep)) is not None:  # the backend's retries after transient failures (eval, report)
+        console.print(escape(retries), soft_wrap=True)
     if rep.get("truncation"):
         print_truncation(rep["truncation"])
     t = rep["turns"]

@@ -4,6 +4,9 @@
 ``{"mean", "std", "per_seed"}`` in percent), ``breakdowns`` (by sub-discipline, source and answer
 type), run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements;
 ``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out;
+``turns.retried``, ``turns.extra_requests`` and ``turns.failed_after_retries``, present when any turn's
+request was retried (its generation row's ``attempts`` above 1: the backend's retries after a transient
+failure), count those turns, the requests beyond the first and the retried turns that failed all the same;
 ``turns.rule_internal_errors``, present when there are any, the rule verdicts that are internal errors
 of the verifier, which make the report incomplete) and
 ``truncation`` (completions cut by the token limit and empty ones, overall and per seed, with a
@@ -226,6 +229,11 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     timeouts = sum(1 for t in table if t.rule.timed_out)
     if timeouts:  # only when there are any: reports of runs without timeouts stay as they were
         rep["turns"]["rule_timeouts"] = timeouts
+    retried = [g for t in table if (g := t.rule.generation) is not None and (g.attempts or 0) > 1]
+    if retried:  # only when any: reports of runs whose every request was answered at once stay as they were
+        rep["turns"]["retried"] = len(retried)
+        rep["turns"]["extra_requests"] = sum((g.attempts or 1) - 1 for g in retried)
+        rep["turns"]["failed_after_retries"] = sum(1 for g in retried if g.error)
     internal = sum(1 for t in table if t.rule.internal_error)
     if internal:  # the verifier failed on these turns (e.g. a broken install): the scores are not trustworthy
         rep["turns"]["rule_internal_errors"] = internal

@@ -9,7 +9,7 @@ from studybench.report.completeness import scoring_label
 from studybench.report.errata import errata_line
 from studybench.report.tokens import token_table
 
-__all__ = ["INTERNAL_ERROR_ADVICE", "md_cell", "render_markdown", "rich_table"]
+__all__ = ["INTERNAL_ERROR_ADVICE", "md_cell", "render_markdown", "retries_line", "rich_table"]
 
 
 INTERNAL_ERROR_ADVICE = ("the rule verifier failed on them instead of deciding (an internal error, e.g. a broken or shadowed "
@@ -17,6 +17,27 @@ INTERNAL_ERROR_ADVICE = ("the rule verifier failed on them instead of deciding (
                          "(`studybench verify '\\boxed{x^2}' '\\boxed{x \\cdot x}' --type EX` must say correct), then verify "
                          "again (a run: `studybench eval --only-verify` with the run's options); such verdicts are never final.")
 """Why rule verdicts that are internal errors matter and what to do (report.md, the terminal, verify-file)."""
+
+
+def retries_line(rep: dict[str, Any]) -> str | None:
+    """One sentence on the turns whose request was retried (report.md, HTML and the terminal), or ``None`` when none was.
+
+    Args:
+        rep: a report (:func:`studybench.report.build_report`); its ``turns.retried``,
+            ``turns.extra_requests`` and ``turns.failed_after_retries`` (present when any turn was retried).
+
+    Returns:
+        E.g. ``"Retries: 2 of 3 turns were retried after a transient failure (2 more requests); 0 failed
+        after the retries."``; ``None`` for a run whose every request was answered at once (or an older report).
+    """
+    t = rep.get("turns") or {}
+    n = t.get("retried")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return None
+    extra, failed = t.get("extra_requests", 0), t.get("failed_after_retries", 0)
+    return (f"Retries: {n} of {plural(t.get('expected', n), 'turn')} {'was' if n == 1 else 'were'} retried after a "
+            f"transient failure ({plural(extra, 'more request')}); {failed} failed after the retries"
+            f"{' (they count as failed turns)' if failed else ''}.")
 
 
 def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
@@ -91,6 +112,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"Turns expected: {rep['turns']['expected']}, failed: {rep['turns']['failed']}, "
         f"missing judgements: {rep['turns']['missing_judgements']}.",
         "",
+        *([md_cell(line), ""] if (line := retries_line(rep)) else []),
         *_final_answer_lines(rep.get("final_answers")),
     ]
     lines[1:1] = _warning_lines(rep)
