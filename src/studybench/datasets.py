@@ -33,6 +33,7 @@ __all__ = [
     "official_name",
     "resolve_split",
     "resolve_train_dir",
+    "split_title",
 ]
 
 DATA_ENV = "STUDYBENCH_DATA"
@@ -51,6 +52,19 @@ def official_name(split: str | None) -> str | None:
     by its stem.
     """
     return split if split in OFFICIAL_SPLITS else None
+
+
+def split_title(split: str) -> str:
+    """How tables and reports head a split: the paper's headings for the official ones, any other name as it is.
+
+    Args:
+        split: a split name (``application``, ``transfer``, or a file stem such as ``my_set``).
+
+    Returns:
+        ``Application`` / ``Transfer`` for :data:`OFFICIAL_SPLITS`; ``split`` unchanged otherwise (never
+        capitalised: ``my_set`` prints as ``my_set``).
+    """
+    return split.capitalize() if split in OFFICIAL_SPLITS else split
 
 
 class DatasetError(ValueError):

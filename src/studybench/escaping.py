@@ -24,6 +24,8 @@ sequences on a terminal. Each output kind has one rule here, used by every write
   Unicode line and paragraph separators, bidirectional overrides and isolates) are written as
   Python-style escapes (``\\x00``, ``\\x1b``, ``\\u202e``), so a NUL byte or an escape sequence in a
   source id is shown, never sent raw; ``short_name`` also shortens very long names in the middle.
+
+Counted nouns in any of these outputs agree in number through :func:`plural` (``1 seed``, ``3 seeds``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import csv
 import re
 from typing import Any
 
-__all__ = ["CSV_TRIGGERS", "csv_cell", "csv_writer", "md_cell", "printable", "short_name"]
+__all__ = ["CSV_TRIGGERS", "csv_cell", "csv_writer", "md_cell", "plural", "printable", "short_name"]
 
 CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 """First characters that make a spreadsheet treat a cell as a formula (OWASP, "CSV Injection")."""
@@ -148,3 +150,19 @@ def md_cell(text: object) -> str:
     s = printable(s)
     s = _MD_SPECIAL.sub(r"\\\1", s)
     return s.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def plural(n: int, word: str, many: str | None = None, *, grouped: bool = False) -> str:
+    """``n`` and the noun agreeing with it: ``"1 seed"``, ``"3 seeds"``, ``"0 seeds"`` (every report, table and message).
+
+    Args:
+        n: the count.
+        word: the singular noun (``"seed"``, ``"sub-problem"``).
+        many: the plural when it is not ``word + "s"`` (``"analyses"``).
+        grouped: write ``n`` with thousands separators (``"10,000 resamples"``).
+
+    Returns:
+        ``f"{n} {word}"`` when ``n`` is 1, else ``n`` with the plural.
+    """
+    num = f"{n:,}" if grouped else f"{n}"
+    return f"{num} {word}" if n == 1 else f"{num} {many or word + 's'}"

@@ -239,6 +239,6 @@ def test_unknown_usage_is_never_priced_as_zero() -> None:
     assert cost["reason"] == "no request reported its token usage: the cost is unknown"
     some = TokenCounts.of([None, {"prompt_tokens": 1_000_000, "completion_tokens": 0}]).to_dict()
     cost = cost_block({**tokens, "total": some}, pricing)
-    assert cost["total"] == 2.0 and cost["reason"] is None and "1 requests reported no usage" in cost["note"]
+    assert cost["total"] == 2.0 and cost["reason"] is None and "1 request reported no usage" in cost["note"]
     assert cost_block({**tokens, "model": "other"}, parse_pricing({"models": {"stub-*": {"input": 1, "output": 1}}}))["reason"] \
         == "no price for model other in pricing"

@@ -149,7 +149,7 @@ def test_cli_prints_the_errata_line_and_lists_the_errata(data_dir: Path, tmp_pat
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert "Errata: scored with the corrected golds (--errata apply; not the paper's golds); 1 sub-problem of this " \
-           "selection (1 parent) has an erratum: 1 of 1 attempts touch it." in text
+           "selection (1 parent) has an erratum: 1 of 1 attempt touches it." in text
     res = runner.invoke(app, ["data", "errata", "--data-dir", str(data_dir), "--json"], catch_exceptions=False)
     rows = [json.loads(x) for x in res.output.splitlines()]
     assert {r["id"] for r in rows} == {e.id for e in load_errata()} and {r["status"] for r in rows} == {"applies"}

@@ -164,7 +164,7 @@ def test_reasons_come_from_the_report_when_it_lists_them_and_internal_errors_alw
     llm = {**base, "llm_judge": {"rule_rejections": 4, "unjudgeable_rate": 0.5,
                                  "verdicts": {"TRUE": 1, "FALSE": 0, "unjudgeable": 1, "error": 1, "not judged": 1}}}
     h = run_health(llm)
-    assert h["reasons"] == ["2 of 4 rule rejections have no LLM verdict (1 errors, 1 not judged)"]
+    assert h["reasons"] == ["2 of 4 rule rejections have no LLM verdict (1 error, 1 not judged)"]
     assert (h["llm_verdicts_missing"], h["unjudgeable_rate"]) == (2, 0.5)
 
 

@@ -173,7 +173,7 @@ def test_cli_guide_reports_usage_and_warns_on_unreadable_reviews(tmp_path):
     with start_stub_server(reply) as srv:
         r = CliRunner().invoke(app, ["build", "guide", "--work", str(work), "--teacher", "m", "--split", str(split),
                                      "--base-url", srv.base_url], catch_exceptions=False)
-    assert "1 sub-problems from an earlier run" in " ".join(r.output.split())
+    assert "1 sub-problem from an earlier run" in " ".join(r.output.split())
 
 
 def test_cli_guide_writer_transport_failure_exits_1_and_is_asked_again(tmp_path):

@@ -144,7 +144,7 @@ def test_cli_prints_counts(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["corpus", "ingest-cnxml", str(src), "--books", str(tmp_path / "b"),
                                    "--pool", str(tmp_path / "p.json")])
     assert res.exit_code == 0, res.output
-    assert "OpenStax_TinyPhysics1: 1 chapters" in res.output and "4 records" in res.output
+    assert "OpenStax_TinyPhysics1: 1 chapter," in res.output and "4 records" in res.output
     assert (tmp_path / "p.json").is_file()
 
 

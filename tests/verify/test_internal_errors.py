@@ -109,7 +109,7 @@ def test_verify_file_counts_internal_errors_and_exits_1(broken_workers: Path, tm
     out = flat(res.output)
     assert res.exit_code == 1, res.output
     assert "2 rows verified, 1 correct, 1 internal errors" in out
-    assert "ERROR: 1 of 2 verdicts are internal errors" in out
+    assert "ERROR: 1 of 2 verdicts is an internal error" in out
     reasons = [json.loads(x)["reason"] for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert is_internal_error(reasons[0]) and reasons[1].startswith("correct")
 
@@ -129,8 +129,8 @@ def test_every_command_over_a_run_with_internal_errors_exits_1_and_a_fixed_insta
     rep = json.loads((run / "report.json").read_text())
     assert rep["turns"]["rule_internal_errors"] == 1 and rep["complete"] is False
     md = (run / "report.md").read_text()
-    assert "**WARNING: 1 rule verdicts are internal errors" in md.split("## ", 1)[0]  # under the title
-    assert "Incomplete run: 1 rule verdicts are internal errors" in md  # the only reason: the verifier failed
+    assert "**WARNING: 1 rule verdict is an internal error" in md.split("## ", 1)[0]  # under the title
+    assert "Incomplete run: 1 rule verdict is an internal error" in md  # the only reason: the verifier failed
 
     for args in (["report", run], ["report", run, "--json"], ["report", run, "-k", 1]):
         res = cli(*args)

@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from studybench.escaping import plural
 from studybench.files import atomic_write_text, dumps_json
 from studybench.report import md_cell
 from studybench.store import RunRows, RunStore, TurnKey, llm_verdict_status, turn_verdicts
@@ -205,7 +206,7 @@ def render_consistency_markdown(rep: dict[str, Any]) -> str:
     lines = [
         f"# Verifier consistency: {md_cell(rep['split'])} / {md_cell(rep['model'])}",
         "",
-        f"{rep['turns']} turns with a current rule verdict (attempt level). Rule = rule verifier; LLM = judge verdict on the same completion.",
+        f"{plural(rep['turns'], 'turn')} with a current rule verdict (attempt level). Rule = rule verifier; LLM = judge verdict on the same completion.",
         "",
     ]
     if not rep["judges"]:

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from studybench.escaping import csv_writer
+from studybench.escaping import csv_writer, plural
 from studybench.metrics import mean_std
 from studybench.report import INCOMPLETE_MARK, load_run_report, md_cell, require_complete
 from studybench.report.health import health_status, health_table_latex, health_table_markdown
@@ -176,7 +176,7 @@ def guidance_gap(
         raise GuidanceGapError("no pairs of runs given")
     names = list(method_names) if method_names is not None else [None] * len(pairs)
     if len(names) != len(pairs):
-        raise GuidanceGapError(f"{len(names)} method names for {len(pairs)} pairs of runs")
+        raise GuidanceGapError(f"{len(names)} method names for {plural(len(pairs), 'pair')} of runs")
     loaded = [_pair(s, g, scoring, k, allow_incomplete) for s, g in pairs]
     rows = [_row(n or _name(s, g), s, g) for n, (s, g) in zip(names, loaded, strict=True)]
     if base is None:

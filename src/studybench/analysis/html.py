@@ -28,11 +28,19 @@ from typing import Any
 from studybench.answers import strip_reasoning
 from studybench.costs import Pricing
 from studybench.datasets import Dataset
+from studybench.escaping import plural
 from studybench.evaluate import EvalError, errata_parents, run_dataset
 from studybench.files import atomic_write_text
 from studybench.protocol import DEFAULT_SYSTEM_PROMPT, Artefacts, build_messages, messages_digest, user_turn
 from studybench.records import Parent, SubProblemRef
-from studybench.report import SCORINGS, health_status, load_run_report, require_complete, scoring_label
+from studybench.report import (
+    SCORINGS,
+    health_status,
+    load_run_report,
+    require_complete,
+    retries_line,
+    scoring_label,
+)
 from studybench.report.errata import errata_line
 from studybench.report.health import HEALTH_HEADER, health_cells
 from studybench.report.tokens import token_table
@@ -183,7 +191,7 @@ def html_report(
     table = turn_verdicts(man, rows, judge_id)
     liberal = rep["scoring_used"] == "liberal"
 
-    notes: list[str] = [line] if (line := errata_line(rep.get("errata"))) else []
+    notes: list[str] = [line for line in (errata_line(rep.get("errata")), retries_line(rep)) if line]
     ds: Dataset | None = None
     try:
         ds = run_dataset(man, store.root / "manifest.json", data_dir=data_dir, split_path=split_path)
@@ -252,8 +260,8 @@ def html_report(
             "at": seeds_att,
         })
     if mismatched:
-        notes.append(f"{mismatched} turns' rebuilt conversations differ from the ones the model was sent "
-                     "(their messages digests do not match); those turns are marked.")
+        notes.append(f"{plural(mismatched, 'turn')}: the rebuilt conversation differs from the one the model was sent "
+                     "(the messages digests do not match); such turns are marked.")
 
     system = art.system_message() if artefacts is not None or not (used & {"system_prompt", "playbook"}) else DEFAULT_SYSTEM_PROMPT
     data = {

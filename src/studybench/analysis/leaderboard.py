@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studybench.datasets import OFFICIAL_SPLITS
-from studybench.escaping import csv_writer, md_cell
+from studybench.datasets import OFFICIAL_SPLITS, split_title
+from studybench.escaping import csv_writer, md_cell, plural
 from studybench.report import INCOMPLETE_MARK, load_run_report, require_complete
 from studybench.report.build import parent_outcomes
 from studybench.report.health import (
@@ -269,7 +269,7 @@ def _check_comparable(reports: list[tuple[Path, dict[str, str], dict[str, Any], 
     for split, keys in by_split.items():
         if len(keys) > 1:
             same = [(p, rep, man) for p, _, rep, man in reports if str(rep["split"]) == split]
-            what = "; ".join(f"{p}: sha256 {man.split.sha256[:12]}, {len(man.parents)} parents" for p, _, man in same)
+            what = "; ".join(f"{p}: sha256 {man.split.sha256[:12]}, {plural(len(man.parents), 'parent')}" for p, _, man in same)
             raise LeaderboardError(f"the {split} runs are not over the same items (test-set file or selection): {what}")
 
 
@@ -315,7 +315,7 @@ def _footnote(board: dict[str, Any]) -> str:
     k, alpha = board["k"], 1.0 - sig["level"]
     return (f"† ΔSub@{k}, ‡ ΔPar@{k} significant at {alpha:.0%} (two-sided exact paired sign-flip test over parents: "
             f"each parent one observation, its seeds and sub-problems summed); {sig['level']:.0%} paired bootstrap CIs "
-            f"over parents ({sig['resamples']:,} resamples, seed {sig['seed']}) in the JSON output.")
+            f"over parents ({plural(sig['resamples'], 'resample', grouped=True)}, seed {sig['seed']}) in the JSON output.")
 
 
 def _sound(cell: Cell, metric: str) -> bool:
@@ -345,7 +345,7 @@ def _table(board: dict[str, Any], bold: Any) -> tuple[list[str], list[tuple[str,
     k = board["k"]
     header = ["Method"]
     for split in board["splits"]:
-        name = split.capitalize()
+        name = split_title(split)
         header += [f"{name} Par@{k}", f"{name} Sub@{k}", f"{name} ΔSub@{k}"]
     best = _best(board)
     out: list[tuple[str, list[str]]] = []
@@ -440,7 +440,7 @@ def _markdown(board: dict[str, Any]) -> str:
         layer = group
         lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
     seeds = board["seeds"]
-    lines += ["", f"Mean ± sample std over {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
+    lines += ["", f"Mean ± sample std over {plural(len(seeds), 'seed')} ({', '.join(map(str, seeds))}); "
               f"ΔSub@{board['k']} against each method's base model run (best per column in bold)."]
     if _footnote(board):
         lines.append(_footnote(board))
@@ -495,7 +495,7 @@ def _html(board: dict[str, Any]) -> str:
     _, rows = _table(board, lambda t, b: (t, b))
     k, several = board["k"], len(board["seeds"]) > 1
     methods = [_name(r) for r in board["rows"]]
-    series = [(s.capitalize(), [c.sub["mean"] if (c := r.cells.get(s)) else None for r in board["rows"]],
+    series = [(split_title(s), [c.sub["mean"] if (c := r.cells.get(s)) else None for r in board["rows"]],
                [c.sub.get("std") if (c := r.cells.get(s)) else None for r in board["rows"]] if several else None)
               for s in board["splits"]]
     plot = bars_svg(methods, series, title=f"Sub@{k} per method and split" + (" (mean ± 1 std over seeds)" if several else ""),
@@ -503,7 +503,7 @@ def _html(board: dict[str, Any]) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")), autoescape=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     return env.get_template("leaderboard.html.j2").render(
-        k=k, seeds=board["seeds"], splits=[s.capitalize() for s in board["splits"]],
+        k=k, seeds=board["seeds"], splits=[split_title(s) for s in board["splits"]],
         rows=[(group, [(c, False) if isinstance(c, str) else c for c in cells]) for group, cells in rows],
         footnote=_footnote(board), plot=jinja2.utils.markupsafe.Markup(plot),
         health=[health_cells(run, h) for run, h in board.get("health") or []], health_header=HEALTH_HEADER,

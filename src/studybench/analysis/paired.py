@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.analysis.signflip import UnitDirections, sign_flip_test, unit_counts, unit_directions
+from studybench.escaping import plural
 from studybench.files import decode_utf8, jsonl_lines, parse_json, read_user_bytes
 from studybench.store import RunRows, RunStore, turn_verdicts
 
@@ -359,7 +360,7 @@ def compare_outcomes(
     if clusters is not None:
         missing = [i for i in ids if i not in clusters]
         if missing:
-            raise ValueError(f"{len(missing)} items have no {cluster_name} ({_examples(set(missing))})")
+            raise ValueError(f"{plural(len(missing), 'item')} {'has' if len(missing) == 1 else 'have'} no {cluster_name} ({_examples(set(missing))})")
     va = np.array([bool(a[i]) for i in ids])
     vb = np.array([bool(b[i]) for i in ids])
     table = PairedTable(both=int(np.sum(va & vb)), a_only=int(np.sum(va & ~vb)),
@@ -481,7 +482,7 @@ def run_outcomes(run_dir: Path | str, level: str = "sub-problem", scoring: str |
                 clusters[key] = p.uid
     missing = sum(1 for t in table if t.missing)
     if missing:
-        out.notes.append(f"{run_dir}: incomplete, {missing} of {len(table)} turns have no verdict and count as incorrect")
+        out.notes.append(f"{run_dir}: incomplete, {missing} of {plural(len(table), 'turn')} {'has' if missing == 1 else 'have'} no verdict and {'counts' if missing == 1 else 'count'} as incorrect")
     return out
 
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studybench.escaping import plural
 from studybench.files import atomic_write_text, read_user_text
 from studybench.report import load_run_report, require_complete
 from studybench.report.build import parent_outcomes
@@ -184,7 +185,7 @@ def _check_same_items(infos: list[tuple[Path, dict[str, Any]]]) -> None:
             raise PlateauError(f"{run} uses k={info['k']} but {first} k={ref['k']}: all runs need the same k")
         if info["parents"] != ref["parents"]:
             raise PlateauError(f"{run} is not over the same parents as {first} ({len(info['parents'])} vs "
-                               f"{len(ref['parents'])} parents, or others): all runs need the same items")
+                               f"{plural(len(ref['parents']), 'parent')}, or others): all runs need the same items")
 
 
 def snapshot_scores(rows: list[SnapshotRow], metric: str = "sub", *, base: Path | str | None = None,

@@ -91,7 +91,7 @@ def build_guide(
     resumed = res["items"].get("skipped", 0)
     console.print(f"guide: {paths}; {c['emitted']} emitted to {work / 'guidance.jsonl'}"
                   f"{' (sanitised fallbacks included)' if accept_fallback else ''}"
-                  f"{f' ({resumed} sub-problems from an earlier run)' if resumed else ''}")
+                  + (f" ({plural(resumed, 'sub-problem')} from an earlier run)" if resumed else ""))
     finish = res["items"]
     unread = [r for r in read_rows(work / "guide.jsonl")
               if any((rd.get("review") or {}).get("error") for rd in r.get("rounds") or [])]
@@ -157,7 +157,7 @@ def build_retry(
         fail(str(e), 1)
     except (EvalError, ValueError) as e:
         fail(str(e))
-    console.print(f"retry: {res['admitted']} of {res['candidates']} parents admitted -> {work / 'admitted.jsonl'}")
+    console.print(f"retry: {res['admitted']} of {plural(res['candidates'], 'parent')} admitted -> {work / 'admitted.jsonl'}")
 
 
 @TRANSPORT_OPTIONS
@@ -198,5 +198,5 @@ def build_capability(
     except OSError as e:
         fail_write(e, out)
     parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in res.counts.items())
-    console.print(f"capability: pool {res.pool} parents ({parts}); selected {res.selected} parents "
-                  f"({res.selected_sub_problems} sub-problems) -> {out / 'test_set.json'}")
+    console.print(f"capability: pool {plural(res.pool, 'parent')} ({parts}); selected {plural(res.selected, 'parent')} "
+                  f"({plural(res.selected_sub_problems, 'sub-problem')}) -> {out / 'test_set.json'}")

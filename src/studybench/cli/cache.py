@@ -86,7 +86,7 @@ def cache_show(
     out_console.print(f"{n} {'entry' if n == 1 else 'entries'} in {plural(rep['rows'], 'row')} ({rep['bytes']:,} bytes)")
     if rep["ignored_unjudgeable"] or rep["invalid_rows"]:
         out_console.print(f"ignored: {rep['ignored_unjudgeable']} unjudgeable (written by an older version, never served), "
-                          f"{rep['invalid_rows']} rows not well formed")
+                          f"{plural(rep['invalid_rows'], 'row')} not well formed")
     if rep["by_model"]:
         table = Table()
         for col in ("judge model", "task", "TRUE", "FALSE", "entries"):

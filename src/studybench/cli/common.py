@@ -34,7 +34,7 @@ from rich.progress import (
 from rich.text import Text
 
 from studybench.cli.progress import LINE_EVERY_S, LineProgress
-from studybench.escaping import printable, short_name
+from studybench.escaping import plural, printable, short_name
 
 __all__ = [
     "JUDGE_OPTIONS",
@@ -122,11 +122,6 @@ def fail_os(e: OSError, fallback: Path | str | None = None) -> NoReturn:
         where = e.filename if e.filename is not None else fallback
         msg = f"{short_name(where)}: {e.strerror}" if where is not None else e.strerror
     fail(msg, 2 if usage else 1)
-
-
-def plural(n: int, word: str) -> str:
-    """``"1 turn"``, ``"3 turns"``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def deprecated(old: str, new: str) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 from studybench.cli.common import console, fail, out_console
 from studybench.cli.health import AllowIncomplete, exit_if_incomplete
 from studybench.cli.reproduce import differences_table
+from studybench.escaping import plural
 
 __all__ = ["compare_cmd"]
 
@@ -93,7 +94,7 @@ def _stats(res: Any) -> Table:
         ("accuracy A", f"{100 * res.acc_a:.1f}% ({res.table.both + res.table.a_only}/{res.n})"),
         ("accuracy B", f"{100 * res.acc_b:.1f}% ({res.table.both + res.table.b_only}/{res.n})"),
         ("difference B - A", f"{100 * res.diff:+.1f} points"),
-        (f"{level} CI (paired bootstrap over {u}s, {res.ci.resamples:,} resamples, seed {res.ci.seed})",
+        (f"{level} CI (paired bootstrap over {u}s, {plural(res.ci.resamples, 'resample', grouped=True)}, seed {res.ci.seed})",
          f"{100 * res.diff_ci[0]:+.1f} to {100 * res.diff_ci[1]:+.1f}"),
         (f"{u}s: A better / B better / tied", f"{ut.a_better} / {ut.b_better} / {ut.tied}"),
         (f"exact sign-flip test over {u}s, two-sided", p(res.p_value)),

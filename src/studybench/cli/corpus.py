@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from studybench.cli.common import console, fail, fail_write, out_console, progress_bars
-from studybench.escaping import md_cell
+from studybench.escaping import md_cell, plural
 from studybench.files import atomic_write_text, dumps_json
 
 corpus_app = typer.Typer(
@@ -136,7 +136,7 @@ def clean_cmd(books: _Books = None) -> None:
     except CorpusError as e:
         fail(str(e))
     totals: dict[str, int] = res["totals"]  # type: ignore[assignment]
-    t = Table(title=f"clean-up edits ({len(res['chapters'])} chapters)")  # type: ignore[arg-type]
+    t = Table(title=f"clean-up edits ({plural(len(res['chapters']), 'chapter')})")  # type: ignore[arg-type]
     t.add_column("rule")
     t.add_column("edits", justify="right")
     for name, _ in RULES:
@@ -175,12 +175,12 @@ def redact_cmd(
         fail(str(e))
     blocks = sum(res["files"].values())
     console.print(f"redacted {blocks} block(s) in {len(res['files'])} file(s); {len(parents) - len(res['not_found'])} of "
-                  f"{len(parents)} parents found")
+                  f"{plural(len(parents), 'parent')} found")
     if res["missing_sources"]:
         console.print(f"[yellow]sources without a folder: {', '.join(res['missing_sources'])}[/yellow]", soft_wrap=True)
     for uid in res["not_found"][:20]:
         console.print(f"[yellow]nothing found for[/yellow] {escape(uid)}", soft_wrap=True)
-    md = ["# Redaction report", "", f"{blocks} blocks in {len(res['files'])} files.", "",
+    md = ["# Redaction report", "", f"{plural(blocks, 'block')} in {plural(len(res['files']), 'file')}.", "",
           "| parent | blocks | kinds |", "|---|---|---|"]
     for uid, d in res["parents"].items():
         kinds = sorted({b["kind"] for b in d["blocks"]})
@@ -213,7 +213,7 @@ def audit_cmd(
             res = audit_books(root, parents, min_anchors=min_anchors, progress=lambda _label: bar("audit", 1, None))
     except CorpusError as e:
         fail(str(e))
-    md = ["# Residue audit", "", f"{res['files']} redacted files, {res['parents']} parents, {res['anchors']} anchors.", ""]
+    md = ["# Residue audit", "", f"{plural(res['files'], 'redacted file')}, {plural(res['parents'], 'parent')}, {plural(res['anchors'], 'anchor')}.", ""]
     md.append(f"**{'OK: no residue, every parent has a marker' if res['ok'] else 'FAILED'}**")
     md.append("")
     if res["residue"]:
@@ -230,10 +230,10 @@ def audit_cmd(
         md += ["## Chapters with clean.md but no clean.redacted.md", ""] + [f"- {md_cell(x)}" for x in res["not_redacted"]] + [""]
     where = _write_reports(root, "audit", res, "\n".join(md), out)
     if res["ok"]:
-        console.print(f"[green]audit passed[/green]: {res['files']} files, {res['parents']} parents, no residue, every parent has a marker")
+        console.print(f"[green]audit passed[/green]: {plural(res['files'], 'file')}, {plural(res['parents'], 'parent')}, no residue, every parent has a marker")
     else:
         for r in res["residue"]:
-            what = "answer-key entry" if r["kind"] == "answer key" else f"{r['anchors']} anchors"
+            what = "answer-key entry" if r["kind"] == "answer key" else f"{plural(r['anchors'], 'anchor')}"
             console.print(f"[red]residue[/red] {escape(r['source'])} / {escape(r['source_problem_id'])} in {escape(r['file'])} "
                           f"line {r['line']} ({what})", soft_wrap=True)
         for m in res["missing_markers"]:
@@ -263,9 +263,9 @@ def ingest_cnxml_cmd(
     except (IngestError, OSError) as e:
         fail(str(e), code=1)
     for source, v in rep.volumes.items():
-        out_console.print(f"{source}: {v['chapters']} chapters, {v['characters']:,} characters (+{v['answer_characters']:,} in answers), "
+        out_console.print(f"{source}: {plural(v['chapters'], 'chapter')}, {v['characters']:,} characters (+{v['answer_characters']:,} in answers), "
                           f"items {dict(v['items'])}, with an answer {dict(v['items_with_answer'])}, records {v['records']}")
-    out_console.print(f"chapters converted {rep.converted}, reused {rep.reused}; pool {rep.pool}: {rep.records} records "
-                      f"({rep.sub_problems} sub-problems), kept {dict(rep.kept)}")
+    out_console.print(f"chapters converted {rep.converted}, reused {rep.reused}; pool {rep.pool}: {plural(rep.records, 'record')} "
+                      f"({plural(rep.sub_problems, 'sub-problem')}), kept {dict(rep.kept)}")
     out_console.print("skipped: " + ", ".join(f"{k}: {n}" for k, n in sorted(rep.skipped.items(), key=lambda x: -x[1])))
     out_console.print(f"{rep.seconds:.1f} s")

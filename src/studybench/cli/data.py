@@ -252,7 +252,7 @@ def data_stats_cmd(
         t1.add_column(col, justify=just)  # type: ignore[arg-type]
     if stats.corpus is not None:
         c = stats.corpus
-        t1.add_row("Corpus", f"{c.chapters} chapters", f"{c.books} books", "",
+        t1.add_row("Corpus", f"{plural(c.chapters, 'chapter')}", f"{plural(c.books, 'book')}", "",
                    f"{c.bytes / 1e6:.1f} MB, ~{c.tokens:,} tokens (estimate)"
                    + (f"; {c.answer_chapters} answer folders left out" if c.answer_chapters else ""))
     names = {"single": "Instructions with Answer (single-turn)", "multi_sub": "Instructions with Answer (multi-sub)",
@@ -264,7 +264,7 @@ def data_stats_cmd(
         t1.add_row(names[x.kind], str(x.records), str(x.exercises), str(x.paper), note)
     for st in stats.sets:
         same = (st.parents, st.sub_problems) == (st.paper_parents, st.paper_sub_problems)
-        t1.add_row(f"{st.name.capitalize()} Set", f"{st.parents} parents", f"{st.sub_problems} sub-problems",
+        t1.add_row(f"{st.name.capitalize()} Set", f"{plural(st.parents, 'parent')}", f"{plural(st.sub_problems, 'sub-problem')}",
                    f"{st.paper_parents} / {st.paper_sub_problems}", "" if same else "differs from the paper")
     out_console.print(t1)
     if stats.sets:

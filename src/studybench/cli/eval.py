@@ -149,8 +149,8 @@ def eval_cmd(
         console.print(f"[cyan]resuming[/cyan] {escape(str(plan.run_dir))}")
         if plan.scope_changed:
             (op, ok, os_), (np_, nk, ns) = plan.previous.scope(), plan.manifest.scope()
-            console.print(f"[yellow]note:[/yellow] the run directory last covered {op} parents, k={ok}, seeds={os_}; "
-                          f"this invocation (and the report it writes) covers {np_} parents, k={nk}, seeds={ns}. "
+            console.print(f"[yellow]note:[/yellow] the run directory last covered {plural(op, 'parent')}, k={ok}, seeds={os_}; "
+                          f"this invocation (and the report it writes) covers {plural(np_, 'parent')}, k={nk}, seeds={ns}. "
                           "Rows outside it are kept.")
     if plan.guidance is not None:
         matched, unmatched = plan.guidance
@@ -205,9 +205,9 @@ def eval_cmd(
         fail(f"{e}; what was generated is saved, and running again without --ray verifies it", 1)
     except KeyboardInterrupt:
         if spec.only_verify:
-            what = f"{done.get('verify', 0)} turns verified in this session and saved"
+            what = f"{plural(done.get('verify', 0), 'turn')} verified in this session and saved"
         else:
-            what = f"{done.get('generate', 0) - len(errors)} of {plan.scope.n_turns} turns generated and saved"
+            what = f"{done.get('generate', 0) - len(errors)} of {plural(plan.scope.n_turns, 'turn')} generated and saved"
         console.print(f"[bold yellow]interrupted:[/bold yellow] {what}; re-run the same command to resume", soft_wrap=True)
         raise typer.Exit(143 if term else 130) from None
     except EndpointStoppedError as e:
@@ -246,7 +246,7 @@ def eval_cmd(
     judge_failed = judge_pass_failure(result.llm, plan.run_dir) if result.llm is not None and plan.judge is not None else None
     lj = ((result.report or {}).get("llm_judge") or {}) if (result.report or {}).get("scoring_used") == "liberal" else {}
     if judge_failed is None and lj.get("missing"):  # the run's judge, not given (so not asked) now
-        judge_failed = (f"{lj['missing']} of {lj['rule_rejections']} rule rejections have no verdict of the run's LLM judge, "
+        judge_failed = (f"{lj['missing']} of {plural(lj['rule_rejections'], 'rule rejection')} {'has' if lj['missing'] == 1 else 'have'} no verdict of the run's LLM judge, "
                         f"so the liberal score is not final; run `studybench judge {plan.run_dir}` to ask them")
     if result.report is not None:
         print_report(result.report, plan.run_dir, judge_alarm=judge_failed is None and not (result.llm and result.llm.tally.alarming))

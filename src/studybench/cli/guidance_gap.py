@@ -9,6 +9,7 @@ import typer
 
 from studybench.cli.common import console, fail, fail_write
 from studybench.cli.health import AllowIncomplete, exit_if_incomplete, refuse
+from studybench.escaping import plural
 
 __all__ = ["guidance_gap_cmd"]
 
@@ -46,7 +47,7 @@ def guidance_gap_cmd(
     if len(solo) != len(guided):
         fail(f"give one --guided per --solo: got {len(solo)} --solo and {len(guided)} --guided")
     if name and len(name) != len(solo):
-        fail(f"give one --name per pair: got {len(name)} --name for {len(solo)} pairs")
+        fail(f"give one --name per pair: got {len(name)} --name for {plural(len(solo), 'pair')}")
     if (base_solo is None) != (base_guided is None):
         fail("--base-solo and --base-guided go together")
     base = (base_solo, base_guided) if base_solo is not None and base_guided is not None else None

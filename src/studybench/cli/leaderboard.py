@@ -12,6 +12,7 @@ import typer
 from studybench.cli.common import console, fail, fail_write, out_console
 from studybench.cli.health import AllowIncomplete, exit_if_incomplete, refuse
 from studybench.cli.reproduce import warn_installed_versions
+from studybench.escaping import plural
 
 __all__ = ["leaderboard_cmd"]
 
@@ -134,7 +135,7 @@ def leaderboard_cmd(
             atomic_write_text(out, text)
         except OSError as e:
             fail_write(e, out, resumable=False)
-        console.print(f"leaderboard of {len(dirs)} runs: {out}")
+        console.print(f"leaderboard of {plural(len(dirs), 'run')}: {out}")
     else:
         out_console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
     exit_if_incomplete(board["health"])

@@ -118,7 +118,7 @@ def judge_cmd(
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     if res.rule.verified:
         internal = f" ({res.rule.internal_errors} internal errors)" if res.rule.internal_errors else ""
-        console.print(f"rule verifier: verified {res.rule.verified} turns that had no current rule verdict{internal}")
+        console.print(f"rule verifier: verified {plural(res.rule.verified, 'turn')} that had no current rule verdict{internal}")
     print_llm_pass(res.llm, str(res.judge.get("model")))
     _print_judge_tokens(res.llm, budget, str(res.judge.get("model")))
     judge_failed = judge_pass_failure(res.llm, run_dir)

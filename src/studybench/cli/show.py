@@ -77,7 +77,7 @@ def print_llm_pass(st: Any, model: str) -> None:
     v = st.verdicts
     console.print(
         f"llm judge {escape(model)}: {st.candidates} candidates ({st.reused} already judged in this run), "
-        f"{st.judged} judged now ({st.cache_hits} from the cache, {st.shared} shared with identical inputs, {st.requests} requests): "
+        f"{st.judged} judged now ({st.cache_hits} from the cache, {st.shared} shared with identical inputs, {plural(st.requests, 'request')}): "
         f"TRUE {v.get('TRUE', 0)}, FALSE {v.get('FALSE', 0)}, unjudgeable {v.get('unjudgeable', 0)}, error {v.get('error', 0)} "
         f"in {st.seconds:.1f}s",
         soft_wrap=True,
@@ -121,7 +121,7 @@ def judge_pass_failure(st: Any, run_dir: Path) -> str | None:
     errors = st.verdicts.get("error", 0)
     if not (errors or st.stopped):
         return None
-    missing = f"{st.missing} of {st.candidates - st.reused} LLM verdicts asked for are missing"
+    missing = f"{st.missing} of {plural(st.candidates - st.reused, 'LLM verdict')} asked for {'is' if st.missing == 1 else 'are'} missing"
     if st.stopped and st.stopped.startswith("the judge's verdicts are mostly unjudgeable"):
         return (f"the LLM judge pass stopped early: {st.stopped}; {missing}, so the liberal score is not final. Fix the "
                 f"judge (see the warning above), then run `studybench judge {run_dir} --refresh`.")
@@ -143,8 +143,8 @@ def print_truncation(tr: dict[str, Any]) -> None:
 
     o = tr["overall"]
     seeds = "; ".join(f"seed {s}: {share(g, 'truncated')} truncated, {share(g, 'empty')} empty" for s, g in tr["per_seed"].items())
-    console.print(f"completions: {share(o, 'truncated')} of {o['turns']} answered turns hit the token limit, "
-                  f"{share(o, 'empty')} empty; {o['incorrect_truncated']} of {o['incorrect']} incorrect attempts truncated"
+    console.print(f"completions: {share(o, 'truncated')} of {plural(o['turns'], 'answered turn')} hit the token limit, "
+                  f"{share(o, 'empty')} empty; {o['incorrect_truncated']} of {plural(o['incorrect'], 'incorrect attempt')} truncated"
                   + (f" ({seeds})" if len(tr["per_seed"]) > 1 else ""), soft_wrap=True)
     if tr.get("warning"):
         console.print(f"[bold red]WARNING: {escape(tr['warning'])}[/bold red]", soft_wrap=True)
@@ -176,21 +176,24 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True, *, ju
     from studybench.report import rich_table
     from studybench.report.completeness import scoring_label
     from studybench.report.errata import errata_line
+    from studybench.report.render import retries_line
 
     out_console.print(rich_table(rep))
     if (errata := errata_line(rep.get("errata"))) is not None:
         console.print(escape(errata), soft_wrap=True)
+    if (retries := retries_line(rep)) is not None:  # the backend's retries after transient failures (eval, report)
+        console.print(escape(retries), soft_wrap=True)
     if rep.get("truncation"):
         print_truncation(rep["truncation"])
     t = rep["turns"]
     if rep.get("not_generated"):
-        console.print(f"[bold yellow]incomplete run: {rep['not_generated']} of {t['expected']} turns not generated; "
+        console.print(f"[bold yellow]incomplete run: {rep['not_generated']} of {plural(t['expected'], 'turn')} not generated; "
                       "the scores are a lower bound until the run is finished (run the `studybench eval` command that made "
                       "it again, without --only-verify).[/bold yellow]",
                       soft_wrap=True)
     fa = rep.get("final_answers") or {}
     if fa.get("answered"):
-        console.print(f"final answers: {fa['no_final_answer']} of {fa['answered']} answered attempts have none"
+        console.print(f"final answers: {fa['no_final_answer']} of {plural(fa['answered'], 'answered attempt')} {'has' if fa['no_final_answer'] == 1 else 'have'} none"
                       f" ({100 * (fa['share'] or 0):.1f}%)", soft_wrap=True)
     if fa.get("warning"):
         console.print(f"[bold red]WARNING: {escape(fa['warning'])}[/bold red]", soft_wrap=True)
@@ -212,7 +215,7 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True, *, ju
     if t.get("rule_internal_errors"):
         from studybench.report import INTERNAL_ERROR_ADVICE
 
-        console.print(f"[bold red]ERROR: {plural(t['rule_internal_errors'], 'rule verdict')} of {t['expected']} turns "
+        console.print(f"[bold red]ERROR: {plural(t['rule_internal_errors'], 'rule verdict')} of {plural(t['expected'], 'turn')} "
                       f"{'is an internal error' if t['rule_internal_errors'] == 1 else 'are internal errors'}: "
                       f"{escape(INTERNAL_ERROR_ADVICE)}[/bold red]", soft_wrap=True)
     lj = rep.get("llm_judge")
@@ -220,12 +223,12 @@ def print_report(rep: dict[str, Any], run_dir: Path, written: bool = True, *, ju
         v = lj["verdicts"]
         rate = "n/a" if lj["unjudgeable_rate"] is None else f"{100 * lj['unjudgeable_rate']:.2f}%"
         console.print(
-            f"scoring {escape(scoring_label(rep))}: LLM judge {escape(str(lj['judge'].get('model')))} on {lj['rule_rejections']} rule rejections: "
+            f"scoring {escape(scoring_label(rep))}: LLM judge {escape(str(lj['judge'].get('model')))} on {plural(lj['rule_rejections'], 'rule rejection')}: "
             f"TRUE {v['TRUE']}, FALSE {v['FALSE']}, unjudgeable {v['unjudgeable']} ({rate}), error {v['error']}, not judged {v['not judged']}",
             soft_wrap=True,
         )
         if (v["error"] or v["not judged"]) and judge_alarm:
-            console.print(f"[yellow]{v['error'] + v['not judged']} rule rejections have no LLM verdict and count as incorrect; "
+            console.print(f"[yellow]{plural(v['error'] + v['not judged'], 'rule rejection')} {'has' if v['error'] + v['not judged'] == 1 else 'have'} no LLM verdict and {'counts' if v['error'] + v['not judged'] == 1 else 'count'} as incorrect; "
                           f"run `studybench judge {escape(str(run_dir))}` to judge them.[/yellow]", soft_wrap=True)
         if lj.get("alarm") and judge_alarm:
             console.print(f"[bold red]warning:[/bold red] {escape(lj['alarm'])}", soft_wrap=True)

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from studybench.cli.common import console, fail, fail_write, out_console, progress_bars
+from studybench.escaping import plural
 
 __all__ = ["RAY_ADDRESS_HELP", "RAY_HELP", "ray_verifier", "verify_cmd", "verify_file_cmd"]
 
@@ -254,7 +255,7 @@ def verify_file_cmd(
         fail_write(e, out_path, resumable=False)
     n_correct = sum(1 for v_ in verdicts if v_.correct)
     internal = sum(1 for v_ in verdicts if is_internal_error(v_.reason))
-    console.print(f"{len(rows)} rows verified, {n_correct} correct, {internal} internal errors -> {escape(str(out_path))}",
+    console.print(f"{plural(len(rows), 'row')} verified, {n_correct} correct, {internal} internal errors -> {escape(str(out_path))}",
                   soft_wrap=True)
     if tp + fp + fn + tn:
         prec = tp / (tp + fp) if tp + fp else float("nan")
@@ -262,6 +263,6 @@ def verify_file_cmd(
         console.print(f"against `label`: accuracy {(tp + tn) / (tp + fp + fn + tn):.4f}, precision {prec:.4f}, recall {rec:.4f} "
                       f"(tp {tp}, fp {fp}, fn {fn}, tn {tn})")
     if internal:
-        console.print(f"[bold red]ERROR: {internal} of {len(rows)} verdicts are internal errors: "
+        console.print(f"[bold red]ERROR: {internal} of {plural(len(rows), 'verdict')} {'is an internal error' if internal == 1 else 'are internal errors'}: "
                       f"{escape(INTERNAL_ERROR_ADVICE)}[/bold red]", soft_wrap=True)
         raise typer.Exit(1)

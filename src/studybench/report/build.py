@@ -4,6 +4,9 @@
 ``{"mean", "std", "per_seed"}`` in percent), ``breakdowns`` (by sub-discipline, source and answer
 type), run bookkeeping (model, split, turn/judgement counts, failed turns, missing judgements;
 ``turns.rule_timeouts``, present when there are any, counts the rule verdicts that timed out;
+``turns.retried``, ``turns.extra_requests`` and ``turns.failed_after_retries``, present when any turn's
+request was retried (its generation row's ``attempts`` above 1: the backend's retries after a transient
+failure), count those turns, the requests beyond the first and the retried turns that failed all the same;
 ``turns.rule_internal_errors``, present when there are any, the rule verdicts that are internal errors
 of the verifier, which make the report incomplete) and
 ``truncation`` (completions cut by the token limit and empty ones, overall and per seed, with a
@@ -33,6 +36,7 @@ from typing import Any
 
 from studybench.answers import strip_reasoning
 from studybench.costs import Pricing
+from studybench.escaping import plural
 from studybench.files import atomic_write_text, dumps_json
 from studybench.llm_judge import judge_usage_summary
 from studybench.metrics import breakdown, mean_std, par_at_k, pass_at_k_table, sub_at_k, sub_at_k_by
@@ -225,6 +229,11 @@ def build_report(run: RunStore | Path | str, scoring: str | None = None, k: int 
     timeouts = sum(1 for t in table if t.rule.timed_out)
     if timeouts:  # only when there are any: reports of runs without timeouts stay as they were
         rep["turns"]["rule_timeouts"] = timeouts
+    retried = [g for t in table if (g := t.rule.generation) is not None and (g.attempts or 0) > 1]
+    if retried:  # only when any: reports of runs whose every request was answered at once stay as they were
+        rep["turns"]["retried"] = len(retried)
+        rep["turns"]["extra_requests"] = sum((g.attempts or 1) - 1 for g in retried)
+        rep["turns"]["failed_after_retries"] = sum(1 for g in retried if g.error)
     internal = sum(1 for t in table if t.rule.internal_error)
     if internal:  # the verifier failed on these turns (e.g. a broken install): the scores are not trustworthy
         rep["turns"]["rule_internal_errors"] = internal
@@ -378,7 +387,7 @@ def _truncation(table: list[TurnVerdict], seeds: list[int], headline: str) -> di
               if unanswered["failed"] else "Run the same command again to generate them.")
     warning = None
     if measured_nothing:
-        warning = (f"this run measured nothing: none of its {len(table)} turns has a complete, non-empty completion "
+        warning = (f"this run measured nothing: none of its {plural(len(table), 'turn')} has a complete, non-empty completion "
                    f"({overall['truncated']} hit the token limit, {overall['empty']} have no visible text, "
                    f"{unanswered['failed']} failed, {unanswered['not_generated']} not generated); "
                    f"its scores say nothing about the model. {advice}")
@@ -386,7 +395,7 @@ def _truncation(table: list[TurnVerdict], seeds: list[int], headline: str) -> di
         name, g = over[0]
         warning = (f"{pct(g['truncated_share'])} of the answered turns ({g['truncated']} of {g['turns']}, {name}) hit the "
                    f"token limit (finish_reason length) and {pct(g['empty_share'])} ({g['empty']}) have no visible text; "
-                   f"{overall['incorrect_truncated']} of {overall['incorrect']} incorrect attempts were truncated. {advice}")
+                   f"{overall['incorrect_truncated']} of {plural(overall['incorrect'], 'incorrect attempt')} {'was' if overall['incorrect_truncated'] == 1 else 'were'} truncated. {advice}")
     return {"warn_share": TRUNCATION_WARN_SHARE, "warning": warning, "measured_nothing": measured_nothing,
             "overall": overall, "per_seed": per_seed}
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from studybench.escaping import plural
 from studybench.llm_judge import LLMVerdict, UnjudgeableTally
 from studybench.store import FINAL_LLM_VERDICTS, TurnVerdict
 
@@ -104,7 +105,7 @@ def final_answer_block(table: list[TurnVerdict]) -> dict[str, Any]:
     share = none / answered if answered else None
     warning = None
     if share is not None and share > NO_FINAL_ANSWER_WARN_SHARE:
-        warning = (f"{none} of {answered} answered attempts ({100 * share:.0f}%) have no final answer (nothing could be "
+        warning = (f"{none} of {plural(answered, 'answered attempt')} ({100 * share:.0f}%) {'has' if none == 1 else 'have'} no final answer (nothing could be "
                    "extracted: no \\boxed{} answer after 'Final Answer:'), so they count as incorrect: the scores measure "
                    "the answer format more than the physics. Read a few replies (`report --html`, or `export attempts`); check the model's chat "
                    "template and system prompt, and whether replies are cut by the token limit.")
@@ -126,23 +127,23 @@ def incomplete_reasons(rep: dict[str, Any]) -> list[str]:
     t, n = rep["turns"], rep["turns"]["expected"]
     out = []
     if rep.get("not_generated"):
-        out.append(f"{rep['not_generated']} of {n} turns not generated; run the `studybench eval` command that made the "
+        out.append(f"{rep['not_generated']} of {plural(n, 'turn')} not generated; run the `studybench eval` command that made the "
                    "run again (without --only-verify) to generate them")
     if t.get("failed"):
-        out.append(f"{t['failed']} of {n} turns failed; run the `studybench eval` command again to retry them")
+        out.append(f"{t['failed']} of {plural(n, 'turn')} failed; run the `studybench eval` command again to retry them")
     verified_missing = t.get("missing_judgements", 0) - rep.get("not_generated", 0)  # generated, no counting rule verdict
     if verified_missing > 0:
-        out.append(f"{verified_missing} of {n} generated turns have no current rule verdict; run `studybench eval` "
+        out.append(f"{verified_missing} of {plural(n, 'generated turn')} {'has' if verified_missing == 1 else 'have'} no current rule verdict; run `studybench eval` "
                    "again (or `studybench judge RUN_DIR`) to verify them")
     if t.get("rule_internal_errors"):
-        out.append(f"{t['rule_internal_errors']} rule verdicts are internal errors of the rule verifier (not decided); "
+        out.append(f"{plural(t['rule_internal_errors'], 'rule verdict')} {'is an internal error' if t['rule_internal_errors'] == 1 else 'are internal errors'} of the rule verifier (not decided); "
                    "fix the installation and verify again (`studybench eval --only-verify`)")
     lj = rep.get("llm_judge")
     if lj and rep.get("scoring_used") == "liberal" and lj.get("missing"):
         v = lj["verdicts"]
         why = ", ".join(x for x in (f"{v['error']} judge errors" if v["error"] else "",
                                     f"{v['not judged']} not judged" if v["not judged"] else "") if x)
-        out.append(f"{lj['missing']} of {lj['rule_rejections']} LLM verdicts missing ({why}); re-run the same command "
+        out.append(f"{lj['missing']} of {plural(lj['rule_rejections'], 'LLM verdict')} missing ({why}); re-run the same command "
                    "to ask them")
     return out
 
@@ -163,7 +164,7 @@ def scoring_label(rep: dict[str, Any]) -> str:
     lj = rep.get("llm_judge") or {}
     notes = []
     if lj.get("missing"):
-        notes.append(f"NOT FINAL: {lj['missing']} of {lj['rule_rejections']} LLM verdicts missing, counted as incorrect, "
+        notes.append(f"NOT FINAL: {lj['missing']} of {plural(lj['rule_rejections'], 'LLM verdict')} missing, counted as incorrect, "
                      "so the score is a lower bound")
     if lj.get("alarm"):
         rate = lj.get("unjudgeable_rate") or 0.0

@@ -7,13 +7,21 @@ the same items were scored with the corrected golds; with ``exclude`` (and for t
 of ``apply``) their parents were left out, named in ``dropped``. A run made before errata were
 recorded scored the official golds; its items are then found by their keys in the manifest's index
 (``recorded: false``), and the block is left out when it holds none, so such reports read as before.
+
+The errata are golds of the official test sets (:data:`studybench.datasets.OFFICIAL_SPLITS`). A run on
+another test set (a file of one's own, a set made with :mod:`studybench.testset`) records the setting
+too, but its block says ``official_test_set: false`` and its line says what is true there: no erratum
+applies, or (for a set holding official parents unchanged) which of its golds the errata list as
+wrong; it never calls the golds "official" or "the paper's".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from studybench.datasets import OFFICIAL_SPLITS
 from studybench.errata import load_errata
+from studybench.escaping import plural
 from studybench.store import Manifest
 
 __all__ = ["errata_block", "errata_line"]
@@ -26,10 +34,12 @@ def errata_block(manifest: Manifest) -> dict[str, Any] | None:
         manifest: the run's manifest (its ``k``, seeds and parent index count the attempts).
 
     Returns:
-        ``{"mode", "recorded", "items": [{"id", "parent", "sub_id", "kind"}], "sub_problems",
-        "parents", "turns", "attempts", "of_attempts", "dropped": {uid: why}}``: the errata items in the
-        selection, the parents holding them, the turns on those items and the attempts (parent x seed x
-        attempt) on those parents, out of all attempts of the report.
+        ``{"mode", "recorded", "split", "official_test_set", "items": [{"id", "parent", "sub_id", "kind"}],
+        "sub_problems", "parents", "turns", "attempts", "of_attempts", "dropped": {uid: why}}``: the
+        setting the manifest records, the run's test set and whether it is an official one
+        (:data:`~studybench.datasets.OFFICIAL_SPLITS`; the errata are corrections of those), the errata
+        items in the selection, the parents holding them, the turns on those items and the attempts
+        (parent x seed x attempt) on those parents, out of all attempts of the report.
     """
     rec = manifest.errata if isinstance(manifest.errata, dict) else None
     index = {p.uid: {s.id for s in p.subs} for p in manifest.parents}
@@ -50,6 +60,8 @@ def errata_block(manifest: Manifest) -> dict[str, Any] | None:
     return {
         "mode": mode,
         "recorded": rec is not None,
+        "split": manifest.split.name,
+        "official_test_set": manifest.split.name in OFFICIAL_SPLITS,
         "items": items,
         "sub_problems": len(items),
         "parents": len(parents),
@@ -61,21 +73,40 @@ def errata_block(manifest: Manifest) -> dict[str, Any] | None:
 
 
 def errata_line(block: dict[str, Any] | None) -> str | None:
-    """One sentence saying which golds were scored and what touches the errata (report.md and the terminal)."""
+    """One sentence saying which golds were scored and what touches the errata (report.md, HTML and the terminal).
+
+    Args:
+        block: the report's ``errata`` block (:func:`errata_block`); one without ``official_test_set``
+            (a report written before it was recorded) reads as a run on an official test set.
+
+    Returns:
+        The sentence, or ``None`` without a block. For a run on a test set that is not official, it
+        never calls the golds "official" or "the paper's": it says that no erratum applies, or which of
+        the set's golds the errata (of the official sets) list as wrong.
+    """
     if not block:
         return None
     n, p, a, of = block["sub_problems"], block["parents"], block["attempts"], block["of_attempts"]
-    held = (f"{n} sub-problem{'s' if n != 1 else ''} of this selection ({p} parent{'s' if p != 1 else ''}) "
-            f"{'have' if n != 1 else 'has'} an erratum: {a} of {of} attempts touch {'them' if n != 1 else 'it'}")
+    official = block.get("official_test_set", True) is not False
+    held = (f"{plural(n, 'sub-problem')} of this selection ({plural(p, 'parent')}) "
+            f"{'have' if n != 1 else 'has'} an erratum{'' if official else ' of the official test sets'}: "
+            f"{a} of {plural(of, 'attempt')} {'touches' if a == 1 else 'touch'} {'them' if n != 1 else 'it'}")
     dropped = block["dropped"]
-    left = (f"; left out: {len(dropped)} parent{'s' if len(dropped) != 1 else ''} "
+    left = (f"; left out: {plural(len(dropped), 'parent')} "
             f"({', '.join(sorted(dropped)[:5])}{', ...' if len(dropped) > 5 else ''})") if dropped else ""
-    if block["mode"] == "apply":
-        return (f"Errata: scored with the corrected golds (--errata apply; not the paper's golds); "
+    mode = block["mode"]
+    if not official and not n and not dropped:
+        setting = "" if mode == "official" else f"; --errata {mode} changed nothing"
+        return (f"Errata: none apply: {block.get('split') or 'this test set'} is not an official test set "
+                f"(the errata correct golds of {' and '.join(OFFICIAL_SPLITS)}){setting}.")
+    if mode == "apply":
+        paper = "; not the paper's golds" if official else ""
+        return (f"Errata: scored with the corrected golds (--errata apply{paper}); "
                 f"{held if n else 'no erratum in this selection'}{left}.")
-    if block["mode"] == "exclude":
+    if mode == "exclude":
         return f"Errata: parents holding an erratum left out (--errata exclude){left or '; none in this selection'}."
+    golds = "official golds (the paper's)" if official else "the test set's golds as given"
     if not n:
-        return "Errata: official golds (the paper's); no erratum in this selection."
-    return (f"Errata: official golds (the paper's); {held}. --errata apply scores them with the corrected golds, "
+        return f"Errata: {golds}; no erratum in this selection."
+    return (f"Errata: {golds}; {held}. --errata apply scores them with the corrected golds, "
             "--errata exclude leaves them out.")

@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from studybench.escaping import plural
+
 __all__ = [
     "HEALTH_HEADER",
     "INCOMPLETE_MARK",
@@ -79,18 +81,18 @@ def _derived_reasons(rep: Mapping[str, Any]) -> list[str]:
     unverified = max(0, _int(turns.get("missing_judgements")) - not_generated)
     out: list[str] = []
     if not_generated:
-        out.append(f"{not_generated} of {expected} turns not generated")
+        out.append(f"{not_generated} of {plural(expected, 'turn')} not generated")
     if failed:
-        out.append(f"{failed} of {expected} turns failed")
+        out.append(f"{failed} of {plural(expected, 'turn')} failed")
     if unverified:
-        out.append(f"{unverified} of {expected} turns have no rule verdict")
+        out.append(f"{unverified} of {plural(expected, 'turn')} {'has' if unverified == 1 else 'have'} no rule verdict")
     lj = rep.get("llm_judge")
     if isinstance(lj, Mapping):
         v = lj.get("verdicts") or {}
         err, never = _int(v.get("error")), _int(v.get("not judged"))
         if err or never:
-            out.append(f"{err + never} of {_int(lj.get('rule_rejections'))} rule rejections have no LLM verdict "
-                       f"({err} errors, {never} not judged)")
+            out.append(f"{err + never} of {plural(_int(lj.get('rule_rejections')), 'rule rejection')} {'has' if err + never == 1 else 'have'} no LLM verdict "
+                       f"({plural(err, 'error')}, {never} not judged)")
     return out
 
 
@@ -115,7 +117,7 @@ def run_health(report: Mapping[str, Any]) -> dict[str, Any]:
     reasons = [str(r) for r in given] if isinstance(given, (list, tuple)) else _derived_reasons(report)
     internal = _int(turns.get("rule_internal_errors"))
     if internal and not any("internal error" in r for r in reasons):
-        reasons.append(f"{internal} rule verdicts are internal errors of the rule verifier")
+        reasons.append(f"{plural(internal, 'rule verdict')} {'is an internal error' if internal == 1 else 'are internal errors'} of the rule verifier")
     lj = report.get("llm_judge")
     llm_missing = None
     unjudgeable = None

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from studybench.escaping import md_cell
+from studybench.escaping import md_cell, plural
 from studybench.report.completeness import scoring_label
 from studybench.report.errata import errata_line
 from studybench.report.tokens import token_table
 
-__all__ = ["INTERNAL_ERROR_ADVICE", "md_cell", "render_markdown", "rich_table"]
+__all__ = ["INTERNAL_ERROR_ADVICE", "md_cell", "render_markdown", "retries_line", "rich_table"]
 
 
 INTERNAL_ERROR_ADVICE = ("the rule verifier failed on them instead of deciding (an internal error, e.g. a broken or shadowed "
@@ -19,16 +19,38 @@ INTERNAL_ERROR_ADVICE = ("the rule verifier failed on them instead of deciding (
 """Why rule verdicts that are internal errors matter and what to do (report.md, the terminal, verify-file)."""
 
 
+def retries_line(rep: dict[str, Any]) -> str | None:
+    """One sentence on the turns whose request was retried (report.md, HTML and the terminal), or ``None`` when none was.
+
+    Args:
+        rep: a report (:func:`studybench.report.build_report`); its ``turns.retried``,
+            ``turns.extra_requests`` and ``turns.failed_after_retries`` (present when any turn was retried).
+
+    Returns:
+        E.g. ``"Retries: 2 of 3 turns were retried after a transient failure (2 more requests); 0 failed
+        after the retries."``; ``None`` for a run whose every request was answered at once (or an older report).
+    """
+    t = rep.get("turns") or {}
+    n = t.get("retried")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return None
+    extra, failed = t.get("extra_requests", 0), t.get("failed_after_retries", 0)
+    return (f"Retries: {n} of {plural(t.get('expected', n), 'turn')} {'was' if n == 1 else 'were'} retried after a "
+            f"transient failure ({plural(extra, 'more request')}); {failed} failed after the retries"
+            f"{' (they count as failed turns)' if failed else ''}.")
+
+
 def _incomplete_lines(rep: dict[str, Any]) -> list[str]:
     if rep.get("complete", True):
         return []
     t = rep["turns"]
-    internal = [f"**WARNING: {t['rule_internal_errors']} rule verdicts are internal errors: {INTERNAL_ERROR_ADVICE}**", ""] \
+    internal = [f"**WARNING: {plural(t['rule_internal_errors'], 'rule verdict')} {'is an internal error' if t['rule_internal_errors'] == 1 else 'are internal errors'}: {INTERNAL_ERROR_ADVICE}**", ""] \
         if t.get("rule_internal_errors") else []
     reasons = rep.get("incomplete_reasons")
     if reasons is None:  # a report written before incomplete_reasons existed
-        reasons = [f"of {t['expected']} turns, {rep.get('not_generated', 0)} were not generated, {t['failed']} failed "
-                   f"and {t['missing_judgements']} have no verdict"]
+        ng, nj = rep.get("not_generated", 0), t["missing_judgements"]
+        reasons = [f"of {plural(t['expected'], 'turn')}, {ng} {'was' if ng == 1 else 'were'} not generated, {t['failed']} failed "
+                   f"and {nj} {'has' if nj == 1 else 'have'} no verdict"]
     return internal + [f"**Incomplete run: {md_cell('; '.join(reasons))}. What is missing counts as incorrect, so the scores below "
             "are a lower bound.**", ""]
 
@@ -90,6 +112,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"Turns expected: {rep['turns']['expected']}, failed: {rep['turns']['failed']}, "
         f"missing judgements: {rep['turns']['missing_judgements']}.",
         "",
+        *([md_cell(line), ""] if (line := retries_line(rep)) else []),
         *_final_answer_lines(rep.get("final_answers")),
     ]
     lines[1:1] = _warning_lines(rep)
@@ -251,10 +274,10 @@ def _judge_tokens_lines(jt: Any) -> list[str]:
         sp, fc = m["spent"], m["from_cache"]
         cost = "" if jt.get("currency") is None else (
             f"; cost {m['cost']:.6f} {cur}" if m["cost"] is not None else f"; no price for model {model}")
-        lines.append(md_cell(f"LLM judge {model}: {m['verdicts']:,} verdicts; {sp['requests']:,} requests spent "
+        lines.append(md_cell(f"LLM judge {model}: {plural(m['verdicts'], 'verdict', grouped=True)}; {plural(sp['requests'], 'request', grouped=True)} spent "
                              f"{sp['total_tokens']:,} tokens (prompt {sp['prompt_tokens']:,}, cached prompt "
                              f"{sp['cached_tokens']:,}, completion {sp['completion_tokens']:,}){cost}; "
-                             f"{fc['requests']:,} verdicts came from the verdict cache ({fc['total_tokens']:,} tokens "
+                             f"{plural(fc['requests'], 'verdict', grouped=True)} came from the verdict cache ({fc['total_tokens']:,} tokens "
                              "when first asked, not spent by this run)."))
         lines.append("")
     return lines

@@ -27,6 +27,7 @@ from typing import Any
 
 from studybench import costs
 from studybench.costs import PRICING_FILE, PRICING_LIMIT, Pricing, TokenCounts
+from studybench.escaping import plural
 from studybench.store import Manifest, RunStore, TurnKey
 
 __all__ = ["PRICING_FILE", "PRICING_LIMIT", "cost_block", "record_pricing", "recorded_pricing", "token_block", "token_table"]
@@ -135,7 +136,7 @@ def cost_block(tokens: dict[str, Any], pricing: Pricing) -> dict[str, Any]:
     elif price is None:
         out["reason"] = "no request reported its token usage: the cost is unknown"
     if price is not None and tokens["total"]["unreported"]:
-        out["note"] = (f"{tokens['total']['unreported']} requests reported no usage (or only part of it): the cost "
+        out["note"] = (f"{plural(tokens['total']['unreported'], 'request')} reported no usage (or only part of it): the cost "
                        "leaves out what they did not report (a lower bound)")
     return out
 
