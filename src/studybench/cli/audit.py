@@ -19,7 +19,7 @@ from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
 from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural, progress_bars
-from studybench.cli.threads import TorchThreads, set_torch_threads
+from studybench.cli.threads import EmbeddingBackend, TorchThreads, set_torch_threads
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -85,6 +85,7 @@ def contamination(
     batch_size: Annotated[int, typer.Option(help="Embedding batch size.")] = 64,
     device: Annotated[str, typer.Option(help="Torch device for the embedding model (cpu, cuda, cuda:1, ...).")] = "cpu",
     torch_threads: TorchThreads = None,
+    embedding_backend: EmbeddingBackend = "torch",
     max_seq_length: Annotated[
         int | None,
         typer.Option(help="Truncate texts to this many word pieces for embedding (default: the model's own limit, "
@@ -178,6 +179,7 @@ def contamination(
         device=device,
         max_seq_length=max_seq_length,
         dtype=dtype,
+        embedding_backend=embedding_backend,
         containment_threshold=containment_threshold or None,
         judge_model=judge_model,
         judge_base_url=judge_base_url,
