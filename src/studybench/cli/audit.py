@@ -20,6 +20,7 @@ from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
 from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural, progress_bars
 from studybench.cli.threads import EmbeddingBackend, TorchThreads, set_torch_threads
+from studybench.embedding_backend import EmbeddingBackendMissing, require_backend
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -201,6 +202,10 @@ def contamination(
         fail(f"--out {out} exists and is not a directory")
     if embeddings:
         set_torch_threads(torch_threads)
+        try:  # the onnx extra checked before anything is read
+            require_backend(embedding_backend)
+        except EmbeddingBackendMissing as e:
+            fail(str(e))
     t0 = time.perf_counter()
     try:
         train_records = read_files(train, text_field=text_field, id_field=id_field)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import click
 import typer
 
 from studybench.cli.common import fail
+from studybench.embedding_backend import BACKENDS
 
 __all__ = ["EMBEDDING_BACKEND_HELP", "TORCH_THREADS_HELP", "EmbeddingBackend", "TorchThreads", "set_torch_threads"]
 
@@ -31,7 +31,14 @@ EMBEDDING_BACKEND_HELP = ("Runtime of the embedding model: torch (default) or on
                           "'studybench[onnx]': the model exported once to ONNX, offline, and run by onnxruntime; "
                           "float32 on the CPU, faster, cosine to torch's vectors >= 0.9999; cached apart).")
 
-EmbeddingBackend = Annotated[str, typer.Option("--embedding-backend", click_type=click.Choice(["torch", "onnx"]),
+
+def _backend(value: str) -> str:
+    if value not in BACKENDS:
+        raise typer.BadParameter(f"must be one of {', '.join(BACKENDS)}, got {value!r}")
+    return value
+
+
+EmbeddingBackend = Annotated[str, typer.Option("--embedding-backend", metavar="torch|onnx", callback=_backend,
                                                help=EMBEDDING_BACKEND_HELP)]
 """The ``--embedding-backend`` parameter of a command (default ``"torch"``)."""
 
