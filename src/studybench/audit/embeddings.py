@@ -331,7 +331,7 @@ def embed_corpus(
         texts: the texts (blank texts get zero rows and are never embedded).
         batch_size: texts per forward pass.
         cache: the embedding cache, or ``None``: every text is embedded (:func:`embed_non_empty`). A
-            model that is not a torch module cannot be identified and is not cached.
+            model that is neither a torch module nor the ONNX encoder cannot be identified and is not cached.
         progress: optional ``(label, done, total)`` callback (over the texts embedded).
 
     Returns:
