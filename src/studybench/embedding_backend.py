@@ -4,8 +4,9 @@ Every command that embeds (``audit contamination``, ``build retrieve``, ``build 
 ``--embedding-backend torch|onnx``; the library loaders take ``backend=`` (:func:`check_backend`).
 ``torch`` runs the sentence-transformers model as loaded. ``onnx`` (the ``onnx`` extra: onnxruntime and
 onnx) runs the same model, float32, exported once to ONNX (:func:`onnx_encoder`): on a 2-core AVX2 CPU
-one retrieval query embeds about 1.6x faster and the vectors agree with torch's to a cosine above 0.9999
-(``bench/query_embed_bench.py``). It is never chosen silently: a verdict must not depend on what
+one retrieval query embeds about 1.6x faster (``bench/query_embed_bench.py``), the audit's long batched
+texts about 1.06x (``bench/audit_bench.py --compare-backend onnx``), and the vectors agree with torch's to
+a cosine above 0.9999. It is never chosen silently: a verdict must not depend on what
 happens to be installed, so vectors of the two backends are never mixed (the audit's embedding cache and
 ``build retrieve``'s fragment cache key on the backend) and the outputs record which one ran.
 

@@ -110,8 +110,9 @@ def load_embedding_model(
             keeps); its embeddings are cached apart from float32's (the model id differs).
         backend: ``torch`` (default) or ``onnx`` (opt-in, the ``onnx`` extra; float32 on the CPU only):
             the model exported once to ONNX and run by onnxruntime
-            (:func:`studybench.embedding_backend.onnx_encoder`); about 1.6x faster on a CPU without bf16,
-            cosine to the torch vectors above 0.9999; its embeddings are cached apart from torch's.
+            (:func:`studybench.embedding_backend.onnx_encoder`); cosine to the torch vectors above 0.9999,
+            the same flagged pairs on the bench workload, 1.06x less CPU there (short texts gain more: one
+            retrieval query 1.6x); its embeddings are cached apart from torch's.
         onnx_cache: the ONNX export cache (default
             :func:`studybench.embedding_backend.default_onnx_cache_root`).
 

@@ -29,7 +29,8 @@ TorchThreads = Annotated[int | None, typer.Option("--torch-threads", min=1, meta
 
 EMBEDDING_BACKEND_HELP = ("Runtime of the embedding model: torch (default) or onnx (opt-in, pip install "
                           "'studybench[onnx]': the model exported once to ONNX, offline, and run by onnxruntime; "
-                          "float32 on the CPU, faster, cosine to torch's vectors >= 0.9999; cached apart).")
+                          "float32 on the CPU; faster on short texts such as queries; cosine to torch's vectors >= 0.9999; "
+                          "cached apart).")
 
 
 def _backend(value: str) -> str:
