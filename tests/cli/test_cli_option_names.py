@@ -28,7 +28,8 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?![\w-])")  # not 
 FOREIGN = {
     "--max-model-len": "vLLM server", "--reasoning-parser": "vLLM server", "--n-ctx": "llama.cpp server",
     "--head": "`ray start --head`", "--wrap": "pandoc", "--user": "`pip install --user`",
-    "--int8": "bench/retrieval_bench.py", "--compare-dtype": "bench/audit_bench.py", "--profile": "bench/audit_bench.py", "--api-key": "secret patterns", "--key": "secret patterns",
+    "--int8": "bench/retrieval_bench.py", "--compare-dtype": "bench/audit_bench.py", "--profile": "bench/audit_bench.py",
+    "--compare-backend": "bench/audit_bench.py", "--api-key": "secret patterns", "--key": "secret patterns",
     "--password": "secret patterns", "--secret": "secret patterns", "--token": "secret patterns",
 }
 #: Modules with a command line of their own (checked against their own parser, not the studybench CLI).
