@@ -22,7 +22,8 @@ all-pairs exact Jaccard on the same shingle sets checks stage 1's recall (``--sk
 
     python bench/audit_bench.py [--data-root ../shared/data] [--no-embeddings] [--skip-naive]
         [--torch-threads N] [--cache-dir DIR] [--out bench.json] [--train-records N --eval-records M]
-        [--compare-dtype int8 | --compare-max-seq-length N | --compare-threads N] [--skip-cache-runs] [--profile]
+        [--compare-dtype int8 | --compare-max-seq-length N | --compare-threads N | --compare-backend onnx]
+        [--skip-cache-runs] [--profile]
 
 ``--torch-threads N`` sets torch's intra-op threads (default: torch's own, one per core); the report
 records the count used and the load average at the start and the end. Each stage-2 figure also gives the
@@ -30,8 +31,10 @@ process CPU seconds, which a loaded machine inflates far less than the wall-cloc
 
 ``--compare-dtype int8`` (or ``--compare-max-seq-length N``, or ``--compare-threads N``: the same model with
 N torch threads, or ``--compare-char-order``: the texts batched in order of characters, as before the
-padding fix) also runs a *first* audit (empty cache) with a
-second model, the same as the first but with that precision (or truncation), in the same run: its time, the
+padding fix, or ``--compare-backend onnx``: the same model, float32, exported to ONNX and run by onnxruntime
+through the package's own path, ``load_embedding_model(backend="onnx")``; the export, done once and cached,
+is part of the model load, not counted) also runs a *first* audit (empty cache) with a
+second model, the same as the first but with that precision (or truncation, or runtime), in the same run: its time, the
 ratio to the first model's first audit, and what it changes: the cosine of each text's vector to the first
 model's and the agreement of the flagged pairs (stage-2 pairs at the threshold, and all flagged pairs:
 stages 1, 1b and 2). ``--skip-cache-runs`` leaves out the cached runs (first and second audit through
@@ -194,10 +197,12 @@ def compare_variant(args: Any, texts: list[str], n_train: int, emb_ref: Any, ref
     """A first audit with a second model (another --dtype or truncation) in the same run: time and agreement."""
     import numpy as np
 
-    dtype = args.compare_dtype or args.dtype
+    backend = args.compare_backend or "torch"
+    dtype = args.compare_dtype or (args.dtype if backend == "torch" else "float32")
     msl = args.compare_max_seq_length or args.max_seq_length
-    model, load_s = timed(load_embedding_model, device=args.device, max_seq_length=msl, dtype=dtype)
-    variant = ", ".join(x for x in (f"dtype {dtype}" if args.compare_dtype else "",
+    model, load_s = timed(load_embedding_model, device=args.device, max_seq_length=msl, dtype=dtype, backend=backend)
+    variant = ", ".join(x for x in (f"{backend} backend (float32)" if args.compare_backend else "",
+                                    f"dtype {dtype}" if args.compare_dtype else "",
                                     f"max_seq_length {msl}" if args.compare_max_seq_length else "",
                                     f"{args.compare_threads} torch threads" if args.compare_threads else "",
                                     "texts in order of characters" if args.compare_char_order else "") if x)
@@ -218,7 +223,8 @@ def compare_variant(args: Any, texts: list[str], n_train: int, emb_ref: Any, ref
     stage1b = set(contained)  # {(train index, eval index): containment}
     fa, fb = stage1 | stage1b | a, stage1 | stage1b | b
     return {
-        "variant": variant, "model_load_s": load_s, "stage2_s": wall, "stage2_cpu_s": cpu,
+        "variant": variant, "model_load_s": load_s, "exported": getattr(model, "exported", None),
+        "stage2_s": wall, "stage2_cpu_s": cpu,
         "ratio": res["stage2_before_s"] / wall, "cpu_ratio": res["stage2_before_cpu_s"] / cpu,
         "cos_min": float(cos.min()), "cos_p1": float(np.percentile(cos, 1)), "cos_median": float(np.median(cos)),
         "stage2_pairs": len(b), "ref_stage2_pairs": len(a), "stage2_common": len(a & b),
@@ -247,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-dtype", help="also a first audit with this --dtype (e.g. int8): time and agreement")
     ap.add_argument("--compare-max-seq-length", type=int, help="also a first audit with this truncation")
     ap.add_argument("--compare-threads", type=int, help="also a first audit with this many torch threads")
+    ap.add_argument("--compare-backend", choices=["onnx"], help="also a first audit with the model run by onnxruntime "
+                    "(the package's --embedding-backend onnx): time and agreement")
     ap.add_argument("--compare-char-order", action="store_true", help="also a first audit with the texts batched "
                     "in order of characters (as before issue 27's padding fix) instead of word pieces")
     ap.add_argument("--skip-cache-runs", action="store_true", help="leave out the first and second audit through the cache")
@@ -325,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         res["stage2_before_cpu_s"] = time.process_time() - c0
         if prof is not None:
             print_profile(prof, res["stage2_before_s"])
-        if args.compare_dtype or args.compare_max_seq_length or args.compare_threads or args.compare_char_order:
+        if (args.compare_dtype or args.compare_max_seq_length or args.compare_threads or args.compare_char_order
+                or args.compare_backend):
             res["compare"] = compare_variant(args, texts, len(train), emb_before, before, s1.scores, contained, res)
         tmp = None
         if args.cache_dir is None:
@@ -376,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             c = res["compare"]
             rows += [
                 (f"stage 2, first audit, {c['variant']}", f"{c['stage2_s']:.2f} s ({c['stage2_cpu_s']:.1f} CPU s), ratio "
-                 f"{c['ratio']:.2f}x wall, {c['cpu_ratio']:.2f}x CPU (model load {c['model_load_s']:.1f} s, not counted)"),
+                 f"{c['ratio']:.2f}x wall, {c['cpu_ratio']:.2f}x CPU (model load {c['model_load_s']:.1f} s"
+                 + (", ONNX export included" if c["exported"] else "") + ", not counted)"),
                 (f"  {c['variant']}: cosine to the reference vector", f"min {c['cos_min']:.4f}, 1st pct {c['cos_p1']:.4f}, "
                  f"median {c['cos_median']:.4f}"),
                 (f"  {c['variant']}: stage-2 pairs", f"{c['stage2_pairs']} (reference {c['ref_stage2_pairs']}), "

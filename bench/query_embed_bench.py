@@ -9,14 +9,14 @@ measured in the same run, and the cosine of each query's vector to the reference
   ``build retrieve`` uses it;
 - ``torch int8``: ``load_embedder(None, quantize="int8")`` (torch dynamic quantisation of the linear
   layers; opt-in in ``build retrieve``);
-- ``onnxruntime float32`` and ``onnxruntime int8`` (only when ``onnxruntime`` and ``onnx`` can be
-  imported; they are not dependencies of studybench): the same MiniLM weights (from the installed
-  offline package) exported with ``torch.onnx.export`` into a temporary directory, run by onnxruntime
-  with all graph optimisations, and quantised with ``onnxruntime.quantization.quantize_dynamic``;
-  mean pooling and normalisation in numpy.
+- ``onnx float32 (package)`` (only with the ``onnx`` extra): the package's own path,
+  ``load_embedder(None, backend="onnx")`` (``build retrieve --embedding-backend onnx``): the MiniLM exported
+  once to ONNX (offline, cached under the project's cache directory) and run by onnxruntime with all graph
+  optimisations; ``onnxruntime int8``: that export quantised with
+  ``onnxruntime.quantization.quantize_dynamic`` (not offered by the package: measured only).
 
 Every variant is measured with each ``--threads`` count (default 1 and 2; torch's intra-op threads and
-onnxruntime's ``intra_op_num_threads``), ``--repeat`` times (default 3), and the median of the repeats'
+onnxruntime's ``intra_op_num_threads``, which the package sets from torch's), ``--repeat`` times (default 3), and the median of the repeats'
 medians is printed. The load average at the start and the end is printed: on a loaded machine the
 CPU milliseconds are the steadier figure.
 
@@ -64,61 +64,41 @@ def latency(fn: Callable[[list[str]], Any], queries: list[str]) -> tuple[float, 
 
 
 def onnx_embedders(tmp: Path) -> dict[str, Callable[[int], Callable[[list[str]], Any]]]:
-    """``{name: make(threads) -> embed}`` for onnxruntime float32 and int8; empty without onnxruntime."""
+    """``{name: make(threads) -> embed}`` for the package's onnx backend (float32) and an int8 quantisation of
+    its export; empty without the ``onnx`` extra."""
     try:
-        import onnx  # noqa: F401
         import onnxruntime as ort
         from onnxruntime.quantization import QuantType, quantize_dynamic
-    except ImportError as e:
+
+        from studybench.embedding_backend import OnnxSentenceEncoder, require_backend
+
+        require_backend("onnx")
+    except (ImportError, RuntimeError) as e:
         print(f"onnxruntime not measured: {e}", file=sys.stderr)
         return {}
     import torch
 
-    from studybench.audit.embeddings import load_embedding_model
+    def package(threads: int) -> Callable[[list[str]], Any]:
+        torch.set_num_threads(threads)  # onnxruntime's intra-op threads follow torch's (as --torch-threads)
+        embed = load_embedder(None, backend="onnx")
+        embed(["warm-up"])  # loads (and, the first time, exports) outside the timing
+        return embed
 
-    st = load_embedding_model(dtype="float32")  # the bundled offline MiniLM, as load_embedder loads it
-    tok, bert, max_len = st.tokenizer, st[0].auto_model.eval(), st.max_seq_length
+    i8 = tmp / "minilm.int8.onnx"
 
-    class Encoder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = bert
+    def int8(threads: int) -> Callable[[list[str]], Any]:
+        enc = load_embedder(None, backend="onnx").model()
+        if not i8.exists():
+            quantize_dynamic(str(enc.path), str(i8), weight_type=QuantType.QInt8)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(str(i8), so, providers=["CPUExecutionProvider"])
+        q = OnnxSentenceEncoder(enc.model, i8, {"key": enc.key, "sha256": "int8"}, False, sess)
+        return lambda texts: q.encode(texts, batch_size=64, normalize_embeddings=True)
 
-        def forward(self, ids: Any, mask: Any, types: Any) -> Any:
-            return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
-
-    f32, i8 = tmp / "minilm.onnx", tmp / "minilm.int8.onnx"
-    enc = tok(["a first sentence", "and a second, longer one"], padding=True, return_tensors="pt")
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    import warnings
-
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Encoder(), tuple(enc[n] for n in names), str(f32), dynamo=False, input_names=names,
-                          output_names=["hidden"], opset_version=17,
-                          dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "hidden"]})
-    quantize_dynamic(str(f32), str(i8), weight_type=QuantType.QInt8)
-
-    def make(path: Path) -> Callable[[int], Callable[[list[str]], Any]]:
-        def build(threads: int) -> Callable[[list[str]], Any]:
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = threads
-            so.inter_op_num_threads = 1
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-            def embed(texts: list[str]) -> Any:
-                e = tok(texts, padding=True, truncation=True, max_length=max_len, return_tensors="np")
-                hidden = sess.run(None, {n: e[n].astype(np.int64) for n in names})[0]
-                mask = e["attention_mask"][..., None].astype(np.float32)
-                v = (hidden * mask).sum(1) / np.maximum(mask.sum(1), 1e-9)
-                return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-            return embed
-
-        return build
-
-    return {"onnxruntime float32": make(f32), "onnxruntime int8": make(i8)}
+    return {"onnx float32 (package)": package, "onnxruntime int8": int8}
 
 
 def main() -> int:
@@ -161,11 +141,11 @@ def main() -> int:
                 cos = (np.concatenate([fn([q]) for q in queries]) * ref).sum(axis=1)
                 row = {"variant": name, "threads": threads, "wall_ms": round(wall, 2), "cpu_ms": round(cpu, 2),
                        "wall_ratio": round(base_wall / wall, 2), "cpu_ratio": round(base_cpu / cpu, 2),
-                       "cos_min": round(float(cos.min()), 5), "cos_median": round(float(np.median(cos)), 5),
+                       "cos_min": round(float(cos.min()), 7), "cos_median": round(float(np.median(cos)), 5),
                        "repeats_wall_ms": [round(w, 2) for w, _ in runs[name]]}
                 rows.append(row)
-                print(f"{name:<20} threads {threads}: median {wall:6.2f} ms wall ({base_wall / wall:4.2f}x torch float32), "
-                      f"{cpu:6.2f} ms CPU ({base_cpu / cpu:4.2f}x); cosine to torch float32 min {cos.min():.4f}, "
+                print(f"{name:<24} threads {threads}: median {wall:6.2f} ms wall ({base_wall / wall:4.2f}x torch float32), "
+                      f"{cpu:6.2f} ms CPU ({base_cpu / cpu:4.2f}x); cosine to torch float32 min {cos.min():.6f}, "
                       f"median {np.median(cos):.4f}", flush=True)
     res["rows"] = rows
     res["load_avg_end"] = load_avg()

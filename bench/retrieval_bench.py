@@ -17,7 +17,7 @@ Transfer Set's own ``knowledge_points`` (``--split``), so no LLM is involved.
 
     python bench/retrieval_bench.py --work DIR [--split transfer] [--labels bench/data/retrieval_labels.jsonl]
         [--tokens 6000000] [--queries 200] [--sample 50 --seed 15 --dump FILE] [--out bench.json]
-        [--torch-threads N] [--batch N ...] [--int8]
+        [--torch-threads N] [--batch N ...] [--int8] [--compare-backend onnx]
 
 ``--torch-threads N`` sets torch's intra-op threads before anything is embedded (default: torch's own,
 one per core). On a loaded 2-core machine two threads made one query's embedding ~20x slower than one
@@ -34,6 +34,11 @@ in the same run, and the share of queries whose top ``top_n`` is the same as one
 apart), latencies and their ratio to float32 in the same run, and the agreement of its rankings with
 float32's on the bench's queries (overlap of the dense and fused top 10, same first fragment), also with
 float32 fragment embeddings and int8 query embeddings; with ``--labels``, its recall@10 beside float32's.
+
+**Embedding backend** (``--compare-backend onnx``): the same with ``load_embedder(backend="onnx")`` (the
+package's opt-in onnxruntime path; its fragment embeddings computed once and cached apart, ``+onnx``): the
+query embedding alone and the hybrid query, one at a time (interleaved with torch) and batched, the ratios
+to torch in the same run, the agreement of the rankings, and with ``--labels`` both recalls@10.
 
 ``--dump FILE`` writes, for a seeded sample of ``--sample`` KPs, the union of the three rankings' top 10
 (fragment id, section, first characters) for labelling by hand.
@@ -190,6 +195,38 @@ def int8_report(frags: list[dict[str, Any]], digest: str, work: Path, queries: l
     return res
 
 
+def backend_report(frags: list[dict[str, Any]], digest: str, work: Path, queries: list[str], ix: HybridIndex,
+                   sizes: list[int], kps: list[Any], labels: list[dict[str, Any]] | None, backend: str) -> dict[str, Any]:
+    """torch and another embedding backend (the package's ``--embedding-backend``) in the same run: query
+    embedding and hybrid query latencies, their ratios, agreement of the rankings, recall@10."""
+    other = load_embedder(None, backend=backend)
+    res: dict[str, Any] = {"backend": backend, "load_avg_start": load_avg()}
+    t0 = time.perf_counter()
+    ixo = HybridIndex(frags, digest, RetrieveSettings(embed_backend=backend), cache_dir=work / "cache", embed=other)
+    res[f"{backend}_index_s"] = round(time.perf_counter() - t0, 2)
+    res[f"{backend}_embeddings_cached"] = ixo.cache_hit
+    ixo.search(queries[0])  # warm-up (model load)
+    assert ix.embed is not None
+    ms: dict[str, list[float]] = {"torch": [], backend: []}
+    for q in queries:  # interleaved, so that a change of load hits both
+        for name, fn in (("torch", ix.embed), (backend, other)):
+            t0 = time.perf_counter()
+            fn([q])
+            ms[name].append((time.perf_counter() - t0) * 1000)
+    for name, xs in ms.items():
+        res[f"{name}_query_embed_ms_median"] = round(statistics.median(xs), 2)
+    res["query_embed_ratio"] = round(statistics.median(ms["torch"]) / statistics.median(ms[backend]), 2)
+    batched(ix, queries, sizes, res, "torch_")
+    batched(ixo, queries, sizes, res, f"{backend}_")
+    res["single_query_ratio_median"] = round(res["torch_single_query_ms_median"] / res[f"{backend}_single_query_ms_median"], 2)
+    res[f"agreement_{backend}_vs_torch"] = agreement(ix, ixo, queries)
+    if labels is not None:
+        res["recall_at_10_torch"] = recall_at_10(ix, kps, labels)
+        res[f"recall_at_10_{backend}"] = recall_at_10(ixo, kps, labels)
+    res["load_avg_end"] = load_avg()
+    return res
+
+
 def speed(frags: list[dict[str, Any]], digest: str, work: Path, queries: list[str], tokens_target: int,
           embed: Any, sizes: list[int]) -> dict[str, Any]:
     res: dict[str, Any] = {"load_avg_start": load_avg(), "fragments": len(frags)}
@@ -271,6 +308,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, action="append", help="queries per batch for the batched path "
                     "(repeatable; default 8, 32 and all the queries)")
     ap.add_argument("--int8", action="store_true", help="also measure int8 dynamic quantisation against float32")
+    ap.add_argument("--compare-backend", choices=["onnx"], help="also measure the package's --embedding-backend onnx "
+                    "against torch (its fragment embeddings computed once and cached apart)")
     a = ap.parse_args()
     sizes = a.batch or [8, 32, a.queries]
     if min(sizes) < 1:
@@ -312,6 +351,9 @@ def main() -> None:
     if a.int8:
         report["int8"] = int8_report(frags, digest, a.work, queries, ix, sizes, kps, labels)
         print(json.dumps(report["int8"], indent=1))
+    if a.compare_backend:
+        report[a.compare_backend] = backend_report(frags, digest, a.work, queries, ix, sizes, kps, labels, a.compare_backend)
+        print(json.dumps(report[a.compare_backend], indent=1))
     if a.out:
         atomic_write_text(a.out, dumps_json(report) + "\n")
 

@@ -32,6 +32,12 @@ if "STUDYBENCH_JUDGE_CACHE" not in os.environ:
     _judge_cache = tempfile.mkdtemp(prefix="studybench-test-judge-cache-")
     os.environ["STUDYBENCH_JUDGE_CACHE"] = _judge_cache
     atexit.register(shutil.rmtree, _judge_cache, ignore_errors=True)
+# one ONNX export cache per test session (per worker): `--embedding-backend onnx` exports the real MiniLM once
+# there (seconds), never into the user's cache; a test that counts exports passes its own folder
+if "STUDYBENCH_ONNX_CACHE" not in os.environ:
+    _onnx_cache = tempfile.mkdtemp(prefix="studybench-test-onnx-cache-")
+    os.environ["STUDYBENCH_ONNX_CACHE"] = _onnx_cache
+    atexit.register(shutil.rmtree, _onnx_cache, ignore_errors=True)
 
 
 def _real_data_dir() -> Path | None:

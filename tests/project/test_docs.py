@@ -242,7 +242,7 @@ def test_the_link_checker_sees_a_missing_file_and_a_missing_anchor(tmp_path: Pat
 def test_the_readme_stays_short_and_keeps_the_two_set_up_commands() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 160
-    for line in ('pip install -e ".[dev,audit,analysis,train,gepa,build,ray,router]"',
+    for line in ('pip install -e ".[dev,audit,analysis,train,gepa,build,onnx,ray,router]"',
                  "studybench eval --split transfer --model reference -k 1",
                  "python -m pytest -q -n auto --dist loadfile"):
         assert line in text

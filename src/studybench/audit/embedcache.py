@@ -7,7 +7,8 @@ that decides the vector besides the text: the bytes of every weight and buffer (
 ``float32`` or ``bfloat16``, and any other checkpoint change the id), the modules and their settings
 (``repr``: pooling, normalisation, lower-casing, int8 quantised layers, whose packed integer weights
 and scales are hashed too), ``max_seq_length`` (truncation) and the device type
-(``cpu`` or ``cuda``: their arithmetic differs in the last bits). A new model, precision, truncation
+(``cpu`` or ``cuda``: their arithmetic differs in the last bits). The ONNX backend's encoder has an id
+of its own (``OnnxSentenceEncoder.embedding_cache_id``). A new model, backend, precision, truncation
 or text gives a new key; nothing is ever served across them.
 
 **Layout.** ``<root>/<model id[:32]>/<pack>.emb``: each audit that embeds something writes one *pack*
@@ -81,12 +82,18 @@ def model_id(model: Any) -> str | None:
     Hashes the bytes of its ``state_dict`` (about 90 MB for MiniLM: a fraction of a second).
 
     Args:
-        model: a loaded sentence-transformers model (any ``torch.nn.Module`` with ``encode``).
+        model: a loaded sentence-transformers model (any ``torch.nn.Module`` with ``encode``), or an
+            object with an ``embedding_cache_id()`` method (the ONNX encoder,
+            :class:`studybench.embedding_backend.OnnxSentenceEncoder`: its id hashes ``"onnx"``, the
+            export's key and file, the truncation and the onnxruntime version, so torch and onnx vectors
+            never share a key).
 
     Returns:
-        sha256 hex, or ``None`` for an object that is not a torch module (it cannot be identified, so
-        it is not cached).
+        sha256 hex, or ``None`` for an object that is neither (it cannot be identified, so it is not cached).
     """
+    own = getattr(model, "embedding_cache_id", None)  # the ONNX encoder (studybench.embedding_backend)
+    if callable(own):
+        return str(own())
     state_dict = getattr(model, "state_dict", None)
     if not callable(state_dict):
         return None

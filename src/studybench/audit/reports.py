@@ -198,7 +198,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"embedding only {ov['embedding_only']}.",
     ]
     if report["stages"]["embedding"]:
-        lines.append(f"Embedding model load: {report['stages']['embedding']['model_load_seconds']} s (not in stage 2).")
+        par = report["parameters"]
+        lines.append(f"Embedding model: {md_cell(str(par.get('embedding_model_used')))}, "
+                     f"{md_cell(str(par.get('embedding_backend', 'torch')))} backend, {md_cell(str(par.get('dtype_used')))}; "
+                     f"load: {report['stages']['embedding']['model_load_seconds']} s (not in stage 2).")
     lines += ["", "## Threshold sweep", "", "| Jaccard >= | pairs |", "|---:|---:|"]
     lines += [f"| {t} | {n} |" for t, n in report["sweep"]["jaccard"].items()]
     lines += ["", f"({report['sweep']['jaccard_note']})"]

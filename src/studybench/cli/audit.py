@@ -19,7 +19,8 @@ from studybench.audit.contamination import AuditConfig, run_audit
 from studybench.audit.records import RecordError, read_files
 from studybench.audit.reports import write_outputs
 from studybench.cli.common import console, deprecated, fail, fail_write, out_console, plural, progress_bars
-from studybench.cli.threads import TorchThreads, set_torch_threads
+from studybench.cli.threads import EmbeddingBackend, TorchThreads, set_torch_threads
+from studybench.embedding_backend import EmbeddingBackendMissing, require_backend
 from studybench.llm_judge import LLMJudgeConfigError, LLMVerdictCache
 
 __all__ = ["audit_app"]
@@ -85,6 +86,7 @@ def contamination(
     batch_size: Annotated[int, typer.Option(help="Embedding batch size.")] = 64,
     device: Annotated[str, typer.Option(help="Torch device for the embedding model (cpu, cuda, cuda:1, ...).")] = "cpu",
     torch_threads: TorchThreads = None,
+    embedding_backend: EmbeddingBackend = "torch",
     max_seq_length: Annotated[
         int | None,
         typer.Option(help="Truncate texts to this many word pieces for embedding (default: the model's own limit, "
@@ -178,6 +180,7 @@ def contamination(
         device=device,
         max_seq_length=max_seq_length,
         dtype=dtype,
+        embedding_backend=embedding_backend,
         containment_threshold=containment_threshold or None,
         judge_model=judge_model,
         judge_base_url=judge_base_url,
@@ -199,6 +202,10 @@ def contamination(
         fail(f"--out {out} exists and is not a directory")
     if embeddings:
         set_torch_threads(torch_threads)
+        try:  # the onnx extra checked before anything is read
+            require_backend(embedding_backend)
+        except EmbeddingBackendMissing as e:
+            fail(str(e))
     t0 = time.perf_counter()
     try:
         train_records = read_files(train, text_field=text_field, id_field=id_field)

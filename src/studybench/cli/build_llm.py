@@ -20,7 +20,7 @@ from studybench.cli.common import (
     plural,
     progress_bars,
 )
-from studybench.cli.threads import TorchThreads, set_torch_threads
+from studybench.cli.threads import EmbeddingBackend, TorchThreads, set_torch_threads
 
 __all__ = ["TEACHER_OPTIONS", "TRANSPORT_OPTIONS", "attach_budget", "decompose_cmd", "finish_stage", "usage_line",
            "verify_cmd"]
@@ -195,6 +195,7 @@ def decompose_cmd(
     embed_merge: Annotated[bool, typer.Option("--embed-merge/--no-embed-merge", help="Merge KPs by name embeddings after the exact merge.")] = True,
     embedding_model: Annotated[str | None, typer.Option("--embedding-model", help="sentence-transformers name or path (default: the bundled offline all-MiniLM-L6-v2).")] = None,
     torch_threads: TorchThreads = None,
+    embedding_backend: EmbeddingBackend = "torch",
     restart: _Restart = False,
     *,
     teacher_options: dict[str, Any],
@@ -216,6 +217,12 @@ def decompose_cmd(
         fail("--limit must be >= 1")
     if embed_merge:
         set_torch_threads(torch_threads)
+        from studybench.testset.embedding import load_embedder
+
+        try:  # the backend and its extra checked now, not after the teacher's work (nothing is loaded yet)
+            load_embedder(embedding_model, backend=embedding_backend)
+        except (ValueError, RuntimeError) as e:
+            fail(str(e))
     try:
         ds = load_split(split, data_dir)
     except (DatasetError, ValueError) as e:
@@ -227,7 +234,8 @@ def decompose_cmd(
     budget = attach_budget(work, "decompose", [llm], budget_options)
     settings = DecomposeSettings(temperature=temperature, attempts=attempts, max_tokens=teacher_options["max_tokens"],
                                  concurrency=teacher_options["concurrency"], merge_threshold=merge_threshold,
-                                 embed_merge=embed_merge, embedding_model=embedding_model)
+                                 embed_merge=embed_merge, embedding_model=embedding_model,
+                                 embedding_backend=embedding_backend)
     console.print(f"decompose: {plural(ds.n_sub_problems, 'sub-problem')} of {escape(ds.name)}; teacher {escape(llm.model)}")
     shown = [0]
 

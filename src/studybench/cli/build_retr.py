@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from studybench.cli.common import console, escape, fail, fail_write, plural, progress_bars
-from studybench.cli.threads import TorchThreads, set_torch_threads
+from studybench.cli.threads import EmbeddingBackend, TorchThreads, set_torch_threads
 
 __all__ = ["fragments_cmd", "retrieve_cmd"]
 
@@ -71,6 +71,7 @@ def retrieve_cmd(
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="Where --from-split names are looked up (default $STUDYBENCH_DATA).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Discard an existing retrieval.jsonl instead of resuming it.")] = False,
     torch_threads: TorchThreads = None,
+    embedding_backend: EmbeddingBackend = "torch",
 ) -> None:
     """Retrieve the top --top-n fragments for every canonical KP: BM25 (the same normalisation for fragments
     and queries) and sentence embeddings, each keeping --depth, fused by reciprocal rank fusion and
@@ -96,8 +97,15 @@ def retrieve_cmd(
         fail("give --queries or --from-split, not both")
     if mode != "bm25":
         set_torch_threads(torch_threads)
+        from studybench.embedding_backend import require_backend
+
+        try:  # the onnx extra checked before anything is read or indexed
+            require_backend(embedding_backend)
+        except RuntimeError as e:
+            fail(str(e))
     st = RetrieveSettings(depth=depth, rrf_k=rrf_k, out_of_domain=out_of_domain, top_n=top_n, embed_model=embed_model,
-                          max_seq_length=max_seq_length, use_bm25=mode != "dense", use_dense=mode != "bm25")
+                          max_seq_length=max_seq_length, use_bm25=mode != "dense", use_dense=mode != "bm25",
+                          embed_backend=embedding_backend)
     try:
         st.check()
         if from_split is not None:
@@ -112,7 +120,8 @@ def retrieve_cmd(
             kps = load_kps(qpath)
             kp_digest = file_sha256(qpath)
         dmap = load_domain_map(domain_map) if domain_map is not None else None
-        embed = load_embedder(embed_model, max_seq_length=max_seq_length) if st.use_dense else None
+        embed = (load_embedder(embed_model, max_seq_length=max_seq_length, backend=embedding_backend)
+                 if st.use_dense else None)
         with progress_bars(unit="") as bar:
             shown: dict[str, int] = {}
 

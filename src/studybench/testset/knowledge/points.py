@@ -255,6 +255,8 @@ class DecomposeSettings:
         merge_threshold: cosine at or above which two KP names of one type merge.
         embed_merge: merge by embeddings at all (else exact names only).
         embedding_model: sentence-transformers name or path (``None``: the bundled MiniLM).
+        embedding_backend: its runtime, ``torch`` (default) or ``onnx`` (opt-in;
+            :func:`~studybench.testset.embedding.load_embedder`).
     """
 
     temperature: float = 0.2
@@ -264,6 +266,7 @@ class DecomposeSettings:
     merge_threshold: float = 0.90
     embed_merge: bool = True
     embedding_model: str | None = None
+    embedding_backend: str = "torch"
 
 
 def _kp_id(kp_type: str, norm: str) -> str:
@@ -447,7 +450,7 @@ def decompose(
     counts = asyncio.run(run())
     wanted = {sub_key(r) for r in refs}
     rows = [r for r in read_rows(out) if r.get("key") in wanted]
-    embed = load_embedder(settings.embedding_model) if settings.embed_merge else None
+    embed = load_embedder(settings.embedding_model, backend=settings.embedding_backend) if settings.embed_merge else None
     if embed is not None and embed_progress is not None:
         embed = partial(embed_with_progress, embed, progress=embed_progress)
     try:

@@ -24,7 +24,7 @@ Output: ``DIR/retrieval.jsonl``, one KP per line (:meth:`HybridIndex.search` can
 append mode with the settings in ``DIR/retrieve.meta.json``: a rerun with the same inputs and settings
 skips KPs already written; changed inputs or settings are refused unless ``restart``.
 The fragment embeddings are cached in ``DIR/cache/embeddings-<fragments sha256>-<model>.npy``: a change of
-the fragments file or the model makes a new one.
+the fragments file, the model or its backend (``+onnx``) makes a new one; they are batched by word pieces.
 """
 
 from __future__ import annotations
@@ -311,7 +311,7 @@ def rrf_fuse(rankings: Sequence[Sequence[int]], k: float = 60.0) -> dict[int, fl
 
 @dataclass(frozen=True)
 class RetrieveSettings:
-    """Ranker depth, RRF constant, in-domain factor, candidates kept, embedding model."""
+    """Ranker depth, RRF constant, in-domain factor, candidates kept, embedding model and backend (``+onnx``)."""
 
     depth: int = 200
     rrf_k: float = 60.0
@@ -322,6 +322,7 @@ class RetrieveSettings:
     use_bm25: bool = True
     use_dense: bool = True
     quantize: str | None = None
+    embed_backend: str = "torch"
 
     def check(self) -> None:
         """Raises ValueError for an unusable setting (the message names the option)."""
@@ -337,12 +338,14 @@ class RetrieveSettings:
             raise ValueError("at least one of BM25 and dense retrieval must be on")
         if self.quantize not in (None, "int8"):
             raise ValueError(f"quantize must be None or 'int8', got {self.quantize!r}")
+        if self.embed_backend not in ("torch", "onnx") or (self.embed_backend == "onnx" and self.quantize):
+            raise ValueError(f"--embedding-backend must be torch, or onnx without quantize, got {self.embed_backend!r}")
 
     @property
     def model_key(self) -> str:
         name = self.embed_model or DEFAULT_MODEL
         name = f"{name}@{self.max_seq_length}" if self.max_seq_length else name
-        return f"{name}+{self.quantize}" if self.quantize else name
+        return name + "".join(f"+{x}" for x in (self.quantize, self.embed_backend) if x and x != "torch")
 
 
 def _doc_text(frag: dict[str, Any]) -> str:
@@ -401,7 +404,7 @@ class HybridIndex:
                     self.embeddings, self.cache_hit = emb, True
             if self.embeddings is None:
                 assert embed is not None
-                self.embeddings = np.ascontiguousarray(embed_with_progress(embed, docs, progress), dtype=np.float32)
+                self.embeddings = np.ascontiguousarray(embed_with_progress(embed, docs, progress, by_word_pieces=True), dtype=np.float32)
                 if cache is not None:
                     cache.parent.mkdir(parents=True, exist_ok=True)
                     tmp = cache.with_name(cache.name + ".tmp.npy")
