@@ -149,10 +149,10 @@ def model_digest(model: Any) -> str:
 
     h = hashlib.sha256()
     h.update(json.dumps([EXPORT_FORMAT, OPSET, torch.__version__, type(model).__qualname__, repr(model)],
-                        ensure_ascii=True, default=str).encode("ascii"))
+                        ensure_ascii=True, default=str, allow_nan=False).encode("ascii"))
     for name, t in model.state_dict().items():
         t = t.detach().to("cpu").contiguous()
-        h.update(json.dumps([name, str(t.dtype), list(t.shape)]).encode("ascii"))
+        h.update(json.dumps([name, str(t.dtype), list(t.shape)], allow_nan=False).encode("ascii"))
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
@@ -284,7 +284,7 @@ class OnnxSentenceEncoder:
         import onnxruntime
 
         meta = ["onnx", self.key, self.file_sha256, self.max_seq_length, onnxruntime.__version__, "cpu"]
-        return hashlib.sha256(json.dumps(meta).encode("ascii")).hexdigest()
+        return hashlib.sha256(json.dumps(meta, allow_nan=False).encode("ascii")).hexdigest()
 
     def encode(self, sentences: Sequence[str], batch_size: int = 32, *, normalize_embeddings: bool = False,
                convert_to_numpy: bool = True, show_progress_bar: bool = False, **_: Any) -> Any:
