@@ -173,10 +173,19 @@ def _from_transformers(name: str) -> Tokenizer:
         from transformers import AutoTokenizer
     except ImportError:
         raise TokenizerError(f"--tokenizer {name}: needs the 'transformers' package (pip install transformers), or give a tokenizer.json file") from None
+    # read now, not when huggingface_hub was imported: HF_HUB_OFFLINE set later still keeps the hub unasked
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if offline:  # huggingface_hub reads the variable once, when imported, and asks the hub otherwise
+        try:
+            from huggingface_hub import constants as hub_constants
+
+            hub_constants.HF_HUB_OFFLINE = True
+        except ImportError:
+            pass
     try:
-        tok: Any = AutoTokenizer.from_pretrained(name)
+        tok: Any = AutoTokenizer.from_pretrained(name, local_files_only=offline)
     except Exception as e:  # network, missing files, bad config: all mean "cannot load"
-        offline = " (HF_HUB_OFFLINE is set: only locally cached models load)" if os.environ.get("HF_HUB_OFFLINE") else ""
+        offline = " (HF_HUB_OFFLINE is set: only locally cached models load)" if offline else ""
         raise TokenizerError(
             f"--tokenizer {name}: cannot load it{offline}: {_first_line(e)}; give a local folder or tokenizer.json, "
             "or download it first (huggingface-cli download NAME)"

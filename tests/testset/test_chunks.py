@@ -180,11 +180,22 @@ def test_no_chapters_and_bogus_tokenizer_are_clear_errors(tmp_path: Path, monkey
     (tmp_path / "empty").mkdir()
     res = _invoke("export", "chunks", "--books", tmp_path / "empty")
     assert res.exit_code == 2 and "no chapters" in res.output  # type: ignore[attr-defined]
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # set after huggingface_hub may have been imported: still no request
+    import socket
+
+    asked: list[object] = []
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        asked.append(args)
+        raise OSError("the test forbids network connections")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
     books = _books(tmp_path)
     res = _invoke("export", "chunks", "--books", books, "--allow-unredacted", "--out", tmp_path / "c.jsonl",
                   "--tokenizer", "no-such-org/no-such-tok")
     assert res.exit_code == 2 and "--tokenizer no-such-org/no-such-tok" in res.output  # type: ignore[attr-defined]
+    assert "HF_HUB_OFFLINE is set" in res.output and asked == []  # type: ignore[attr-defined]
 
 
 def test_books_default_to_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
