@@ -52,6 +52,7 @@ def test_every_output_counts_the_retried_turns(case: str, tmp_path: Path) -> Non
                                        "-k", "1", "--seeds", "1", "--max-retries", "1", "--concurrency", "1",
                                        "--out", str(run)], catch_exceptions=False)
     assert res.exit_code == (1 if failed else 0), res.output
+    assert f"generated 3 turns (0 reused, {retried} retried, {failed} failed)" in res.output  # this pass's own count
     rows = [json.loads(x) for x in (run / "generations.jsonl").read_text().splitlines()]
     assert sum(r["attempts"] > 1 for r in rows) == retried and sum(r["attempts"] - 1 for r in rows) == extra
     turns = json.loads((run / "report.json").read_text())["turns"]
@@ -79,6 +80,7 @@ def test_a_run_without_retries_reads_as_before(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     rep = json.loads((run / "report.json").read_text())
     assert not {"retried", "extra_requests", "failed_after_retries"} & set(rep["turns"])
+    assert "(0 reused, 0 failed)" in res.output  # the generation line as before
     assert retries_line(rep) is None and "Retries:" not in res.output and "Retries:" not in (run / "report.md").read_text()
 
 

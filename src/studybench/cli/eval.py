@@ -231,7 +231,8 @@ def eval_cmd(
     g = result.generation
     if g is not None:
         rate = f" ({g.turns_per_s:.1f} turns/s)" if g.generated else ""
-        console.print(f"generated {plural(g.generated, 'turn')} ({g.reused} reused, {g.failed} failed) in {g.seconds:.1f}s{rate}")
+        retried = f", {g.retried} retried" if g.retried else ""
+        console.print(f"generated {plural(g.generated, 'turn')} ({g.reused} reused{retried}, {g.failed} failed) in {g.seconds:.1f}s{rate}")
         if g.skipped_parents:
             first = next(iter(g.skipped_parents.values()))
             console.print(f"[bold yellow]skipped {plural(len(g.skipped_parents), 'parent')} whose prompt does not fit the "

@@ -120,6 +120,7 @@ class GenerationStats:
         reused: stored turns still valid.
         generated: turns requested now (failed ones included).
         failed: of those, turns that failed after the backend's retries.
+        retried: of those, turns that needed more than one request (a transient failure retried).
         seconds: wall time of the pass.
         stopped: ``None`` when the pass ran to the end; else why it stopped early (the endpoint
             stopped answering: ``max_consecutive_failures`` unreachable-endpoint failures in a row).
@@ -134,6 +135,7 @@ class GenerationStats:
     reused: int = 0
     generated: int = 0
     failed: int = 0
+    retried: int = 0
     seconds: float = 0.0
     stopped: str | None = None
     last_answer: float = 0.0
@@ -311,6 +313,7 @@ async def generate_turns(
             )
             store.append(row)
             stats.generated += 1
+            stats.retried += int((res.attempts or 1) > 1)
             record_outcome(res.error)
             if res.error:
                 stats.failed += 1
