@@ -17,7 +17,7 @@ from typing import Any
 
 from studybench.audit.common import AuditExtraMissing, ProgressFn, require_extra
 from studybench.audit.embedcache import EmbeddingCache, embedding_key, model_id
-from studybench.embedding_backend import EmbeddingBackendMissing, check_backend, onnx_encoder
+from studybench.embedding_backend import EmbeddingBackendMissing, check_backend, onnx_encoder, token_lengths
 
 __all__ = [
     "COSINE_SWEEP",
@@ -247,22 +247,6 @@ def stage2_cosine(
         for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
             scores[(start + r, c)] = float(sims[r, c])
     return scores, counts
-
-
-def token_lengths(model: Any, texts: Sequence[str]) -> list[int]:
-    """Each text's length in the model's word pieces, capped at its ``max_seq_length`` (the padded length
-    that decides a batch's cost); the length in characters for a model without a ``tokenizer``.
-
-    Sorting by characters left 75% of the tokens of the bench workload's batches as padding (LaTeX and
-    CJK text have many more word pieces per character than prose); by word pieces, 8%.
-    """
-    tok = getattr(model, "tokenizer", None)
-    if tok is None or not callable(tok) or not texts:
-        return [len(t) for t in texts]
-    cap = getattr(model, "max_seq_length", None) or None
-    enc = tok(list(texts), add_special_tokens=True, truncation=cap is not None, max_length=cap,
-              return_attention_mask=False, return_token_type_ids=False)
-    return [len(ids) for ids in enc["input_ids"]]
 
 
 def embed_non_empty(model: Any, texts: list[str], batch_size: int, progress: ProgressFn | None) -> Any:

@@ -29,7 +29,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from studybench.embedding_backend import EmbeddingBackendMissing, check_backend, onnx_encoder, require_backend
+from studybench.embedding_backend import (
+    EmbeddingBackendMissing,
+    check_backend,
+    onnx_encoder,
+    require_backend,
+    token_lengths,
+)
 
 __all__ = ["EMBED_CHUNK", "QUANTIZE", "Embedder", "SentenceEmbedder", "embed_with_progress", "load_embedder"]
 
@@ -125,14 +131,7 @@ class SentenceEmbedder:
     def word_pieces(self, texts: list[str]) -> list[int]:
         """Each text's length in the model's word pieces, capped at its ``max_seq_length`` (the padded length
         that decides a batch's cost); the length in characters for a model without a tokenizer."""
-        m = self.model()
-        tok = getattr(m, "tokenizer", None)
-        if tok is None or not callable(tok) or not texts:
-            return [len(t) for t in texts]
-        cap = getattr(m, "max_seq_length", None) or None
-        enc = tok(list(texts), add_special_tokens=True, truncation=cap is not None, max_length=cap,
-                  return_attention_mask=False, return_token_type_ids=False)
-        return [len(ids) for ids in enc["input_ids"]]
+        return token_lengths(self.model(), texts)
 
 
 def load_embedder(name: str | None = None, *, max_seq_length: int | None = None, device: str = "cpu",
@@ -205,39 +204,27 @@ def embed_with_progress(embed: Embedder, texts: list[str], progress: Callable[[i
 
     step = max(1, chunk or EMBED_CHUNK)
     counter = getattr(embed, "word_pieces", None) if by_word_pieces else None
-    if counter is not None:
-        idx = [k for k, t in enumerate(texts) if t.strip()]
+    idx = [k for k, t in enumerate(texts) if t.strip()]
+    if counter is not None:  # one batch of the model's per call, in order of word pieces
         pieces = counter([texts[k] for k in idx])
         order = sorted(range(len(idx)), key=lambda n: (pieces[n], len(texts[idx[n]])))
-        idx = [idx[n] for n in order]
-        size = max(1, int(getattr(embed, "batch_size", 64)))
-        if progress:
-            progress(0, len(idx))
-        if not idx:
-            return embed(texts)
-        out: Any = None
-        for start in range(0, len(idx), size):
-            part = idx[start:start + size]
-            emb = np.asarray(embed([texts[k] for k in part]), dtype=np.float32)
-            if out is None:
-                out = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
-            out[part] = emb
-            done = min(start + size, len(idx))
-            if progress and (done == len(idx) or done // step > start // step):
-                progress(done, len(idx))
-        return out
-    if progress is None:
+        idx, size = [idx[n] for n in order], max(1, int(getattr(embed, "batch_size", 64)))
+    elif progress is None:
         return embed(texts)
-    idx = sorted((k for k, t in enumerate(texts) if t.strip()), key=lambda k: len(texts[k]))
-    progress(0, len(idx))
+    else:  # the order and chunks one call of the embedder uses
+        idx, size = sorted(idx, key=lambda k: len(texts[k])), step
+    if progress:
+        progress(0, len(idx))
     if not idx:
         return embed(texts)
-    out = None
-    for start in range(0, len(idx), step):
-        part = idx[start:start + step]
+    out: Any = None
+    for start in range(0, len(idx), size):
+        part = idx[start:start + size]
         emb = np.asarray(embed([texts[k] for k in part]), dtype=np.float32)
         if out is None:
             out = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
         out[part] = emb
-        progress(min(start + step, len(idx)), len(idx))
+        done = min(start + size, len(idx))
+        if progress and (done == len(idx) or done // step > start // step):
+            progress(done, len(idx))
     return out
