@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from studybench.files import MAX_DATA_BYTES, InputFileError, parse_json, read_user_bytes
+from studybench.files import MAX_DATA_BYTES, InputFileError, cache_dir, parse_json, read_user_bytes
 from studybench.records import Parent, ParentKey, SubProblemRef, sub_problem_refs
 
 __all__ = [
@@ -133,9 +133,7 @@ class Dataset:
 
 def default_cache_dir() -> Path:
     """Per-user cache directory where ``studybench data fetch`` stores the official files."""
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("studybench")) / "data"
+    return cache_dir("data")
 
 
 def _candidate_dirs(data_dir: str | os.PathLike[str] | None) -> list[Path]:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from studybench.files import InputFileError, atomic_write_text, dumps_json, read_json
+from studybench.files import InputFileError, atomic_write_text, cache_dir, dumps_json, read_json
 
 __all__ = [
     "token_lengths",
@@ -141,12 +141,7 @@ def default_onnx_cache_root() -> Path:
     Returns:
         ``$STUDYBENCH_ONNX_CACHE`` if set, else ``<user cache dir>/studybench/onnx``.
     """
-    env = os.environ.get("STUDYBENCH_ONNX_CACHE")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("studybench")) / "onnx"
+    return cache_dir("onnx", "STUDYBENCH_ONNX_CACHE")
 
 
 def _import_onnx() -> tuple[Any, Any]:

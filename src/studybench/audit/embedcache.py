@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from studybench.audit.common import require_extra
-from studybench.files import MAX_DATA_BYTES, InputFileError, atomic_write_bytes, read_user_bytes
+from studybench.files import MAX_DATA_BYTES, InputFileError, atomic_write_bytes, cache_dir, read_user_bytes
 
 __all__ = ["MAGIC", "MAX_PACKS", "EmbeddingCache", "default_embedding_cache_root", "embedding_key", "model_id"]
 
@@ -68,12 +68,7 @@ def default_embedding_cache_root() -> Path:
     Returns:
         ``$STUDYBENCH_EMBEDDING_CACHE`` if set, else ``<user cache dir>/studybench/embeddings``.
     """
-    env = os.environ.get("STUDYBENCH_EMBEDDING_CACHE")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("studybench")) / "embeddings"
+    return cache_dir("embeddings", "STUDYBENCH_EMBEDDING_CACHE")
 
 
 def model_id(model: Any) -> str | None:

@@ -57,6 +57,7 @@ from studybench.files.reading import (
 from studybench.files.strict_json import dumps_json, json_line, parse_json
 
 __all__ = [
+    "cache_dir",
     "MAX_DATA_BYTES",
     "MAX_JSON_BYTES",
     "MAX_LOG_BYTES",
@@ -420,3 +421,21 @@ class JsonlLog:
             finally:
                 os.close(self._fd)
                 self._fd = None
+
+
+def cache_dir(name: str, env: str | None = None) -> Path:
+    """A folder of the per-user cache: ``$env`` when that variable is set, else ``<user cache dir>/studybench/name``.
+
+    Args:
+        name: the cache's folder under the user cache directory (``judge``, ``embeddings``, ``onnx``, ``data``).
+        env: the environment variable that overrides it (e.g. ``STUDYBENCH_JUDGE_CACHE``).
+
+    Returns:
+        The folder (not created).
+    """
+    value = os.environ.get(env) if env else None
+    if value:
+        return Path(value)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("studybench")) / name

@@ -28,13 +28,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from studybench.files import JsonlLog, atomic_write_text, dumps_json
+from studybench.files import JsonlLog, atomic_write_text, cache_dir, dumps_json
 
 __all__ = ["CACHED_VERDICTS", "LLMVerdictCache", "cache_key", "cache_summary", "clear_cache", "default_cache_root"]
 
@@ -52,12 +51,7 @@ def default_cache_root() -> Path:
     Returns:
         ``$STUDYBENCH_JUDGE_CACHE`` if set, else ``<user cache dir>/studybench/judge``.
     """
-    env = os.environ.get("STUDYBENCH_JUDGE_CACHE")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("studybench")) / "judge"
+    return cache_dir("judge", "STUDYBENCH_JUDGE_CACHE")
 
 
 def cache_key(judge_model: str, template_digest: str, inputs_digest: str) -> str:
