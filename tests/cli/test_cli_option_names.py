@@ -234,11 +234,15 @@ def test_every_command_that_runs_torch_takes_torch_threads() -> None:
     assert not missing, f"no --torch-threads: {missing}"
 
 
-@pytest.mark.parametrize("args", [
+_EMBEDDING_COMMANDS = [
     ["build", "retrieve", "--work", "{tmp}/work"],
     ["build", "decompose", "--work", "{tmp}/work", "--teacher", "t", "--split", "{tmp}/missing.json"],
     ["audit", "contamination", "--train", "{tmp}/missing.jsonl", "--eval", "{tmp}/missing.jsonl", "--out", "{tmp}/out"],
-], ids=lambda a: " ".join(a[:2]))
+]
+"""The commands that run an embedding model, with inputs that are missing (their error would come first)."""
+
+
+@pytest.mark.parametrize("args", _EMBEDDING_COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_torch_threads_is_applied_before_the_command_reads_its_inputs(args: list[str], tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
@@ -267,11 +271,7 @@ def test_every_command_that_runs_torch_takes_embedding_backend() -> None:
     assert set(defaults.values()) == {"torch"}, defaults  # onnx is never chosen silently
 
 
-@pytest.mark.parametrize("args", [
-    ["build", "retrieve", "--work", "{tmp}/work"],
-    ["build", "decompose", "--work", "{tmp}/work", "--teacher", "t", "--split", "{tmp}/missing.json"],
-    ["audit", "contamination", "--train", "{tmp}/missing.jsonl", "--eval", "{tmp}/missing.jsonl", "--out", "{tmp}/out"],
-], ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("args", _EMBEDDING_COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_embedding_backend_is_checked_before_the_command_reads_its_inputs(args: list[str], tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """An unknown backend is a usage error; ``onnx`` without its extra is one line naming ``studybench[onnx]``,
